@@ -1,0 +1,20 @@
+// The ND v2 ABI in one include: on Windows the SDK's Win32 types, elsewhere nd_compat.h; then the status
+// codes, structs/flags and interfaces. Self-contained: includes nothing else of netdirect's.
+#pragma once
+
+#ifdef _WIN32
+#ifndef WIN32_LEAN_AND_MEAN
+#define WIN32_LEAN_AND_MEAN
+#endif
+#include <winsock2.h>
+#include <ws2tcpip.h>
+#include <windows.h>
+#include <unknwn.h>
+#define ND_CALL STDMETHODCALLTYPE
+#else
+#include "nd_compat.h"
+#endif
+
+#include "nd_status.h"
+#include "nd_def.h"
+#include "nd_spi.h"

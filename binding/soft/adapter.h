@@ -1,0 +1,83 @@
+// IND2Adapter of the software provider: one per network interface (adapter id = interface index),
+// serving that interface's IPv4/IPv6 addresses. Owns the progress engine and the STag table its
+// children share, and reports honest limits in ND2_ADAPTER_INFO.
+#ifndef NETDIRECT_SOFT_ADAPTER_H_
+#define NETDIRECT_SOFT_ADAPTER_H_
+
+#include <memory>
+#include <vector>
+
+#include "soft/engine.h"
+#include "soft/object.h"
+#include "soft/socket.h"
+
+namespace netdirect::soft {
+
+class StagTable;
+
+// Limits reported in ND2_ADAPTER_INFO and enforced by the objects.
+namespace limits {
+constexpr ULONG kMaxSge = 16;                 // initiator, receive and read SGEs
+constexpr ULONG kMaxTransferLength = 1u << 30;
+constexpr ULONG kMaxInlineData = 256;
+constexpr ULONG kMaxReadLimit = 128;          // IRD and ORD, as Linux siw
+constexpr ULONG kMaxQueueDepth = 16384;       // receive, initiator and SRQ depth
+constexpr ULONG kMaxCqDepth = 65536;
+constexpr ULONG kInlineThreshold = 64;
+constexpr ULONG kLargeRequestThreshold = 64 * 1024;
+constexpr ULONG kMaxPrivateData = 252;        // 256 on the wire minus the 4 MPA v2 IRD/ORD bytes
+constexpr SIZE_T kMaxRegistrationSize = SIZE_T{1} << 40;
+constexpr ULONG kAdapterFlags = ND_ADAPTER_FLAG_IN_ORDER_DMA_SUPPORTED | ND_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED |
+                                ND_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED;
+constexpr UINT16 kVendorId = 0x4e44;  // "ND": not a PCI vendor; the software provider has no hardware
+constexpr UINT16 kDeviceId = 0x0001;
+}  // namespace limits
+
+class SoftAdapter final : public ComObject<IND2Adapter> {
+ public:
+  // Opens adapter `id` (an interface index from ResolveAddress); ND_INVALID_PARAMETER if unknown.
+  static HRESULT open(UINT64 id, SoftAdapter** out);
+
+  // IND2Adapter
+  HRESULT ND_CALL CreateOverlappedFile(HANDLE* phOverlappedFile) override;
+  HRESULT ND_CALL Query(ND2_ADAPTER_INFO* pInfo, ULONG* pcbInfo) override;
+  HRESULT ND_CALL QueryAddressList(SOCKET_ADDRESS_LIST* pAddressList, ULONG* pcbAddressList) override;
+  HRESULT ND_CALL CreateCompletionQueue(REFIID iid, HANDLE hOverlappedFile, ULONG queueDepth, USHORT group,
+                                        KAFFINITY affinity, VOID** ppCompletionQueue) override;
+  HRESULT ND_CALL CreateMemoryRegion(REFIID iid, HANDLE hOverlappedFile, VOID** ppMemoryRegion) override;
+  HRESULT ND_CALL CreateMemoryWindow(REFIID iid, VOID** ppMemoryWindow) override;
+  HRESULT ND_CALL CreateSharedReceiveQueue(REFIID iid, HANDLE hOverlappedFile, ULONG queueDepth, ULONG maxRequestSge,
+                                           ULONG notifyThreshold, USHORT group, KAFFINITY affinity,
+                                           VOID** ppSharedReceiveQueue) override;
+  HRESULT ND_CALL CreateQueuePair(REFIID iid, IUnknown* pReceiveCompletionQueue, IUnknown* pInitiatorCompletionQueue,
+                                  VOID* context, ULONG receiveQueueDepth, ULONG initiatorQueueDepth,
+                                  ULONG maxReceiveRequestSge, ULONG maxInitiatorRequestSge, ULONG inlineDataSize,
+                                  VOID** ppQueuePair) override;
+  HRESULT ND_CALL CreateQueuePairWithSrq(REFIID iid, IUnknown* pReceiveCompletionQueue,
+                                         IUnknown* pInitiatorCompletionQueue, IUnknown* pSharedReceiveQueue,
+                                         VOID* context, ULONG initiatorQueueDepth, ULONG maxInitiatorRequestSge,
+                                         ULONG inlineDataSize, VOID** ppQueuePair) override;
+  HRESULT ND_CALL CreateConnector(REFIID iid, HANDLE hOverlappedFile, VOID** ppConnector) override;
+  HRESULT ND_CALL CreateListener(REFIID iid, HANDLE hOverlappedFile, VOID** ppListener) override;
+
+  // For children (children hold a reference to their adapter).
+  Engine& engine() { return *engine_; }
+  StagTable& stags() { return *stags_; }
+  UINT64 id() const { return id_; }
+  // IPs this adapter serves (port 0); a listener bound to the wildcard listens on each of them.
+  const std::vector<net::Address>& addresses() const { return addresses_; }
+  bool serves(const net::Address& a) const;
+
+ private:
+  SoftAdapter();
+  ~SoftAdapter() override;
+
+  UINT64 id_ = 0;
+  std::vector<net::Address> addresses_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<StagTable> stags_;
+};
+
+}  // namespace netdirect::soft
+
+#endif  // NETDIRECT_SOFT_ADAPTER_H_

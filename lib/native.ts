@@ -1,0 +1,237 @@
+// The contract between lib/ (TypeScript) and the addon (binding/*.cc). Everything the addon exports is
+// declared here; lib/ never touches the addon except through these types. Validation, defaults and buffer
+// lifetime live in TypeScript: the native side trusts its caller but still refuses foreign or closed objects
+// with an NdError instead of crashing.
+//
+// Asynchrony. Every overlapped ND call (register, deregister, connect, completeConnect, accept, disconnect,
+// notifyDisconnect, getConnectionRequest) and every posted request (send, receive, read, write, bind,
+// invalidate) carries a request id chosen by lib/ (a positive u32, unique among the adapter's pending
+// requests). Overlapped calls return the ND status synchronously: ND_SUCCESS (0) means done, nothing will
+// follow; ND_PENDING (0x103) means exactly one completion record with that id will arrive later; failures
+// throw an NdError. Posted requests return nothing (immediate failures throw) and complete through the CQ.
+//
+// Completion records are delivered in batches as a Uint32Array of RECORD_WORDS words per record:
+//   [id, status, bytes, kind, qpId]
+// kind: 0..5 = ND2_REQUEST_TYPE (receive, send, bind, invalidate, read, write) for CQ completions;
+//       16.. = Kind.* below for overlapped completions (qpId 0).
+// With completion 'thread' the adapter's poller thread (a libuv thread) drains the CQs and calls the
+// adapter's onBatch callback once per batch on the JS thread. With 'manual', CQ completions are only
+// returned by cq.poll(); overlapped completions still arrive through onBatch.
+
+export const RECORD_WORDS = 5;
+
+export enum Kind {
+  Receive = 0,
+  Send = 1,
+  Bind = 2,
+  Invalidate = 3,
+  Read = 4,
+  Write = 5,
+  Register = 16,
+  Deregister = 17,
+  Connect = 18,
+  CompleteConnect = 19,
+  Accept = 20,
+  Disconnect = 21,
+  NotifyDisconnect = 22,
+  GetConnectionRequest = 23,
+  SrqNotify = 24,
+}
+
+/** Builds the error the addon throws; lib/ hands its NdError factory to the addon once (setErrorFactory). */
+export type ErrorFactory = (code: string, status: number, operation: string, message: string) => Error;
+
+export interface NativeProviderInfo {
+  name: string; // 'soft' for the built-in provider
+  kind: 'builtin' | 'system';
+  path?: string; // provider DLL path (Windows)
+  guid?: string; // catalog provider id (Windows) or the built-in provider's GUID
+  ndVersion: number; // 0x20000 for ND v2
+}
+
+/** Every ND2_ADAPTER_INFO field, camelCase, as numbers (SIZE_T fields may exceed 2^53: then bigint). */
+export interface NativeAdapterInfo {
+  infoVersion: number;
+  vendorId: number;
+  deviceId: number;
+  adapterId: bigint;
+  maxRegistrationSize: number | bigint;
+  maxWindowSize: number | bigint;
+  maxInitiatorSge: number;
+  maxReceiveSge: number;
+  maxReadSge: number;
+  maxTransferLength: number;
+  maxInlineDataSize: number;
+  maxInboundReadLimit: number;
+  maxOutboundReadLimit: number;
+  maxReceiveQueueDepth: number;
+  maxInitiatorQueueDepth: number;
+  maxSharedReceiveQueueDepth: number;
+  maxCompletionQueueDepth: number;
+  inlineRequestThreshold: number;
+  largeRequestThreshold: number;
+  maxCallerData: number;
+  maxCalleeData: number;
+  adapterFlags: number;
+}
+
+export interface NativeAddress {
+  host: string; // numeric IPv4 or IPv6 text (no brackets)
+  port: number;
+}
+
+export interface NativeAdapterStats {
+  batches: number; // onBatch calls made (JS-thread crossings)
+  completions: number; // records delivered through onBatch
+  wakeups: number; // times the poller thread woke from a blocking wait
+  pending: number; // requests the adapter is waiting on (refs the event loop while > 0)
+}
+
+export interface NativeAdapter {
+  readonly info: NativeAdapterInfo;
+  readonly provider: string; // provider name actually used ('soft', or the system provider's name)
+  /** Local addresses this adapter serves (IND2Adapter::QueryAddressList). */
+  queryAddressList(): string[];
+  createCompletionQueue(depth: number): NativeCompletionQueue;
+  /**
+   * IND2Adapter::CreateQueuePair (srq null) or CreateQueuePairWithSrq. qpId (u32 > 0, chosen by lib/) is the
+   * QueuePairContext; it comes back in every completion record of this QP.
+   */
+  createQueuePair(
+    receiveCq: NativeCompletionQueue,
+    initiatorCq: NativeCompletionQueue,
+    srq: NativeSharedReceiveQueue | null,
+    qpId: number,
+    receiveDepth: number,
+    initiatorDepth: number,
+    maxReceiveSge: number,
+    maxInitiatorSge: number,
+    inlineDataSize: number,
+  ): NativeQueuePair;
+  createMemoryRegion(): NativeMemoryRegion;
+  createMemoryWindow(): NativeMemoryWindow;
+  createSharedReceiveQueue(depth: number, maxSge: number, notifyThreshold: number): NativeSharedReceiveQueue;
+  createConnector(): NativeConnector;
+  createListener(): NativeListener;
+  stats(): NativeAdapterStats;
+  /**
+   * Stops the poller thread and releases the IND2Adapter. lib/ closes every child first; children still
+   * open are released here too (children first) so nothing leaks. Idempotent.
+   */
+  close(): void;
+}
+
+export interface NativeCompletionQueue {
+  readonly depth: number;
+  /** Dequeues up to max completions (IND2CompletionQueue::GetResults) and returns their records. */
+  poll(max: number): Uint32Array;
+  resize(depth: number): void;
+  /** CancelOverlappedRequests + Release. Idempotent. */
+  close(): void;
+}
+
+export interface NativeMemoryRegion {
+  readonly id: number; // adapter-unique handle used in SGE lists (u32 > 0)
+  readonly localToken: number; // valid once registered
+  readonly remoteToken: number;
+  readonly address: bigint; // address of the registered buffer's first byte
+  /**
+   * IND2MemoryRegion::Register over [byteOffset, byteOffset + byteLength) of buffer, with ND_MR_FLAG_* flags.
+   * The addon keeps a strong reference to the ArrayBuffer until close().
+   */
+  register(id: number, buffer: ArrayBuffer, byteOffset: number, byteLength: number, flags: number): number;
+  deregister(id: number): number;
+  /** Release. Must only be called once deregistration completed (or registration never happened). */
+  close(): void;
+}
+
+export interface NativeMemoryWindow {
+  readonly remoteToken: number; // valid once a bind was posted
+  close(): void;
+}
+
+export interface NativeSharedReceiveQueue {
+  /** Posts a receive; the SGEs are the first nSge triples of the adapter's scratch array. */
+  receive(id: number, nSge: number): void;
+  close(): void;
+}
+
+export interface NativeQueuePair {
+  /**
+   * Posts a request (op: Kind.Send | Kind.Receive | Kind.Read | Kind.Write) whose SGEs are the first nSge
+   * triples [memoryRegionId, offset, length] of the adapter's scratch Float64Array. For read/write the remote
+   * address is (remoteHi * 2^32 + remoteLo) and remoteToken is the peer's token. flags: ND_OP_FLAG_*.
+   * Immediate failures (ND_NO_MORE_ENTRIES, ND_CONNECTION_INVALID, ND_DATA_OVERRUN, ...) throw NdError.
+   */
+  post(op: number, id: number, nSge: number, flags: number, remoteHi: number, remoteLo: number, remoteToken: number): void;
+  /** IND2QueuePair::Bind of window to [offset, offset+length) of region; returns the window's remote token. */
+  bind(id: number, region: NativeMemoryRegion, window: NativeMemoryWindow, offset: number, length: number, flags: number): number;
+  invalidate(id: number, window: NativeMemoryWindow, flags: number): void;
+  flush(): void;
+  close(): void;
+}
+
+export interface NativeConnector {
+  bind(host: string, port: number): void;
+  connect(
+    id: number,
+    qp: NativeQueuePair,
+    host: string,
+    port: number,
+    inboundReadLimit: number,
+    outboundReadLimit: number,
+    privateData: Uint8Array | null,
+  ): number;
+  completeConnect(id: number): number;
+  accept(id: number, qp: NativeQueuePair, inboundReadLimit: number, outboundReadLimit: number, privateData: Uint8Array | null): number;
+  reject(privateData: Uint8Array | null): void;
+  /** The peer's limits, crossed (IND2Connector::GetReadLimits): [inbound, outbound]. */
+  getReadLimits(): [number, number];
+  getPrivateData(): Uint8Array;
+  getLocalAddress(): NativeAddress;
+  getPeerAddress(): NativeAddress;
+  notifyDisconnect(id: number): number;
+  disconnect(id: number): number;
+  /** CancelOverlappedRequests: pending requests complete with ND_CANCELED. */
+  cancel(): void;
+  close(): void;
+}
+
+export interface NativeListener {
+  bind(host: string, port: number): void;
+  listen(backlog: number): void;
+  getLocalAddress(): NativeAddress;
+  /** Completes when a request arrives; connector then represents it (use accept/reject on it). */
+  getConnectionRequest(id: number, connector: NativeConnector): number;
+  cancel(): void;
+  close(): void;
+}
+
+export interface NativeAdapterConstructor {
+  /**
+   * Opens the adapter that serves `address` (NdOpenAdapter semantics) from `provider` ('soft', 'auto', a
+   * provider name from listProviders(), or a DLL path). mode 0 = 'thread', 1 = 'manual'. scratch is the
+   * Float64Array (3 * maxSge entries at least) that post()/receive() read SGE triples from.
+   */
+  new (
+    provider: string,
+    address: string,
+    mode: number,
+    spinMicros: number,
+    scratch: Float64Array,
+    onBatch: (records: Uint32Array) => void,
+  ): NativeAdapter;
+}
+
+export interface NativeBinding {
+  readonly version: string;
+  /** ND status name table (ND_* and the few NTSTATUS values providers use), value -> name. */
+  readonly statusNames: Record<number, string>;
+  setErrorFactory(factory: ErrorFactory): void;
+  listProviders(): NativeProviderInfo[];
+  /** Addresses served by a provider (NdQueryAddressList for one provider). */
+  listAddresses(provider: string): string[];
+  /** True when the software provider's CRC32c uses the CPU's crc32 instruction. */
+  hardwareCrc32c(): boolean;
+  readonly Adapter: NativeAdapterConstructor;
+}
