@@ -1,0 +1,246 @@
+#include "soft/adapter.h"
+
+#include <cstddef>
+#include <cstring>
+#include <new>
+#include <thread>
+
+#include "soft/completion_queue.h"
+#include "soft/connector.h"
+#include "soft/listener.h"
+#include "soft/memory_region.h"
+#include "soft/memory_window.h"
+#include "soft/queue_pair.h"
+#include "soft/shared_receive_queue.h"
+#include "soft/stag_table.h"
+
+namespace netdirect::soft {
+
+// SOCKET_ADDRESS_LIST size protocol (provider and adapter): header + one SOCKET_ADDRESS per entry, the
+// sockaddrs packed behind them in the same buffer. NULL or too small → ND_BUFFER_OVERFLOW + size.
+HRESULT write_address_list(const std::vector<net::Address>& addrs, SOCKET_ADDRESS_LIST* list, ULONG* size) {
+  if (size == nullptr) return ND_INVALID_PARAMETER_2;
+  const size_t head = offsetof(SOCKET_ADDRESS_LIST, Address) + addrs.size() * sizeof(SOCKET_ADDRESS);
+  size_t need = head;
+  for (const auto& a : addrs) need += a.length;
+  if (list == nullptr || *size < need) {
+    *size = static_cast<ULONG>(need);
+    return ND_BUFFER_OVERFLOW;
+  }
+  auto* base = reinterpret_cast<uint8_t*>(list);
+  size_t off = head;
+  list->iAddressCount = static_cast<INT>(addrs.size());
+  for (size_t i = 0; i < addrs.size(); ++i) {
+    std::memcpy(base + off, &addrs[i].storage, addrs[i].length);
+    list->Address[i].lpSockaddr = reinterpret_cast<LPSOCKADDR>(base + off);
+    list->Address[i].iSockaddrLength = static_cast<INT>(addrs[i].length);
+    off += addrs[i].length;
+  }
+  *size = static_cast<ULONG>(need);
+  return ND_SUCCESS;
+}
+
+SoftAdapter::SoftAdapter() = default;
+
+SoftAdapter::~SoftAdapter() {
+  stags_.reset();
+  // The last reference may be dropped by a task on the engine thread itself (a child released there):
+  // the engine cannot join its own thread, so another thread stops and destroys it.
+  if (engine_ && engine_->in_engine_thread()) {
+    std::thread([e = std::move(engine_)]() mutable { e.reset(); }).detach();
+  }
+}
+
+HRESULT SoftAdapter::open(UINT64 id, SoftAdapter** out) {
+  if (out == nullptr) return ND_INVALID_PARAMETER;
+  *out = nullptr;
+  std::vector<net::Address> addrs;
+  for (const auto& la : net::local_addresses()) {
+    if (la.if_index == id) addrs.push_back(la.address);
+  }
+  if (addrs.empty()) return ND_INVALID_PARAMETER;
+  auto* a = new (std::nothrow) SoftAdapter();
+  if (a == nullptr) return ND_NO_MEMORY;
+  a->id_ = id;
+  a->addresses_ = std::move(addrs);
+  a->engine_.reset(new (std::nothrow) Engine());
+  a->stags_.reset(new (std::nothrow) StagTable());
+  if (!a->engine_ || !a->stags_) {
+    a->Release();
+    return ND_NO_MEMORY;
+  }
+  HRESULT hr = a->engine_->start();
+  if (FAILED(hr)) {
+    a->Release();
+    return hr;
+  }
+  *out = a;
+  return ND_SUCCESS;
+}
+
+bool SoftAdapter::serves(const net::Address& a) const {
+  for (const auto& mine : addresses_) {
+    if (mine.same_ip(a)) return true;
+  }
+  return false;
+}
+
+HRESULT SoftAdapter::CreateOverlappedFile(HANDLE* phOverlappedFile) {
+  if (phOverlappedFile == nullptr) return ND_INVALID_PARAMETER_1;
+  HANDLE h = NdCompatCreateOverlappedFile();
+  if (h == nullptr) return ND_NO_MEMORY;
+  *phOverlappedFile = h;
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::Query(ND2_ADAPTER_INFO* pInfo, ULONG* pcbInfo) {
+  if (pcbInfo == nullptr) return ND_INVALID_PARAMETER_2;
+  if (pInfo == nullptr || *pcbInfo < sizeof(ND2_ADAPTER_INFO)) {
+    *pcbInfo = sizeof(ND2_ADAPTER_INFO);
+    return ND_BUFFER_OVERFLOW;
+  }
+  ND2_ADAPTER_INFO info{};
+  info.InfoVersion = ND_VERSION_2;
+  info.VendorId = limits::kVendorId;
+  info.DeviceId = limits::kDeviceId;
+  info.AdapterId = id_;
+  info.MaxRegistrationSize = limits::kMaxRegistrationSize;
+  info.MaxWindowSize = limits::kMaxRegistrationSize;
+  info.MaxInitiatorSge = limits::kMaxSge;
+  info.MaxReceiveSge = limits::kMaxSge;
+  info.MaxReadSge = limits::kMaxSge;
+  info.MaxTransferLength = limits::kMaxTransferLength;
+  info.MaxInlineDataSize = limits::kMaxInlineData;
+  info.MaxInboundReadLimit = limits::kMaxReadLimit;
+  info.MaxOutboundReadLimit = limits::kMaxReadLimit;
+  info.MaxReceiveQueueDepth = limits::kMaxQueueDepth;
+  info.MaxInitiatorQueueDepth = limits::kMaxQueueDepth;
+  info.MaxSharedReceiveQueueDepth = limits::kMaxQueueDepth;
+  info.MaxCompletionQueueDepth = limits::kMaxCqDepth;
+  info.InlineRequestThreshold = limits::kInlineThreshold;
+  info.LargeRequestThreshold = limits::kLargeRequestThreshold;
+  info.MaxCallerData = limits::kMaxPrivateData;
+  info.MaxCalleeData = limits::kMaxPrivateData;
+  info.AdapterFlags = limits::kAdapterFlags;
+  *pInfo = info;
+  *pcbInfo = sizeof(ND2_ADAPTER_INFO);
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::QueryAddressList(SOCKET_ADDRESS_LIST* pAddressList, ULONG* pcbAddressList) {
+  return write_address_list(addresses_, pAddressList, pcbAddressList);
+}
+
+HRESULT SoftAdapter::CreateCompletionQueue(REFIID iid, HANDLE hOverlappedFile, ULONG queueDepth, USHORT /*group*/,
+                                           KAFFINITY /*affinity*/, VOID** ppCompletionQueue) {
+  if (ppCompletionQueue == nullptr) return ND_INVALID_PARAMETER_6;
+  *ppCompletionQueue = nullptr;
+  if (!IsEqualGUID(iid, IID_IND2CompletionQueue)) return E_NOINTERFACE;
+  SoftCompletionQueue* cq = nullptr;
+  HRESULT hr = SoftCompletionQueue::create(this, hOverlappedFile, queueDepth, &cq);
+  if (FAILED(hr)) return hr;
+  *ppCompletionQueue = static_cast<IND2CompletionQueue*>(cq);
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::CreateMemoryRegion(REFIID iid, HANDLE hOverlappedFile, VOID** ppMemoryRegion) {
+  if (ppMemoryRegion == nullptr) return ND_INVALID_PARAMETER_3;
+  *ppMemoryRegion = nullptr;
+  if (!IsEqualGUID(iid, IID_IND2MemoryRegion)) return E_NOINTERFACE;
+  SoftMemoryRegion* mr = nullptr;
+  HRESULT hr = SoftMemoryRegion::create(this, hOverlappedFile, &mr);
+  if (FAILED(hr)) return hr;
+  *ppMemoryRegion = static_cast<IND2MemoryRegion*>(mr);
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::CreateMemoryWindow(REFIID iid, VOID** ppMemoryWindow) {
+  if (ppMemoryWindow == nullptr) return ND_INVALID_PARAMETER_2;
+  *ppMemoryWindow = nullptr;
+  if (!IsEqualGUID(iid, IID_IND2MemoryWindow)) return E_NOINTERFACE;
+  SoftMemoryWindow* mw = nullptr;
+  HRESULT hr = SoftMemoryWindow::create(this, &mw);
+  if (FAILED(hr)) return hr;
+  *ppMemoryWindow = static_cast<IND2MemoryWindow*>(mw);
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::CreateSharedReceiveQueue(REFIID iid, HANDLE hOverlappedFile, ULONG queueDepth,
+                                              ULONG maxRequestSge, ULONG notifyThreshold, USHORT /*group*/,
+                                              KAFFINITY /*affinity*/, VOID** ppSharedReceiveQueue) {
+  if (ppSharedReceiveQueue == nullptr) return ND_INVALID_PARAMETER_8;
+  *ppSharedReceiveQueue = nullptr;
+  if (!IsEqualGUID(iid, IID_IND2SharedReceiveQueue)) return E_NOINTERFACE;
+  SoftSharedReceiveQueue* srq = nullptr;
+  HRESULT hr = SoftSharedReceiveQueue::create(this, hOverlappedFile, queueDepth, maxRequestSge, notifyThreshold, &srq);
+  if (FAILED(hr)) return hr;
+  *ppSharedReceiveQueue = static_cast<IND2SharedReceiveQueue*>(srq);
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::CreateQueuePair(REFIID iid, IUnknown* pReceiveCompletionQueue,
+                                     IUnknown* pInitiatorCompletionQueue, VOID* context, ULONG receiveQueueDepth,
+                                     ULONG initiatorQueueDepth, ULONG maxReceiveRequestSge,
+                                     ULONG maxInitiatorRequestSge, ULONG inlineDataSize, VOID** ppQueuePair) {
+  if (ppQueuePair == nullptr) return ND_INVALID_PARAMETER_10;
+  *ppQueuePair = nullptr;
+  if (!IsEqualGUID(iid, IID_IND2QueuePair)) return E_NOINTERFACE;
+  auto* rcq = from_unknown<SoftCompletionQueue, IND2CompletionQueue>(pReceiveCompletionQueue);
+  if (rcq == nullptr || rcq->adapter() != this) return ND_INVALID_PARAMETER_2;
+  auto* icq = from_unknown<SoftCompletionQueue, IND2CompletionQueue>(pInitiatorCompletionQueue);
+  if (icq == nullptr || icq->adapter() != this) return ND_INVALID_PARAMETER_3;
+  SoftQueuePair* qp = nullptr;
+  HRESULT hr = SoftQueuePair::create(this, rcq, icq, nullptr, context, receiveQueueDepth, initiatorQueueDepth,
+                                     maxReceiveRequestSge, maxInitiatorRequestSge, inlineDataSize, &qp);
+  if (FAILED(hr)) return hr;
+  *ppQueuePair = static_cast<IND2QueuePair*>(qp);
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::CreateQueuePairWithSrq(REFIID iid, IUnknown* pReceiveCompletionQueue,
+                                            IUnknown* pInitiatorCompletionQueue, IUnknown* pSharedReceiveQueue,
+                                            VOID* context, ULONG initiatorQueueDepth, ULONG maxInitiatorRequestSge,
+                                            ULONG inlineDataSize, VOID** ppQueuePair) {
+  if (ppQueuePair == nullptr) return ND_INVALID_PARAMETER_9;
+  *ppQueuePair = nullptr;
+  if (!IsEqualGUID(iid, IID_IND2QueuePair)) return E_NOINTERFACE;
+  auto* rcq = from_unknown<SoftCompletionQueue, IND2CompletionQueue>(pReceiveCompletionQueue);
+  if (rcq == nullptr || rcq->adapter() != this) return ND_INVALID_PARAMETER_2;
+  auto* icq = from_unknown<SoftCompletionQueue, IND2CompletionQueue>(pInitiatorCompletionQueue);
+  if (icq == nullptr || icq->adapter() != this) return ND_INVALID_PARAMETER_3;
+  auto* srq = from_unknown<SoftSharedReceiveQueue, IND2SharedReceiveQueue>(pSharedReceiveQueue);
+  if (srq == nullptr || srq->adapter() != this) return ND_INVALID_PARAMETER_4;
+  SoftQueuePair* qp = nullptr;
+  HRESULT hr = SoftQueuePair::create(this, rcq, icq, srq, context, 0, initiatorQueueDepth, 0, maxInitiatorRequestSge,
+                                     inlineDataSize, &qp);
+  // The factory numbers parameters as CreateQueuePair does; here the SGE and inline limits come one earlier.
+  if (hr == ND_INVALID_PARAMETER_8) return ND_INVALID_PARAMETER_7;
+  if (hr == ND_INVALID_PARAMETER_9) return ND_INVALID_PARAMETER_8;
+  if (FAILED(hr)) return hr;
+  *ppQueuePair = static_cast<IND2QueuePair*>(qp);
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::CreateConnector(REFIID iid, HANDLE hOverlappedFile, VOID** ppConnector) {
+  if (ppConnector == nullptr) return ND_INVALID_PARAMETER_3;
+  *ppConnector = nullptr;
+  if (!IsEqualGUID(iid, IID_IND2Connector)) return E_NOINTERFACE;
+  SoftConnector* c = nullptr;
+  HRESULT hr = SoftConnector::create(this, hOverlappedFile, &c);
+  if (FAILED(hr)) return hr;
+  *ppConnector = static_cast<IND2Connector*>(c);
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::CreateListener(REFIID iid, HANDLE hOverlappedFile, VOID** ppListener) {
+  if (ppListener == nullptr) return ND_INVALID_PARAMETER_3;
+  *ppListener = nullptr;
+  if (!IsEqualGUID(iid, IID_IND2Listener)) return E_NOINTERFACE;
+  SoftListener* l = nullptr;
+  HRESULT hr = SoftListener::create(this, hOverlappedFile, &l);
+  if (FAILED(hr)) return hr;
+  *ppListener = static_cast<IND2Listener*>(l);
+  return ND_SUCCESS;
+}
+
+}  // namespace netdirect::soft

@@ -1,0 +1,352 @@
+#include "soft/listener.h"
+
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <deque>
+#include <mutex>
+#include <new>
+#include <vector>
+
+#include "soft/adapter.h"
+#include "soft/cm.h"
+#include "soft/connector.h"
+
+namespace netdirect::soft {
+
+namespace {
+constexpr int kPortAttempts = 16;  // wildcard with port 0: retries until one port is free on every address
+}
+
+// The listener's state, shared with engine tasks; destroyed on the engine thread only.
+class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_from_this<ListenerCore> {
+ public:
+  ListenerCore(SoftAdapter* adapter, HANDLE file) : adapter_(adapter), file_(file) { adapter_->AddRef(); }
+
+  ~ListenerCore() {
+    stop_sockets();
+    handshaking_.clear();
+    queue_.clear();
+    adapter_->Release();  // last: the engine must outlive this destructor
+  }
+
+  static std::shared_ptr<ListenerCore> make(SoftAdapter* adapter, HANDLE file) {
+    Engine* engine = &adapter->engine();
+    auto* raw = new (std::nothrow) ListenerCore(adapter, file);
+    if (raw == nullptr) return nullptr;
+    return std::shared_ptr<ListenerCore>(raw, [engine](ListenerCore* c) {
+      if (engine->in_engine_thread()) {
+        delete c;
+      } else {
+        engine->post([c] { delete c; });
+      }
+    });
+  }
+
+  Engine& engine() { return adapter_->engine(); }
+
+  // ---- ND methods (any thread) -------------------------------------------------------------------
+
+  HRESULT bind(const sockaddr* addr, ULONG len) {
+    net::Address a;
+    HRESULT hr = net::address_from(addr, len, &a);
+    if (FAILED(hr)) return hr;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (bound_) return STATUS_ADDRESS_ALREADY_ASSOCIATED;
+    std::vector<net::Address> ips;
+    if (a.is_any()) {
+      // 0.0.0.0: this adapter's IPv4 addresses; ::: all of its addresses (ND: "all IPs of this adapter").
+      for (const auto& mine : adapter_->addresses()) {
+        if (a.family() == AF_INET6 || mine.family() == AF_INET) ips.push_back(mine);
+      }
+    } else if (adapter_->serves(a)) {
+      ips.push_back(a);
+    }
+    if (ips.empty()) return ND_INVALID_ADDRESS;
+    const uint16_t port = a.port();
+    for (int attempt = 0; attempt < (port == 0 ? kPortAttempts : 1); ++attempt) {
+      hr = open_all(ips, port);
+      if (hr != ND_SHARING_VIOLATION || port != 0 || ips.size() == 1) break;
+    }
+    if (FAILED(hr)) {
+      if (hr == ND_SHARING_VIOLATION && port == 0) hr = ND_TOO_MANY_ADDRESSES;
+      return hr;
+    }
+    bound_addr_ = a;
+    bound_addr_.set_port(port_);
+    bound_ = true;
+    return ND_SUCCESS;
+  }
+
+  HRESULT listen(ULONG backlog) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!bound_) return ND_INVALID_DEVICE_STATE;
+    const int kernel_backlog = backlog == 0 || backlog > SOMAXCONN ? SOMAXCONN : static_cast<int>(backlog);
+    for (auto& ls : socks_) {
+      const int r = net::listen_on(ls->socket, kernel_backlog);
+      if (r != 0) return net::status_from_errno(r);
+    }
+    backlog_ = backlog;
+    if (listening_) return ND_SUCCESS;  // a new backlog only
+    listening_ = true;
+    auto self = shared_from_this();
+    engine().post([self] {
+      std::vector<ListenSocket*> socks;
+      {
+        std::lock_guard<std::mutex> l(self->mu_);
+        if (!self->listening_) return;  // released meanwhile
+        for (auto& ls : self->socks_) socks.push_back(ls.get());
+      }
+      // socks_ only shrinks on this thread (stop_sockets), so the pointers stay valid here.
+      for (ListenSocket* ls : socks) ls->registered = self->engine().add(ls->socket, ls, Engine::kRead);
+    });
+    return ND_SUCCESS;
+  }
+
+  HRESULT get_local_address(sockaddr* out, ULONG* len) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!listening_) return ND_INVALID_DEVICE_STATE;
+    return net::address_to(bound_addr_, out, len);
+  }
+
+  HRESULT get_connection_request(SoftConnector* conn, OVERLAPPED* ov) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!listening_) return ND_INVALID_DEVICE_STATE;
+    HRESULT hr = conn->reserve_incoming();
+    if (FAILED(hr)) return hr;
+    conn->AddRef();
+    waiters_.push_back(Waiter{ov, conn});
+    mark_pending(ov);
+    auto self = shared_from_this();
+    engine().post([self] { self->match(); });
+    return ND_PENDING;
+  }
+
+  HRESULT cancel() {
+    std::deque<Waiter> gone;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      gone.swap(waiters_);
+      for (auto& w : gone) {
+        w.conn->unreserve_incoming();
+        complete_overlapped(file_, w.ov, ND_CANCELED);
+      }
+    }
+    for (auto& w : gone) w.conn->Release();
+    return ND_SUCCESS;
+  }
+
+  void released() {
+    cancel();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      listening_ = false;
+    }
+    auto self = shared_from_this();
+    engine().post([self] {
+      self->stop_sockets();
+      self->handshaking_.clear();  // abortive: initiators see a refused connection
+      self->queue_.clear();
+    });
+  }
+
+  // ---- engine thread ---------------------------------------------------------------------------------
+
+  void on_channel_event(cm::Channel* ch, cm::MpaEvent ev) override {
+    if (ev == cm::MpaEvent::kRequestReceived) {
+      std::unique_ptr<cm::Channel> req = take(handshaking_, ch);
+      if (!req) return;
+      bool refuse = false;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        // The backlog bounds requests waiting for a GetConnectionRequest; beyond it, refuse.
+        refuse = !listening_ || (backlog_ != 0 && waiters_.empty() && queue_.size() >= backlog_);
+        if (!refuse) queue_.push_back(std::move(req));
+      }
+      if (refuse) {
+        req->setup().refuse();
+        req->flush();  // sends a reject Reply and closes (initiator: ND_CONNECTION_REFUSED)
+        if (!req->closed()) closing_.push_back(std::move(req));
+        return;
+      }
+      match();
+      return;
+    }
+    if (ev == cm::MpaEvent::kFailed) {
+      // Bad/late Request or the initiator went away: drop it (this destroys ch; nothing may follow).
+      std::unique_ptr<cm::Channel> dead = take(handshaking_, ch);
+      if (!dead) {
+        std::lock_guard<std::mutex> lock(mu_);
+        dead = take(queue_, ch);
+      }
+    }
+  }
+
+ private:
+  struct ListenSocket final : Engine::Handler {
+    ListenerCore* core = nullptr;
+    net::Socket socket = net::kInvalidSocket;
+    bool registered = false;
+    void on_io(uint32_t /*events*/) override { core->on_accept(this); }
+  };
+
+  struct Waiter {
+    OVERLAPPED* ov;
+    SoftConnector* conn;  // referenced
+  };
+
+  template <typename C>
+  static std::unique_ptr<cm::Channel> take(C& c, cm::Channel* ch) {
+    for (auto it = c.begin(); it != c.end(); ++it) {
+      if (it->get() == ch) {
+        std::unique_ptr<cm::Channel> out = std::move(*it);
+        c.erase(it);
+        return out;
+      }
+    }
+    return nullptr;
+  }
+
+  HRESULT open_all(const std::vector<net::Address>& ips, uint16_t port) {  // mu_ held
+    std::vector<std::unique_ptr<ListenSocket>> socks;
+    uint16_t chosen = port;
+    for (const auto& ip : ips) {
+      net::Address a = ip;
+      a.set_port(chosen);
+      auto ls = std::make_unique<ListenSocket>();
+      ls->core = this;
+      ls->socket = net::tcp_socket(a.family());
+      if (ls->socket == net::kInvalidSocket) return close_all(socks, net::status_from_errno(-errno));
+      net::set_reuseaddr(ls->socket);  // as siw: a restarted listener need not wait out TIME_WAIT
+      const int r = net::bind_to(ls->socket, a);
+      if (r != 0) {
+        net::close_socket(ls->socket);
+        return close_all(socks, net::status_from_errno(r));
+      }
+      if (chosen == 0) {
+        net::Address got;
+        net::local_address(ls->socket, &got);
+        chosen = got.port();
+      }
+      socks.push_back(std::move(ls));
+    }
+    socks_ = std::move(socks);
+    port_ = chosen;
+    return ND_SUCCESS;
+  }
+
+  static HRESULT close_all(std::vector<std::unique_ptr<ListenSocket>>& socks, HRESULT hr) {
+    for (auto& ls : socks) net::close_socket(ls->socket);
+    socks.clear();
+    return hr;
+  }
+
+  void stop_sockets() {  // engine thread (or destructor)
+    std::vector<std::unique_ptr<ListenSocket>> socks;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      socks.swap(socks_);
+    }
+    for (auto& ls : socks) {
+      if (ls->registered) engine().remove(ls->socket, ls.get());
+      net::close_socket(ls->socket);
+    }
+  }
+
+  void on_accept(ListenSocket* ls) {
+    // Sweep refused requests whose reject Reply went out meanwhile.
+    closing_.erase(std::remove_if(closing_.begin(), closing_.end(), [](const auto& c) { return c->closed(); }),
+                   closing_.end());
+    for (;;) {
+      net::Address peer;
+      const net::Socket s = net::accept_from(ls->socket, &peer);
+      if (s == net::kInvalidSocket) return;  // EAGAIN, or out of descriptors: try again on the next event
+      std::unique_ptr<cm::Channel> ch(new (std::nothrow) cm::Channel(engine(), s, this));
+      if (!ch) {
+        net::close_socket(s, true);
+        continue;
+      }
+      cm::Channel* raw = ch.get();
+      handshaking_.push_back(std::move(ch));
+      raw->start_accept();
+    }
+  }
+
+  // Pairs queued requests with waiting GetConnectionRequests (engine thread).
+  void match() {
+    for (;;) {
+      Waiter w;
+      std::unique_ptr<cm::Channel> ch;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        if (waiters_.empty() || queue_.empty()) return;
+        w = waiters_.front();
+        waiters_.pop_front();
+        ch = std::move(queue_.front());
+        queue_.pop_front();
+      }
+      w.conn->adopt_incoming(std::move(ch));
+      complete_overlapped(file_, w.ov, ND_SUCCESS);
+      w.conn->Release();
+    }
+  }
+
+  SoftAdapter* adapter_;
+  HANDLE file_;
+  std::mutex mu_;
+  bool bound_ = false;
+  bool listening_ = false;
+  ULONG backlog_ = 0;
+  net::Address bound_addr_;
+  uint16_t port_ = 0;
+  std::vector<std::unique_ptr<ListenSocket>> socks_;            // mu_
+  std::deque<Waiter> waiters_;                                  // mu_
+  std::deque<std::unique_ptr<cm::Channel>> queue_;              // mu_ (channels: engine thread)
+  std::vector<std::unique_ptr<cm::Channel>> handshaking_;       // engine thread
+  std::vector<std::unique_ptr<cm::Channel>> closing_;           // engine thread
+};
+
+// ---- SoftListener -------------------------------------------------------------------------------------
+
+HRESULT SoftListener::create(SoftAdapter* adapter, HANDLE overlapped_file, SoftListener** out) {
+  auto* l = new (std::nothrow) SoftListener();
+  if (l == nullptr) return ND_NO_MEMORY;
+  l->adapter_ = adapter;
+  l->core_ = ListenerCore::make(adapter, overlapped_file);
+  if (!l->core_) {
+    l->Release();
+    return ND_NO_MEMORY;
+  }
+  *out = l;
+  return ND_SUCCESS;
+}
+
+SoftListener::~SoftListener() {
+  if (core_) core_->released();
+}
+
+HRESULT SoftListener::CancelOverlappedRequests() { return core_->cancel(); }
+
+HRESULT SoftListener::GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) {
+  if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_1;
+  return overlapped_result(pOverlapped, bWait);
+}
+
+HRESULT SoftListener::Bind(const sockaddr* pAddress, ULONG cbAddress) { return core_->bind(pAddress, cbAddress); }
+
+HRESULT SoftListener::Listen(ULONG backlog) { return core_->listen(backlog); }
+
+HRESULT SoftListener::GetLocalAddress(sockaddr* pAddress, ULONG* pcbAddress) {
+  if (pcbAddress == nullptr) return ND_INVALID_PARAMETER_2;
+  return core_->get_local_address(pAddress, pcbAddress);
+}
+
+HRESULT SoftListener::GetConnectionRequest(IUnknown* pConnector, OVERLAPPED* pOverlapped) {
+  if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_2;
+  SoftConnector* conn = from_unknown<SoftConnector, IND2Connector>(pConnector);
+  if (conn == nullptr || conn->adapter() != adapter_) return ND_INVALID_PARAMETER_1;
+  return core_->get_connection_request(conn, pOverlapped);
+}
+
+}  // namespace netdirect::soft

@@ -1,0 +1,40 @@
+// IND2Listener of the software provider: TCP listening sockets (one per address of the adapter for a
+// wildcard bind, like siw, all on the same port), the responder's wait for a valid MPA Request on every
+// accepted connection, a queue of such requests up to the backlog, and GetConnectionRequest handing the
+// next one to a fresh connector.
+#ifndef NETDIRECT_SOFT_LISTENER_H_
+#define NETDIRECT_SOFT_LISTENER_H_
+
+#include <memory>
+
+#include "soft/object.h"
+
+namespace netdirect::soft {
+
+class SoftAdapter;
+class ListenerCore;
+
+class SoftListener final : public ComObject<IND2Listener> {
+ public:
+  static HRESULT create(SoftAdapter* adapter, HANDLE overlapped_file, SoftListener** out);
+
+  // IND2Overlapped
+  HRESULT ND_CALL CancelOverlappedRequests() override;
+  HRESULT ND_CALL GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) override;
+  // IND2Listener
+  HRESULT ND_CALL Bind(const sockaddr* pAddress, ULONG cbAddress) override;
+  HRESULT ND_CALL Listen(ULONG backlog) override;
+  HRESULT ND_CALL GetLocalAddress(sockaddr* pAddress, ULONG* pcbAddress) override;
+  HRESULT ND_CALL GetConnectionRequest(IUnknown* pConnector, OVERLAPPED* pOverlapped) override;
+
+ private:
+  SoftListener() = default;
+  ~SoftListener() override;
+
+  SoftAdapter* adapter_ = nullptr;  // the core holds the reference
+  std::shared_ptr<ListenerCore> core_;
+};
+
+}  // namespace netdirect::soft
+
+#endif  // NETDIRECT_SOFT_LISTENER_H_
