@@ -43,6 +43,9 @@ HRESULT write_address_list(const std::vector<net::Address>& addrs, SOCKET_ADDRES
 SoftAdapter::SoftAdapter() = default;
 
 SoftAdapter::~SoftAdapter() {
+#ifdef _WIN32
+  release_overlapped_files(this);
+#endif
   stags_.reset();
   // The last reference may be dropped by a task on the engine thread itself (a child released there):
   // the engine cannot join its own thread, so another thread stops and destroys it.
@@ -87,7 +90,11 @@ bool SoftAdapter::serves(const net::Address& a) const {
 
 HRESULT SoftAdapter::CreateOverlappedFile(HANDLE* phOverlappedFile) {
   if (phOverlappedFile == nullptr) return ND_INVALID_PARAMETER_1;
+#ifdef _WIN32
+  HANDLE h = create_overlapped_file(this);
+#else
   HANDLE h = NdCompatCreateOverlappedFile();
+#endif
   if (h == nullptr) return ND_NO_MEMORY;
   *phOverlappedFile = h;
   return ND_SUCCESS;

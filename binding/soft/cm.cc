@@ -1,6 +1,8 @@
 #include "soft/cm.h"
 
+#ifndef _WIN32
 #include <sys/uio.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>

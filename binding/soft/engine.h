@@ -68,8 +68,20 @@ class Engine {
   void run_tasks();
   int run_timers();  // runs due timers, returns ms until the next (-1 = none)
 
+#ifdef _WIN32
+  // engine_win.cc: WSAPoll over the registered sockets, woken through a loopback UDP socket.
+  struct Watch {
+    Handler* handler;
+    uint32_t events;
+  };
+  std::mutex watch_mu_;
+  std::map<net::Socket, Watch> watches_;  // guarded by watch_mu_
+  net::Socket wake_sock_ = net::kInvalidSocket;
+  std::atomic<bool> wake_pending_{false};
+#else
   int epfd_ = -1;
   int wakefd_ = -1;
+#endif
   std::thread thread_;
   std::atomic<std::thread::id> thread_id_{};
   std::atomic<bool> stop_{false};

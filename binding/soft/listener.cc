@@ -1,6 +1,8 @@
 #include "soft/listener.h"
 
+#ifndef _WIN32
 #include <sys/socket.h>
+#endif
 
 #include <algorithm>
 #include <cerrno>

@@ -10,6 +10,7 @@ std::atomic<long>& live_objects() {
   return count;
 }
 
+#ifndef _WIN32  // Windows: overlapped_win.cc
 void complete_overlapped(HANDLE overlapped_file, OVERLAPPED* ov, HRESULT status, ULONG bytes) {
   NdCompatCompleteOverlapped(overlapped_file, ov, status, bytes);
 }
@@ -31,5 +32,6 @@ HRESULT overlapped_result(OVERLAPPED* ov, BOOL wait) {
   }
   return hr;
 }
+#endif  // !_WIN32
 
 }  // namespace netdirect::soft

@@ -93,6 +93,14 @@ Impl* from_unknown(IUnknown* unk) {
 // non-Windows the nd_compat port, on Windows (later) the provider DLL's own mechanism.
 void complete_overlapped(HANDLE overlapped_file, OVERLAPPED* ov, HRESULT status, ULONG bytes = 0);
 
+#ifdef _WIN32
+// The Windows overlapped file (overlapped_win.cc): one end of a private named pipe, which the consumer
+// associates with its IOCP; a completion is a 1-byte pipe read issued with the consumer's OVERLAPPED.
+// `owner` is the adapter: its files are released with it (children hold their adapter).
+HANDLE create_overlapped_file(const void* owner);
+void release_overlapped_files(const void* owner);
+#endif
+
 // Marks an OVERLAPPED as in progress before returning ND_PENDING.
 inline void mark_pending(OVERLAPPED* ov) {
   reinterpret_cast<std::atomic<ULONG_PTR>*>(&ov->Internal)

@@ -12,12 +12,25 @@
 
 #include "nd/nd2.h"
 
+#ifdef _WIN32
+// Winsock has no iovec; the seam's own (socket_win.cc turns it into WSABUFs). Same members as POSIX.
+struct iovec {
+  void* iov_base;
+  size_t iov_len;
+};
+#else
 struct iovec;
+#endif
 
 namespace netdirect::soft::net {
 
+#ifdef _WIN32
+using Socket = SOCKET;
+constexpr Socket kInvalidSocket = INVALID_SOCKET;
+#else
 using Socket = int;  // SOCKET on Windows
 constexpr Socket kInvalidSocket = -1;
+#endif
 
 // An IPv4 or IPv6 socket address with its length, convertible to/from the ND sockaddr arguments.
 struct Address {

@@ -1,0 +1,464 @@
+#include "adapter.h"
+
+#include <cmath>
+#include <cstring>
+
+#include "completion_queue.h"
+#include "connector.h"
+#include "listener.h"
+#include "memory_region.h"
+#include "memory_window.h"
+#include "providers.h"
+#include "queue_pair.h"
+#include "shared_receive_queue.h"
+
+namespace netdirect {
+
+// ---- Child ---------------------------------------------------------------------------------------------
+
+ChildInit* Child::TakeInit(const Napi::CallbackInfo& info, ChildKind kind, const char* className) {
+  AddonData* data = GetAddonData(info.Env());
+  auto* init = static_cast<ChildInit*>(data->constructing);
+  if (init == nullptr || init->kind != kind)
+    ThrowMisuse(info.Env(), "ERR_ND_ILLEGAL_CONSTRUCTOR", className,
+                std::string(className) + " objects are created by their adapter");
+  data->constructing = nullptr;
+  return init;
+}
+
+void Child::Attach(ChildInit* init) {
+  adapter_ = init->adapter;
+  adapterRef_ = Napi::Persistent(init->adapterObject);  // the adapter outlives its children
+  adapter_->AddChild(this);
+  KeepAlive(true);  // prevent GC of an open object: it lives until close()
+}
+
+void Child::RequireOpen(Napi::Env env, const char* operation, const char* className) const {
+  if (closed()) ThrowMisuse(env, "ERR_ND_CLOSED", operation, std::string(className) + " is closed");
+}
+
+void Child::CloseNow(bool teardown) {
+  if (adapter_ == nullptr) return;
+  ReleaseNd(teardown);
+  adapter_->RemoveChild(this);
+  adapter_ = nullptr;
+  adapterRef_.Reset();
+  KeepAlive(false);
+}
+
+// ---- Adapter -------------------------------------------------------------------------------------------
+
+Napi::Function Adapter::Init(Napi::Env env) {
+  return DefineClass(env, "Adapter",
+                     {
+                         InstanceAccessor<&Adapter::GetInfo>("info"),
+                         InstanceAccessor<&Adapter::GetProvider>("provider"),
+                         InstanceMethod<&Adapter::QueryAddressList>("queryAddressList"),
+                         InstanceMethod<&Adapter::CreateCompletionQueue>("createCompletionQueue"),
+                         InstanceMethod<&Adapter::CreateQueuePair>("createQueuePair"),
+                         InstanceMethod<&Adapter::CreateMemoryRegion>("createMemoryRegion"),
+                         InstanceMethod<&Adapter::CreateMemoryWindow>("createMemoryWindow"),
+                         InstanceMethod<&Adapter::CreateSharedReceiveQueue>("createSharedReceiveQueue"),
+                         InstanceMethod<&Adapter::CreateConnector>("createConnector"),
+                         InstanceMethod<&Adapter::CreateListener>("createListener"),
+                         InstanceMethod<&Adapter::Stats>("stats"),
+                         InstanceMethod<&Adapter::Close>("close"),
+                     });
+}
+
+// new Adapter(provider, address, mode, spinMicros, scratch, onBatch)
+Adapter::Adapter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Adapter>(info) {
+  Napi::Env env = info.Env();
+  const char* op = "openAdapter";
+  std::string spec = ArgString(info, 0, op, "provider");
+  std::string address = ArgString(info, 1, op, "address");
+  manual_ = ArgU32(info, 2) == 1;
+  const uint32_t spinMicros = ArgU32(info, 3);
+  if (!info[4].IsTypedArray() || info[4].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array)
+    ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "scratch must be a Float64Array");
+  if (!info[5].IsFunction()) ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "onBatch must be a function");
+
+  NdPtr<IND2Provider> provider;
+  std::string why;
+  HRESULT hr = netdirect::GetProvider(spec, &provider, &provider_, &why);
+  if (FAILED(hr)) ThrowNdError(env, NdStatusName(hr) ? NdStatusName(hr) : "ND_UNSUCCESSFUL", hr, op, why);
+  SockAddr sa = ParseAddress(env, address, 0, op);
+  hr = netdirect::OpenAdapter(provider.get(), sa.get(), sa.length, &nd_, &why);
+  if (FAILED(hr)) {
+    const char* name = NdStatusName(hr);
+    ThrowNdError(env, name ? name : "ND_UNSUCCESSFUL", hr, op, "cannot open an adapter for " + address + ": " + why);
+  }
+  provider.reset();  // the adapter keeps the provider loaded
+
+  ULONG size = sizeof(info_);
+  info_.InfoVersion = ND_VERSION_2;
+  hr = nd_->Query(&info_, &size);
+  if (FAILED(hr)) ThrowNdStatus(env, hr, "queryAdapterInfo");
+  hr = nd_->CreateOverlappedFile(&file_);
+  if (FAILED(hr)) {
+    file_ = nullptr;
+    ThrowNdStatus(env, hr, "createOverlappedFile");
+  }
+
+  // A throwing constructor runs no destructor body: undo by hand what plain members do not.
+  try {
+    regions_.resize(1);  // id 0 is never used
+    scratch_ = Napi::Persistent(info[4].As<Napi::Float64Array>());
+    tsfn_ = Tsfn::New(env, info[5].As<Napi::Function>(), "netdirect.completions", 0, 1, this);
+    tsfnLive_ = true;
+    tsfn_.Unref(env);  // nothing pending yet: an idle adapter does not keep the process alive
+    poller_.reset(new Poller(&Adapter::Deliver, this, spinMicros, !manual_));
+    const char* pollerWhy = nullptr;
+    if (!poller_->Start(file_, &pollerWhy))
+      ThrowNdError(env, "ND_INSUFFICIENT_RESOURCES", ND_INSUFFICIENT_RESOURCES, op, pollerWhy);
+  } catch (...) {
+    poller_.reset();
+    if (tsfnLive_) tsfn_.Abort();
+    tsfnLive_ = false;
+    CloseHandle(file_);
+    file_ = nullptr;
+    throw;
+  }
+
+  TagObject(info.This().As<Napi::Object>(), kTag);
+  // Registered after the TSFN, so it runs before the TSFN's own cleanup (hooks run last-in first-out).
+  napi_add_env_cleanup_hook(env, &Adapter::EnvCleanup, this);
+  hookAdded_ = true;
+  closed_ = false;
+  Ref();  // prevent GC of an open adapter: it lives until close()
+}
+
+Adapter::~Adapter() {
+  // An open adapter is never collected (it references itself until close()); the env cleanup hook closes
+  // what is left at exit before finalizers run. Nothing to do here.
+}
+
+void Adapter::EnvCleanup(void* arg) {
+  // No exception may leave a cleanup hook; at env exit there is nobody left to report to.
+  try {
+    static_cast<Adapter*>(arg)->Teardown(true);
+  } catch (...) {
+  }
+}
+
+void Adapter::AddChild(Child* child) { children_[child->childKind()].insert(child); }
+
+void Adapter::RemoveChild(Child* child) { children_[child->childKind()].erase(child); }
+
+void Adapter::SubPending(uint64_t n) {
+  if (n == 0 || pending_ == 0) return;
+  pending_ = n >= pending_ ? 0 : pending_ - n;
+  if (pending_ == 0) tsfn_.Unref(Env());
+}
+
+uint32_t Adapter::FinishOverlapped(Napi::Env env, OvRecord* r, HRESULT hr, const char* operation) {
+  if (hr == ND_PENDING) {
+    if (r->counted) AddPending();
+    return static_cast<uint32_t>(ND_PENDING);
+  }
+  // ND_SUCCESS: no packet will come (skip-on-success); failures: none either.
+  poller_->NotPending();
+  delete r;
+  if (hr != ND_SUCCESS) ThrowNdStatus(env, hr, operation);
+  return 0;
+}
+
+uint32_t Adapter::AllocRegion(IND2MemoryRegion* mr) {
+  uint32_t id;
+  if (!freeRegions_.empty()) {
+    id = freeRegions_.back();
+    freeRegions_.pop_back();
+  } else {
+    id = static_cast<uint32_t>(regions_.size());
+    regions_.emplace_back();
+  }
+  regions_[id] = RegionSlot{};
+  regions_[id].mr = mr;
+  regions_[id].inUse = true;
+  return id;
+}
+
+void Adapter::FreeRegion(uint32_t id) {
+  if (id == 0 || id >= regions_.size() || !regions_[id].inUse) return;
+  regions_[id] = RegionSlot{};
+  freeRegions_.push_back(id);
+}
+
+void Adapter::BuildSges(Napi::Env env, uint32_t nSge, ND2_SGE* sge, const char* operation) {
+  if (nSge == 0) return;
+  if (nSge > kMaxSge)
+    ThrowMisuse(env, "ERR_ND_TOO_MANY_SGES", operation, "at most " + std::to_string(kMaxSge) + " SGEs per request");
+  // The scratch array may be moved by the GC (small typed arrays live on the V8 heap): fetch its data now.
+  napi_value scratch = scratch_.Value();
+  napi_typedarray_type type;
+  size_t length = 0;
+  void* data = nullptr;
+  napi_get_typedarray_info(env, scratch, &type, &length, &data, nullptr, nullptr);
+  if (static_cast<size_t>(nSge) * 3 > length)
+    ThrowMisuse(env, "ERR_ND_TOO_MANY_SGES", operation, "more SGEs than the scratch array holds");
+  const double* triples = static_cast<const double*>(data);
+  for (uint32_t i = 0; i < nSge; ++i) {
+    const double idD = triples[3 * i], offD = triples[3 * i + 1], lenD = triples[3 * i + 2];
+    const uint32_t id = static_cast<uint32_t>(idD >= 0 && idD < 4294967296.0 ? idD : 0);
+    RegionSlot* slot = Region(id);
+    if (slot == nullptr || slot->state != kRegionRegistered)
+      ThrowMisuse(env, "ERR_ND_INVALID_REGION", operation,
+                  "SGE " + std::to_string(i) + ": memory region " + std::to_string(id) + " is not registered");
+    // Bounds are memory safety, not validation: a wrong range would let the provider touch foreign memory.
+    if (!(offD >= 0 && lenD >= 0 && lenD <= 4294967295.0 && offD + lenD <= static_cast<double>(slot->length)))
+      ThrowMisuse(env, "ERR_ND_OUT_OF_RANGE", operation,
+                  "SGE " + std::to_string(i) + " [" + Num(offD) + ", +" + Num(lenD) +
+                      ") is outside memory region " + std::to_string(id) + " of " + std::to_string(slot->length) +
+                      " bytes");
+    sge[i].Buffer = slot->base + static_cast<uint64_t>(offD);
+    sge[i].BufferLength = static_cast<ULONG>(lenD);
+    sge[i].MemoryRegionToken = slot->mr->GetLocalToken();
+  }
+}
+
+Napi::Object Adapter::NewChild(Napi::FunctionReference& ctor, ChildInit* init) {
+  AddonData* data = GetAddonData(Env());
+  data->constructing = init;
+  struct Reset {
+    AddonData* d;
+    ~Reset() { d->constructing = nullptr; }
+  } reset{data};
+  return ctor.New({});
+}
+
+void Adapter::RequireOpen(const Napi::CallbackInfo& info, const char* operation) {
+  CheckThis(info, this, operation);
+}
+
+// ---- completions -----------------------------------------------------------------------------------------
+
+bool Adapter::Deliver(void* ctx, Batch* batch) {
+  auto* self = static_cast<Adapter*>(ctx);
+  return self->tsfn_.NonBlockingCall(batch) == napi_ok;
+}
+
+void Adapter::CallJs(Napi::Env env, Napi::Function callback, Adapter* self, Batch* batch) {
+  std::unique_ptr<Batch> owned(batch);
+  // env == nullptr: the TSFN is being torn down with items still queued; the adapter may be gone.
+  if (env == nullptr || batch == nullptr || self == nullptr) return;
+  self->OnBatch(env, callback, batch);
+}
+
+void Adapter::OnBatch(Napi::Env env, Napi::Function callback, Batch* batch) {
+  if (closed_) return;
+  for (const MrUpdate& u : batch->mrUpdates) {
+    RegionSlot* slot = Region(u.mrId);
+    if (slot == nullptr) continue;
+    if (u.kind == kKindRegister && slot->state == kRegionRegistering)
+      slot->state = u.status == ND_SUCCESS ? kRegionRegistered : kRegionIdle;
+    else if (u.kind == kKindDeregister && slot->state == kRegionDeregistering)
+      slot->state = u.status == ND_SUCCESS ? kRegionIdle : kRegionRegistered;
+  }
+  SubPending(batch->counted);
+  const size_t words = batch->words.size();
+  if (words == 0) return;
+  batches_++;
+  completions_ += words / kRecordWords;
+  Napi::Uint32Array records = Napi::Uint32Array::New(env, words);
+  std::memcpy(records.Data(), batch->words.data(), words * sizeof(uint32_t));
+  try {
+    callback.Call({records});
+  } catch (const Napi::Error& e) {
+    e.ThrowAsJavaScriptException();  // surfaces as an uncaught exception, as for any callback
+  }
+}
+
+// ---- teardown --------------------------------------------------------------------------------------------
+
+void Adapter::Teardown(bool envExit) {
+  if (closed_) return;
+  closed_ = true;
+  // Stop asynchronous connection work first, then close children in the dependency order.
+  for (ChildKind k : {kChildConnector, kChildListener}) {
+    for (Child* c : std::vector<Child*>(children_[k].begin(), children_[k].end())) c->CancelAll();
+  }
+  for (int k = 0; k < kChildKindCount; ++k) {
+    for (Child* c : std::vector<Child*>(children_[k].begin(), children_[k].end())) c->CloseNow(true);
+  }
+  if (poller_) poller_->Stop();  // waits (bounded) for cancelled requests, so their memory may go now
+  poller_.reset();
+  deferred_.clear();
+  if (tsfnLive_) {
+    tsfn_.Abort();  // queued batches are dropped (CallJs with env == nullptr)
+    tsfnLive_ = false;
+  }
+  nd_.reset();
+  if (file_ != nullptr) {
+    CloseHandle(file_);
+    file_ = nullptr;
+  }
+  scratch_.Reset();
+  if (hookAdded_) {
+    // Inside the hook itself removal is not allowed (and not needed).
+    if (!envExit) napi_remove_env_cleanup_hook(Env(), &Adapter::EnvCleanup, this);
+    hookAdded_ = false;
+  }
+  pending_ = 0;
+  Unref();
+}
+
+Napi::Value Adapter::Close(const Napi::CallbackInfo& info) {
+  if (!HasTag(info.This(), kTag))
+    ThrowMisuse(info.Env(), "ERR_ND_FOREIGN_OBJECT", "close", "receiver is not a netdirect Adapter object");
+  Teardown(false);
+  return info.Env().Undefined();
+}
+
+// ---- queries ---------------------------------------------------------------------------------------------
+
+namespace {
+
+Napi::Value SizeValue(Napi::Env env, uint64_t v) {
+  if (v <= (uint64_t(1) << 53)) return Napi::Number::New(env, static_cast<double>(v));
+  return Napi::BigInt::New(env, v);
+}
+
+}  // namespace
+
+Napi::Value Adapter::GetInfo(const Napi::CallbackInfo& info) {
+  CheckThis(info, this, "info");
+  Napi::Env env = info.Env();
+  Napi::Object o = Napi::Object::New(env);
+  const ND2_ADAPTER_INFO& a = info_;
+  o.Set("infoVersion", Napi::Number::New(env, a.InfoVersion));
+  o.Set("vendorId", Napi::Number::New(env, a.VendorId));
+  o.Set("deviceId", Napi::Number::New(env, a.DeviceId));
+  o.Set("adapterId", Napi::BigInt::New(env, static_cast<uint64_t>(a.AdapterId)));
+  o.Set("maxRegistrationSize", SizeValue(env, a.MaxRegistrationSize));
+  o.Set("maxWindowSize", SizeValue(env, a.MaxWindowSize));
+  o.Set("maxInitiatorSge", Napi::Number::New(env, a.MaxInitiatorSge));
+  o.Set("maxReceiveSge", Napi::Number::New(env, a.MaxReceiveSge));
+  o.Set("maxReadSge", Napi::Number::New(env, a.MaxReadSge));
+  o.Set("maxTransferLength", Napi::Number::New(env, a.MaxTransferLength));
+  o.Set("maxInlineDataSize", Napi::Number::New(env, a.MaxInlineDataSize));
+  o.Set("maxInboundReadLimit", Napi::Number::New(env, a.MaxInboundReadLimit));
+  o.Set("maxOutboundReadLimit", Napi::Number::New(env, a.MaxOutboundReadLimit));
+  o.Set("maxReceiveQueueDepth", Napi::Number::New(env, a.MaxReceiveQueueDepth));
+  o.Set("maxInitiatorQueueDepth", Napi::Number::New(env, a.MaxInitiatorQueueDepth));
+  o.Set("maxSharedReceiveQueueDepth", Napi::Number::New(env, a.MaxSharedReceiveQueueDepth));
+  o.Set("maxCompletionQueueDepth", Napi::Number::New(env, a.MaxCompletionQueueDepth));
+  o.Set("inlineRequestThreshold", Napi::Number::New(env, a.InlineRequestThreshold));
+  o.Set("largeRequestThreshold", Napi::Number::New(env, a.LargeRequestThreshold));
+  o.Set("maxCallerData", Napi::Number::New(env, a.MaxCallerData));
+  o.Set("maxCalleeData", Napi::Number::New(env, a.MaxCalleeData));
+  o.Set("adapterFlags", Napi::Number::New(env, a.AdapterFlags));
+  return o;
+}
+
+Napi::Value Adapter::GetProvider(const Napi::CallbackInfo& info) {
+  if (!HasTag(info.This(), kTag))
+    ThrowMisuse(info.Env(), "ERR_ND_FOREIGN_OBJECT", "provider", "receiver is not a netdirect Adapter object");
+  return Napi::String::New(info.Env(), provider_);
+}
+
+Napi::Value Adapter::QueryAddressList(const Napi::CallbackInfo& info) {
+  RequireOpen(info, "queryAddressList");
+  std::vector<std::string> list;
+  IND2Adapter* nd = nd_.get();
+  HRESULT hr = QueryAddressStrings(
+      [nd](SOCKET_ADDRESS_LIST* l, ULONG* cb) { return nd->QueryAddressList(l, cb); }, &list);
+  if (FAILED(hr)) ThrowNdStatus(info.Env(), hr, "queryAddressList");
+  Napi::Array a = Napi::Array::New(info.Env(), list.size());
+  for (size_t i = 0; i < list.size(); ++i) a.Set(static_cast<uint32_t>(i), list[i]);
+  return a;
+}
+
+Napi::Value Adapter::Stats(const Napi::CallbackInfo& info) {
+  if (!HasTag(info.This(), kTag))
+    ThrowMisuse(info.Env(), "ERR_ND_FOREIGN_OBJECT", "stats", "receiver is not a netdirect Adapter object");
+  Napi::Env env = info.Env();
+  Napi::Object o = Napi::Object::New(env);
+  o.Set("batches", Napi::Number::New(env, static_cast<double>(batches_)));
+  o.Set("completions", Napi::Number::New(env, static_cast<double>(completions_)));
+  o.Set("wakeups", Napi::Number::New(env, poller_ ? static_cast<double>(poller_->wakeups()) : 0.0));
+  o.Set("pending", Napi::Number::New(env, static_cast<double>(pending_)));
+  return o;
+}
+
+// ---- children --------------------------------------------------------------------------------------------
+
+Napi::Value Adapter::CreateCompletionQueue(const Napi::CallbackInfo& info) {
+  const char* op = "createCompletionQueue";
+  RequireOpen(info, op);
+  CompletionQueue::Init init{{kChildCompletionQueue, this, Value()}, {}, ArgU32(info, 0)};
+  HRESULT hr = nd_->CreateCompletionQueue(IID_IND2CompletionQueue, file_, init.depth, 0, 0, init.cq.put());
+  if (FAILED(hr)) ThrowNdStatus(info.Env(), hr, op);
+  return NewChild(GetAddonData(info.Env())->completionQueueCtor, &init);
+}
+
+// createQueuePair(receiveCq, initiatorCq, srq | null, qpId, receiveDepth, initiatorDepth, maxReceiveSge,
+//                 maxInitiatorSge, inlineDataSize)
+Napi::Value Adapter::CreateQueuePair(const Napi::CallbackInfo& info) {
+  const char* op = "createQueuePair";
+  RequireOpen(info, op);
+  auto* rcq = UnwrapChild<CompletionQueue>(info[0], this, op, "receiveCq");
+  auto* icq = UnwrapChild<CompletionQueue>(info[1], this, op, "initiatorCq");
+  SharedReceiveQueue* srq = nullptr;
+  if (!info[2].IsNull() && !info[2].IsUndefined()) srq = UnwrapChild<SharedReceiveQueue>(info[2], this, op, "srq");
+  const uint32_t qpId = ArgU32(info, 3);
+  QueuePair::Init init{{kChildQueuePair, this, Value()}, {}, rcq->state(), icq->state(), qpId};
+  void* context = reinterpret_cast<void*>(static_cast<uintptr_t>(qpId));
+  HRESULT hr;
+  if (srq == nullptr) {
+    hr = nd_->CreateQueuePair(IID_IND2QueuePair, rcq->nd(), icq->nd(), context, ArgU32(info, 4), ArgU32(info, 5),
+                              ArgU32(info, 6), ArgU32(info, 7), ArgU32(info, 8), init.qp.put());
+  } else {
+    hr = nd_->CreateQueuePairWithSrq(IID_IND2QueuePair, rcq->nd(), icq->nd(), srq->nd(), context, ArgU32(info, 5),
+                                     ArgU32(info, 7), ArgU32(info, 8), init.qp.put());
+  }
+  if (FAILED(hr)) ThrowNdStatus(info.Env(), hr, op);
+  return NewChild(GetAddonData(info.Env())->queuePairCtor, &init);
+}
+
+Napi::Value Adapter::CreateMemoryRegion(const Napi::CallbackInfo& info) {
+  const char* op = "createMemoryRegion";
+  RequireOpen(info, op);
+  MemoryRegion::Init init{{kChildMemoryRegion, this, Value()}, {}};
+  HRESULT hr = nd_->CreateMemoryRegion(IID_IND2MemoryRegion, file_, init.mr.put());
+  if (FAILED(hr)) ThrowNdStatus(info.Env(), hr, op);
+  return NewChild(GetAddonData(info.Env())->memoryRegionCtor, &init);
+}
+
+Napi::Value Adapter::CreateMemoryWindow(const Napi::CallbackInfo& info) {
+  const char* op = "createMemoryWindow";
+  RequireOpen(info, op);
+  MemoryWindow::Init init{{kChildMemoryWindow, this, Value()}, {}};
+  HRESULT hr = nd_->CreateMemoryWindow(IID_IND2MemoryWindow, init.mw.put());
+  if (FAILED(hr)) ThrowNdStatus(info.Env(), hr, op);
+  return NewChild(GetAddonData(info.Env())->memoryWindowCtor, &init);
+}
+
+Napi::Value Adapter::CreateSharedReceiveQueue(const Napi::CallbackInfo& info) {
+  const char* op = "createSharedReceiveQueue";
+  RequireOpen(info, op);
+  SharedReceiveQueue::Init init{{kChildSharedReceiveQueue, this, Value()}, {}};
+  HRESULT hr = nd_->CreateSharedReceiveQueue(IID_IND2SharedReceiveQueue, file_, ArgU32(info, 0), ArgU32(info, 1),
+                                             ArgU32(info, 2), 0, 0, init.srq.put());
+  if (FAILED(hr)) ThrowNdStatus(info.Env(), hr, op);
+  return NewChild(GetAddonData(info.Env())->sharedReceiveQueueCtor, &init);
+}
+
+Napi::Value Adapter::CreateConnector(const Napi::CallbackInfo& info) {
+  const char* op = "createConnector";
+  RequireOpen(info, op);
+  Connector::Init init{{kChildConnector, this, Value()}, {}};
+  HRESULT hr = nd_->CreateConnector(IID_IND2Connector, file_, init.connector.put());
+  if (FAILED(hr)) ThrowNdStatus(info.Env(), hr, op);
+  return NewChild(GetAddonData(info.Env())->connectorCtor, &init);
+}
+
+Napi::Value Adapter::CreateListener(const Napi::CallbackInfo& info) {
+  const char* op = "createListener";
+  RequireOpen(info, op);
+  Listener::Init init{{kChildListener, this, Value()}, {}};
+  HRESULT hr = nd_->CreateListener(IID_IND2Listener, file_, init.listener.put());
+  if (FAILED(hr)) ThrowNdStatus(info.Env(), hr, op);
+  return NewChild(GetAddonData(info.Env())->listenerCtor, &init);
+}
+
+}  // namespace netdirect

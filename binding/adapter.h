@@ -1,0 +1,199 @@
+// Adapter: owns the IND2Adapter, its overlapped file and its completion poller; tracks its children and
+// closes them first. Also the base class of every child wrapper.
+#ifndef NETDIRECT_ADAPTER_H_
+#define NETDIRECT_ADAPTER_H_
+
+#include <napi.h>
+
+#include <memory>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "addon.h"
+#include "nd/nd2.h"
+#include "nd_ptr.h"
+#include "poller.h"
+
+namespace netdirect {
+
+class Adapter;
+
+// Close order of an adapter's children (ARCHITECTURE.md: connector -> QP -> MW -> MR -> CQ -> listener).
+enum ChildKind : int {
+  kChildConnector = 0,
+  kChildQueuePair,
+  kChildMemoryWindow,
+  kChildMemoryRegion,
+  kChildSharedReceiveQueue,
+  kChildCompletionQueue,
+  kChildListener,
+  kChildKindCount,
+};
+
+// What Adapter::NewChild hands a child constructor (through AddonData::constructing).
+struct ChildInit {
+  ChildKind kind;
+  Adapter* adapter;
+  Napi::Object adapterObject;
+};
+
+// Base of every child wrapper: holds its adapter (JS object strongly, so the adapter outlives it) and
+// keeps itself alive from creation until close().
+class Child {
+ public:
+  explicit Child(ChildKind kind) : kind_(kind) {}
+  virtual ~Child() = default;
+  Child(const Child&) = delete;
+  Child& operator=(const Child&) = delete;
+
+  ChildKind childKind() const { return kind_; }
+  bool closed() const { return adapter_ == nullptr; }
+  Adapter* adapter() const { return adapter_; }
+
+  // Cancels outstanding overlapped requests (first phase of the adapter's teardown).
+  virtual void CancelAll() {}
+  // Releases the ND object and detaches from the adapter. teardown: the adapter is going away (close() or
+  // env exit): do whatever makes release safe, synchronously.
+  void CloseNow(bool teardown);
+
+ protected:
+  // Takes the init the adapter prepared, or throws ERR_ND_ILLEGAL_CONSTRUCTOR.
+  static ChildInit* TakeInit(const Napi::CallbackInfo& info, ChildKind kind, const char* className);
+  void Attach(ChildInit* init);
+  virtual void ReleaseNd(bool teardown) = 0;
+  virtual void KeepAlive(bool on) = 0;  // ObjectWrap Ref()/Unref() of the derived class
+
+  // Refuses calls on a closed object: ERR_ND_CLOSED.
+  void RequireOpen(Napi::Env env, const char* operation, const char* className) const;
+
+  Adapter* adapter_ = nullptr;
+  Napi::ObjectReference adapterRef_;
+
+ private:
+  ChildKind kind_;
+};
+
+// Checks the receiver of a method call: type tag (ERR_ND_FOREIGN_OBJECT) and open (ERR_ND_CLOSED).
+template <typename T>
+void CheckThis(const Napi::CallbackInfo& info, T* self, const char* operation) {
+  if (!HasTag(info.This(), T::kTag))
+    ThrowMisuse(info.Env(), "ERR_ND_FOREIGN_OBJECT", operation,
+                std::string("receiver is not a netdirect ") + T::kClassName + " object");
+  if (self->closed())
+    ThrowMisuse(info.Env(), "ERR_ND_CLOSED", operation, std::string(T::kClassName) + " is closed");
+}
+
+// Unwraps an argument that must be an open child of `adapter`.
+template <typename T>
+T* UnwrapChild(Napi::Value value, Adapter* adapter, const char* operation, const char* what) {
+  T* child = UnwrapTagged<T>(value, operation, what);
+  if (child->closed())
+    ThrowMisuse(value.Env(), "ERR_ND_CLOSED", operation, std::string(what) + " is closed");
+  if (child->adapter() != adapter)
+    ThrowMisuse(value.Env(), "ERR_ND_WRONG_ADAPTER", operation,
+                std::string(what) + " belongs to another adapter");
+  return child;
+}
+
+// Registration state of a memory region (JS thread only).
+enum RegionState : uint8_t { kRegionIdle, kRegionRegistering, kRegionRegistered, kRegionDeregistering };
+
+struct RegionSlot {
+  IND2MemoryRegion* mr = nullptr;  // not owned (the MemoryRegion wrapper owns it); nullptr: free slot
+  uint8_t* base = nullptr;
+  uint64_t length = 0;
+  RegionState state = kRegionIdle;
+  bool inUse = false;
+};
+
+class Adapter : public Napi::ObjectWrap<Adapter> {
+ public:
+  static constexpr napi_type_tag kTag = tags::kAdapter;
+  static constexpr const char* kClassName = "Adapter";
+  static constexpr uint32_t kMaxSge = 256;  // SGEs per request built on the stack
+
+  static Napi::Function Init(Napi::Env env);
+
+  explicit Adapter(const Napi::CallbackInfo& info);
+  ~Adapter() override;
+
+  bool closed() const { return closed_; }
+  IND2Adapter* nd() const { return nd_.get(); }
+  HANDLE file() const { return file_; }
+  Poller* poller() const { return poller_.get(); }
+  bool manual() const { return manual_; }
+
+  void AddChild(Child* child);
+  void RemoveChild(Child* child);
+
+  // Pending requests (JS thread): the TSFN, and so the event loop, is referenced while > 0.
+  void AddPending() {
+    if (pending_++ == 0) tsfn_.Ref(Env());
+  }
+  void SubPending(uint64_t n);
+
+  // Completes an overlapped call issued with `r` (after Poller::WillIssue): ND_PENDING hands the record to
+  // the poller and returns ND_PENDING; otherwise frees it and returns ND_SUCCESS or throws NdError.
+  uint32_t FinishOverlapped(Napi::Env env, OvRecord* r, HRESULT hr, const char* operation);
+
+  // Memory region table: ids used in SGE triples.
+  uint32_t AllocRegion(IND2MemoryRegion* mr);
+  void FreeRegion(uint32_t id);
+  RegionSlot* Region(uint32_t id) { return id < regions_.size() && regions_[id].inUse ? &regions_[id] : nullptr; }
+  // The teardown keeps references a region's buffer needs until the poller has stopped.
+  void DeferUntilStopped(Napi::Reference<Napi::ArrayBuffer>&& ref) { deferred_.push_back(std::move(ref)); }
+
+  // Reads nSge triples [memoryRegionId, offset, length] from the scratch array into sge[].
+  void BuildSges(Napi::Env env, uint32_t nSge, ND2_SGE* sge, const char* operation);
+
+  // Runs a child constructor with its init.
+  Napi::Object NewChild(Napi::FunctionReference& ctor, ChildInit* init);
+
+ private:
+  static void CallJs(Napi::Env env, Napi::Function callback, Adapter* self, Batch* batch);
+  static bool Deliver(void* ctx, Batch* batch);
+  static void EnvCleanup(void* arg);
+  void OnBatch(Napi::Env env, Napi::Function callback, Batch* batch);
+  void Teardown(bool envExit);
+
+  Napi::Value GetInfo(const Napi::CallbackInfo& info);
+  Napi::Value GetProvider(const Napi::CallbackInfo& info);
+  Napi::Value QueryAddressList(const Napi::CallbackInfo& info);
+  Napi::Value CreateCompletionQueue(const Napi::CallbackInfo& info);
+  Napi::Value CreateQueuePair(const Napi::CallbackInfo& info);
+  Napi::Value CreateMemoryRegion(const Napi::CallbackInfo& info);
+  Napi::Value CreateMemoryWindow(const Napi::CallbackInfo& info);
+  Napi::Value CreateSharedReceiveQueue(const Napi::CallbackInfo& info);
+  Napi::Value CreateConnector(const Napi::CallbackInfo& info);
+  Napi::Value CreateListener(const Napi::CallbackInfo& info);
+  Napi::Value Stats(const Napi::CallbackInfo& info);
+  Napi::Value Close(const Napi::CallbackInfo& info);
+
+  void RequireOpen(const Napi::CallbackInfo& info, const char* operation);
+
+  using Tsfn = Napi::TypedThreadSafeFunction<Adapter, Batch, &Adapter::CallJs>;
+
+  NdPtr<IND2Adapter> nd_;
+  HANDLE file_ = nullptr;
+  std::unique_ptr<Poller> poller_;
+  Tsfn tsfn_;
+  bool tsfnLive_ = false;
+  bool hookAdded_ = false;
+  bool closed_ = true;  // until the constructor succeeded
+  bool manual_ = false;
+  std::string provider_;
+  ND2_ADAPTER_INFO info_{};
+  Napi::Reference<Napi::Float64Array> scratch_;
+  std::unordered_set<Child*> children_[kChildKindCount];
+  std::vector<RegionSlot> regions_;  // index = region id (0 unused)
+  std::vector<uint32_t> freeRegions_;
+  std::vector<Napi::Reference<Napi::ArrayBuffer>> deferred_;
+  uint64_t pending_ = 0;
+  uint64_t batches_ = 0;
+  uint64_t completions_ = 0;
+};
+
+}  // namespace netdirect
+
+#endif  // NETDIRECT_ADAPTER_H_

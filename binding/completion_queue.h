@@ -1,0 +1,43 @@
+// CompletionQueue: wraps IND2CompletionQueue. In 'thread' mode the adapter's poller arms and drains it; in
+// 'manual' mode (and on demand in both) cq.poll() drains it on the JS thread.
+#ifndef NETDIRECT_COMPLETION_QUEUE_H_
+#define NETDIRECT_COMPLETION_QUEUE_H_
+
+#include "adapter.h"
+
+namespace netdirect {
+
+class CompletionQueue : public Child, public Napi::ObjectWrap<CompletionQueue> {
+ public:
+  static constexpr napi_type_tag kTag = tags::kCompletionQueue;
+  static constexpr const char* kClassName = "CompletionQueue";
+
+  struct Init : ChildInit {
+    NdPtr<IND2CompletionQueue> cq;
+    uint32_t depth;
+  };
+
+  static Napi::Function Define(Napi::Env env);
+  explicit CompletionQueue(const Napi::CallbackInfo& info);
+  ~CompletionQueue() override;
+
+  IND2CompletionQueue* nd() const { return cq_.get(); }
+  CqState* state() const { return state_; }
+
+ private:
+  Napi::Value GetDepth(const Napi::CallbackInfo& info);
+  Napi::Value Poll(const Napi::CallbackInfo& info);
+  Napi::Value Resize(const Napi::CallbackInfo& info);
+  Napi::Value Close(const Napi::CallbackInfo& info);
+
+  void ReleaseNd(bool teardown) override;
+  void KeepAlive(bool on) override { on ? Ref() : Unref(); }
+
+  NdPtr<IND2CompletionQueue> cq_;
+  CqState* state_ = nullptr;  // one reference
+  uint32_t depth_ = 0;
+};
+
+}  // namespace netdirect
+
+#endif  // NETDIRECT_COMPLETION_QUEUE_H_

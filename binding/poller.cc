@@ -1,0 +1,290 @@
+#include "poller.h"
+
+#include <chrono>
+#include <cstring>
+
+namespace netdirect {
+
+namespace {
+
+constexpr ULONG_PTR kFileKey = 1;      // packets of the adapter's overlapped file (ND requests)
+constexpr ULONG_PTR kStopKey = 2;      // end the thread
+constexpr ULONG_PTR kAddCqKey = 3;     // start arming a CQ
+constexpr ULONG_PTR kRemoveCqKey = 4;  // stop arming a CQ, drain it, drop it
+constexpr ULONG kPortBatch = 64;       // packets per GetQueuedCompletionStatusEx
+constexpr ULONG kCqBatch = 64;         // results per GetResults
+constexpr size_t kFlushWords = 4096 * kRecordWords;  // hand over early past this many records
+constexpr auto kStopGrace = std::chrono::seconds(2);  // how long Stop() waits for cancelled requests
+
+using Clock = std::chrono::steady_clock;
+
+}  // namespace
+
+OvRecord::OvRecord(IND2Overlapped* issuerIn, uint32_t idIn, uint8_t kindIn, bool countedIn)
+    : issuer(issuerIn), id(idIn), counted(countedIn) {
+  std::memset(&ov, 0, sizeof(ov));
+  kind = kindIn;
+  issuer->AddRef();
+}
+
+OvRecord::~OvRecord() {
+  if (hold != nullptr) hold->Release();
+  issuer->Release();
+}
+
+void OvRecord::Hold(IUnknown* obj) {
+  obj->AddRef();
+  if (hold != nullptr) hold->Release();
+  hold = obj;
+}
+
+CqState::CqState(IND2CompletionQueue* cqIn) : cq(cqIn) {
+  std::memset(&ov, 0, sizeof(ov));
+  kind = kKindCqNotify;
+  cq->AddRef();
+}
+
+CqState::~CqState() { cq->Release(); }
+
+void CqState::Unref() {
+  if (refs.fetch_sub(1) == 1) delete this;
+}
+
+Poller::Poller(DeliverFn deliver, void* ctx, uint32_t spinMicros, bool armCqs)
+    : deliver_(deliver), ctx_(ctx), spinMicros_(spinMicros), armCqs_(armCqs) {}
+
+Poller::~Poller() { Stop(); }
+
+bool Poller::Start(HANDLE file, const char** why) {
+  port_ = CreateIoCompletionPort(INVALID_HANDLE_VALUE, nullptr, 0, 1);
+  if (port_ == nullptr) {
+    *why = "CreateIoCompletionPort failed";
+    return false;
+  }
+  if (CreateIoCompletionPort(file, port_, kFileKey, 0) == nullptr) {
+    *why = "associating the adapter's overlapped file with the completion port failed";
+    CloseHandle(port_);
+    port_ = nullptr;
+    return false;
+  }
+#ifdef NETDIRECT_HAVE_UV
+  if (uv_thread_create(&thread_, &Poller::ThreadMain, this) != 0) {
+    *why = "uv_thread_create failed";
+    return false;  // the port stays open; the file still refers to it and is closed by the adapter
+  }
+#else
+  thread_ = std::thread(&Poller::ThreadMain, this);
+#endif
+  started_ = true;
+  return true;
+}
+
+void Poller::Stop() {
+  if (started_) {
+    PostQueuedCompletionStatus(port_, 0, kStopKey, nullptr);
+#ifdef NETDIRECT_HAVE_UV
+    uv_thread_join(&thread_);
+#else
+    thread_.join();
+#endif
+    started_ = false;
+  }
+  if (port_ != nullptr) {
+    CloseHandle(port_);
+    port_ = nullptr;
+  }
+}
+
+void Poller::AddCq(CqState* cq) {
+  cq->Ref();  // the poller's reference, dropped in Finalize
+  PostQueuedCompletionStatus(port_, 0, kAddCqKey, &cq->ov);
+}
+
+void Poller::RemoveCq(CqState* cq) { PostQueuedCompletionStatus(port_, 0, kRemoveCqKey, &cq->ov); }
+
+void Poller::ThreadMain(void* arg) { static_cast<Poller*>(arg)->Run(); }
+
+void Poller::AppendResult(const ND2_RESULT& r, Batch* batch, CqState* cq) {
+  const uint64_t ctx = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(r.RequestContext));
+  batch->words.push_back(static_cast<uint32_t>(ctx));
+  batch->words.push_back(static_cast<uint32_t>(r.Status));
+  batch->words.push_back(r.BytesTransferred);
+  batch->words.push_back(static_cast<uint32_t>(r.RequestType));
+  batch->words.push_back(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(r.QueuePairContext)));
+  if (ctx & kContextCounted) batch->counted++;
+  if ((ctx & kContextCqCounted) && cq != nullptr) cq->outstanding.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Poller::Drain(CqState* s, Batch* batch) {
+  ND2_RESULT results[kCqBatch];
+  for (;;) {
+    ULONG n = s->cq->GetResults(results, kCqBatch);
+    for (ULONG i = 0; i < n; ++i) AppendResult(results[i], batch, s);
+    if (n < kCqBatch) break;
+  }
+}
+
+// Drain, then arm. ND_SUCCESS from Notify means a completion slipped in between the drain and the arm and
+// the CQ is NOT armed (no packet will come): drain again and retry until Notify says ND_PENDING.
+void Poller::DrainAndArm(CqState* s, Batch* batch) {
+  for (int round = 0; round < 100000; ++round) {
+    Drain(s, batch);
+    HRESULT hr = s->cq->Notify(ND_CQ_NOTIFY_ANY, &s->ov);
+    if (hr == ND_PENDING) {
+      s->armed = true;
+      armed_++;
+      return;
+    }
+    if (hr != ND_SUCCESS) return;  // CQ unusable (overrun, device removed): leave it unarmed
+  }
+}
+
+// The CQ's last visit: whatever is still in it is delivered, requests counted on it that will never
+// complete here stop holding the event loop, and the poller's reference goes.
+void Poller::Finalize(CqState* s, Batch* batch) {
+  Drain(s, batch);
+  int64_t left = s->outstanding.exchange(0);
+  if (left > 0) batch->counted += static_cast<uint32_t>(left);
+  s->Unref();
+}
+
+void Poller::BeginStop(Batch* batch) {
+  stopping_ = true;
+  std::vector<CqState*> cqs;
+  cqs.swap(cqs_);
+  for (CqState* s : cqs) {
+    s->closing = true;
+    if (s->armed)
+      s->cq->CancelOverlappedRequests();  // its Notify comes back ND_CANCELED, then Finalize
+    else
+      Finalize(s, batch);
+  }
+}
+
+void Poller::Handle(const OVERLAPPED_ENTRY& e, Batch* batch) {
+  switch (e.lpCompletionKey) {
+    case kStopKey:
+      BeginStop(batch);
+      return;
+    case kAddCqKey: {
+      auto* s = static_cast<CqState*>(reinterpret_cast<PollHeader*>(e.lpOverlapped));
+      if (stopping_) {
+        s->Unref();
+        return;
+      }
+      cqs_.push_back(s);
+      DrainAndArm(s, batch);
+      return;
+    }
+    case kRemoveCqKey: {
+      auto* s = static_cast<CqState*>(reinterpret_cast<PollHeader*>(e.lpOverlapped));
+      for (size_t i = 0; i < cqs_.size(); ++i) {
+        if (cqs_[i] == s) {
+          cqs_[i] = cqs_.back();
+          cqs_.pop_back();
+          break;
+        }
+      }
+      if (s->closing) return;  // already being stopped
+      s->closing = true;
+      if (s->armed)
+        s->cq->CancelOverlappedRequests();
+      else
+        Finalize(s, batch);
+      return;
+    }
+    default:
+      break;
+  }
+  if (e.lpOverlapped == nullptr) return;
+  auto* h = reinterpret_cast<PollHeader*>(e.lpOverlapped);
+  if (h->kind == kKindCqNotify) {
+    auto* s = static_cast<CqState*>(h);
+    if (!s->armed) return;  // not ours to handle (cannot happen with a conforming provider)
+    s->armed = false;
+    armed_--;
+    // ND requires asking the issuer even though the status is ND_SUCCESS or ND_CANCELED here.
+    s->cq->GetOverlappedResult(&s->ov, FALSE);
+    if (s->closing)
+      Finalize(s, batch);
+    else
+      DrainAndArm(s, batch);
+    return;
+  }
+  auto* r = static_cast<OvRecord*>(h);
+  HRESULT status = r->issuer->GetOverlappedResult(&r->ov, FALSE);
+  if (status == ND_PENDING) return;  // the provider started a next phase: another packet will come
+  if (!stopping_) {
+    batch->words.push_back(r->id);
+    batch->words.push_back(static_cast<uint32_t>(status));
+    batch->words.push_back(0);
+    batch->words.push_back(r->kind);
+    batch->words.push_back(0);
+    if (r->mrId != 0) batch->mrUpdates.push_back(MrUpdate{r->mrId, r->kind, status});
+    if (r->counted) batch->counted++;
+  }
+  delete r;
+  inflight_.fetch_sub(1, std::memory_order_relaxed);
+}
+
+void Poller::Flush(std::unique_ptr<Batch>* batch) {
+  if ((*batch)->empty()) return;
+  if (stopping_) {
+    (*batch)->words.clear();
+    (*batch)->mrUpdates.clear();
+    (*batch)->counted = 0;
+    return;
+  }
+  Batch* b = batch->release();
+  if (!deliver_(ctx_, b)) delete b;
+  batch->reset(new Batch());
+}
+
+void Poller::Run() {
+  OVERLAPPED_ENTRY entries[kPortBatch];
+  std::unique_ptr<Batch> batch(new Batch());
+  Clock::time_point stopDeadline{};
+  const auto spin = std::chrono::microseconds(spinMicros_);
+  for (;;) {
+    ULONG n = 0;
+    bool got = false;
+    if (spinMicros_ > 0 && !stopping_) {
+      // Busy window before sleeping: poll the port without waiting and the armed CQs directly.
+      auto deadline = Clock::now() + spin;
+      for (;;) {
+        if (GetQueuedCompletionStatusEx(port_, entries, kPortBatch, &n, 0, FALSE) && n > 0) {
+          got = true;
+          break;
+        }
+        for (CqState* s : cqs_) Drain(s, batch.get());
+        if (!batch->empty()) {
+          Flush(&batch);
+          deadline = Clock::now() + spin;
+        }
+        if (Clock::now() >= deadline) break;
+      }
+    }
+    if (!got) {
+      const DWORD timeout = stopping_ ? 20 : INFINITE;
+      if (GetQueuedCompletionStatusEx(port_, entries, kPortBatch, &n, timeout, FALSE)) {
+        wakeups_.fetch_add(1, std::memory_order_relaxed);
+      } else {
+        n = 0;
+      }
+    }
+    const bool wasStopping = stopping_;
+    for (ULONG i = 0; i < n; ++i) {
+      Handle(entries[i], batch.get());
+      if (batch->words.size() >= kFlushWords) Flush(&batch);
+    }
+    Flush(&batch);
+    if (stopping_) {
+      if (!wasStopping) stopDeadline = Clock::now() + kStopGrace;
+      // Requests still pending after the grace period are abandoned (leaked, never freed: the provider
+      // may still write their OVERLAPPED).
+      if ((inflight_.load() <= 0 && armed_ == 0) || Clock::now() >= stopDeadline) break;
+    }
+  }
+}
+
+}  // namespace netdirect

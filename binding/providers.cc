@@ -1,0 +1,82 @@
+// Provider discovery. Built-in: the software provider, linked in (binding/soft/). System providers (the
+// Winsock catalog's ND v2 entries: WSCEnumProtocols -> LoadLibrary -> DllGetClassObject) are the Windows
+// build's job; until that lands every other name or path is refused with ND_NOT_SUPPORTED.
+#include "providers.h"
+
+#include <cstdio>
+
+#include "soft/provider.h"
+
+namespace netdirect {
+
+namespace {
+
+constexpr const char* kSoftName = "soft";
+
+bool IsSoftSpec(const std::string& spec) {
+#ifdef _WIN32
+  return spec == kSoftName;  // 'auto' on Windows means the system providers (catalog discovery, later)
+#else
+  return spec == kSoftName || spec == "auto" || spec.empty();
+#endif
+}
+
+}  // namespace
+
+std::string GuidString(const GUID& g) {
+  char buf[40];
+  std::snprintf(buf, sizeof(buf), "{%08X-%04X-%04X-%02X%02X-%02X%02X%02X%02X%02X%02X}", static_cast<unsigned>(g.Data1),
+                g.Data2, g.Data3, g.Data4[0], g.Data4[1], g.Data4[2], g.Data4[3], g.Data4[4], g.Data4[5], g.Data4[6],
+                g.Data4[7]);
+  return buf;
+}
+
+std::vector<ProviderInfo> ListProviders() {
+  ProviderInfo soft;
+  soft.name = kSoftName;
+  soft.kind = "builtin";
+  soft.guid = GuidString(NETDIRECT_SOFT_PROVIDER_ID);
+  soft.ndVersion = ND_VERSION_2;
+  return {soft};
+}
+
+HRESULT GetProvider(const std::string& spec, NdPtr<IND2Provider>* provider, std::string* resolvedName,
+                    std::string* why) {
+  if (IsSoftSpec(spec)) {
+    HRESULT hr = NdSoftGetProvider(IID_IND2Provider, provider->put());
+    if (FAILED(hr)) {
+      *why = "the built-in software provider could not be created";
+      return hr;
+    }
+    *resolvedName = kSoftName;
+    return ND_SUCCESS;
+  }
+#ifdef _WIN32
+  *why = "provider '" + spec + "': system ND v2 providers are not supported by this build yet";
+#else
+  *why = "provider '" + spec +
+         "': only the built-in software provider ('soft' or 'auto') exists on this platform; system ND v2 "
+         "providers (DLLs) are loaded on Windows only";
+#endif
+  return ND_NOT_SUPPORTED;
+}
+
+HRESULT OpenAdapter(IND2Provider* provider, const sockaddr* address, ULONG addressLength,
+                    NdPtr<IND2Adapter>* adapter, std::string* why) {
+  UINT64 adapterId = 0;
+  HRESULT hr = provider->ResolveAddress(address, addressLength, &adapterId);
+  if (FAILED(hr)) {
+    *why = "no adapter of this provider serves the address (ResolveAddress)";
+    return hr;
+  }
+  hr = provider->OpenAdapter(IID_IND2Adapter, adapterId, adapter->put());
+  if (FAILED(hr)) {
+    *why = "OpenAdapter failed";
+    return hr;
+  }
+  return ND_SUCCESS;
+}
+
+bool SoftHardwareCrc32c() { return NdSoftHardwareCrc32c(); }
+
+}  // namespace netdirect

@@ -1,0 +1,40 @@
+// Provider selection and adapter opening (NdOpenAdapter semantics). The shims above this file only ever see
+// the IND2Provider / IND2Adapter pointers it returns; which provider is behind them is decided here alone.
+#ifndef NETDIRECT_PROVIDERS_H_
+#define NETDIRECT_PROVIDERS_H_
+
+#include <string>
+#include <vector>
+
+#include "nd/nd2.h"
+#include "nd_ptr.h"
+
+namespace netdirect {
+
+struct ProviderInfo {
+  std::string name;  // 'soft' for the built-in provider
+  std::string kind;  // 'builtin' | 'system'
+  std::string path;  // provider DLL (system providers)
+  std::string guid;  // {XXXXXXXX-...}
+  uint32_t ndVersion = ND_VERSION_2;
+};
+
+std::vector<ProviderInfo> ListProviders();
+
+// Resolves `spec` ('auto', 'soft', a listed provider name or a DLL path) to a provider instance.
+// On failure returns the status and fills *why with a sentence a person can act on.
+HRESULT GetProvider(const std::string& spec, NdPtr<IND2Provider>* provider, std::string* resolvedName,
+                    std::string* why);
+
+// NdOpenAdapter: ResolveAddress(local address, port 0) -> OpenAdapter(IID_IND2Adapter).
+HRESULT OpenAdapter(IND2Provider* provider, const sockaddr* address, ULONG addressLength,
+                    NdPtr<IND2Adapter>* adapter, std::string* why);
+
+// True when the built-in provider's CRC32c uses the CPU's crc32 instruction.
+bool SoftHardwareCrc32c();
+
+std::string GuidString(const GUID& g);
+
+}  // namespace netdirect
+
+#endif  // NETDIRECT_PROVIDERS_H_

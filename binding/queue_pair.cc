@@ -1,0 +1,181 @@
+#include "queue_pair.h"
+
+#include "memory_region.h"
+#include "memory_window.h"
+
+namespace netdirect {
+
+namespace {
+
+const char* OpName(uint32_t op) {
+  switch (op) {
+    case Nd2RequestTypeReceive: return "receive";
+    case Nd2RequestTypeSend: return "send";
+    case Nd2RequestTypeRead: return "read";
+    case Nd2RequestTypeWrite: return "write";
+    default: return "post";
+  }
+}
+
+}  // namespace
+
+Napi::Function QueuePair::Define(Napi::Env env) {
+  return DefineClass(env, "QueuePair",
+                     {
+                         InstanceMethod<&QueuePair::Post>("post"),
+                         InstanceMethod<&QueuePair::Bind>("bind"),
+                         InstanceMethod<&QueuePair::Invalidate>("invalidate"),
+                         InstanceMethod<&QueuePair::Flush>("flush"),
+                         InstanceMethod<&QueuePair::Close>("close"),
+                     });
+}
+
+QueuePair::QueuePair(const Napi::CallbackInfo& info) : Child(kChildQueuePair), Napi::ObjectWrap<QueuePair>(info) {
+  auto* init = static_cast<Init*>(TakeInit(info, kChildQueuePair, kClassName));
+  qp_ = std::move(init->qp);
+  receiveCq_ = init->receiveCq;
+  receiveCq_->Ref();
+  initiatorCq_ = init->initiatorCq;
+  initiatorCq_->Ref();
+  qpId_ = init->qpId;
+  TagObject(info.This().As<Napi::Object>(), kTag);
+  Attach(init);
+}
+
+QueuePair::~QueuePair() {
+  if (receiveCq_ != nullptr) receiveCq_->Unref();
+  if (initiatorCq_ != nullptr) initiatorCq_->Unref();
+}
+
+void QueuePair::ReleaseNd(bool /*teardown*/) {
+  // Outstanding requests complete with ND_CANCELED and are still delivered (lib/ normally flushed and
+  // drained already; flushing twice is harmless).
+  qp_->Flush();
+  qp_.reset();
+  receiveCq_->Unref();
+  receiveCq_ = nullptr;
+  initiatorCq_->Unref();
+  initiatorCq_ = nullptr;
+}
+
+void* QueuePair::Context(Napi::Env env, uint32_t id, CqState* cq, bool silent, const char* operation, bool* counted) {
+  if (cq->closed.load(std::memory_order_relaxed))
+    ThrowMisuse(env, "ERR_ND_CLOSED", operation, "the queue pair's completion queue is closed");
+  uint64_t ctx = id;
+  // Silent successes produce no completion (failures still do and are delivered uncounted); in manual mode
+  // CQ completions are the caller's to poll, so they do not hold the event loop.
+  *counted = !silent && !adapter_->manual();
+  if (*counted) {
+    ctx |= kContextCounted | kContextCqCounted;
+    cq->outstanding.fetch_add(1, std::memory_order_relaxed);
+    adapter_->AddPending();
+  }
+  return reinterpret_cast<void*>(static_cast<uintptr_t>(ctx));
+}
+
+void QueuePair::Uncount(CqState* cq, bool counted) {
+  if (!counted) return;
+  cq->outstanding.fetch_sub(1, std::memory_order_relaxed);
+  adapter_->SubPending(1);
+}
+
+// post(op, id, nSge, flags, remoteHi, remoteLo, remoteToken)
+Napi::Value QueuePair::Post(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const uint32_t op = ArgU32(info, 0);
+  const char* name = OpName(op);
+  CheckThis(info, this, name);
+  const uint32_t id = ArgU32(info, 1);
+  const uint32_t nSge = ArgU32(info, 2);
+  const uint32_t flags = ArgU32(info, 3);
+  ND2_SGE sge[Adapter::kMaxSge];
+  adapter_->BuildSges(env, nSge, sge, name);
+  const bool silent = (flags & ND_OP_FLAG_SILENT_SUCCESS) != 0;
+  HRESULT hr;
+  bool counted = false;
+  CqState* cq = op == Nd2RequestTypeReceive ? receiveCq_ : initiatorCq_;
+  switch (op) {
+    case Nd2RequestTypeSend:
+      hr = qp_->Send(Context(env, id, cq, silent, name, &counted), sge, nSge, flags);
+      break;
+    case Nd2RequestTypeReceive:
+      hr = qp_->Receive(Context(env, id, cq, false, name, &counted), sge, nSge);
+      break;
+    case Nd2RequestTypeRead:
+    case Nd2RequestTypeWrite: {
+      const uint64_t remote = (static_cast<uint64_t>(ArgU32(info, 4)) << 32) | ArgU32(info, 5);
+      const uint32_t token = ArgU32(info, 6);
+      void* ctx = Context(env, id, cq, silent, name, &counted);
+      hr = op == Nd2RequestTypeRead ? qp_->Read(ctx, sge, nSge, remote, token, flags)
+                                    : qp_->Write(ctx, sge, nSge, remote, token, flags);
+      break;
+    }
+    default:
+      ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", "post", "op must be Kind.Send, Receive, Read or Write");
+  }
+  if (FAILED(hr)) {
+    Uncount(cq, counted);
+    ThrowNdStatus(env, hr, name);
+  }
+  return env.Undefined();
+}
+
+// bind(id, region, window, offset, length, flags) -> the window's remote token
+Napi::Value QueuePair::Bind(const Napi::CallbackInfo& info) {
+  const char* op = "bind";
+  CheckThis(info, this, op);
+  Napi::Env env = info.Env();
+  const uint32_t id = ArgU32(info, 0);
+  auto* mr = UnwrapChild<MemoryRegion>(info[1], adapter_, op, "region");
+  auto* mw = UnwrapChild<MemoryWindow>(info[2], adapter_, op, "window");
+  const double offset = ArgDouble(info, 3), length = ArgDouble(info, 4);
+  const uint32_t flags = ArgU32(info, 5);
+  RegionSlot* slot = adapter_->Region(mr->id());
+  if (slot == nullptr || slot->state != kRegionRegistered)
+    ThrowMisuse(env, "ERR_ND_INVALID_REGION", op, "memory region " + std::to_string(mr->id()) + " is not registered");
+  if (!(offset >= 0 && length >= 0 && offset + length <= static_cast<double>(slot->length)))
+    ThrowMisuse(env, "ERR_ND_OUT_OF_RANGE", op, "window range is outside the memory region");
+  bool counted = false;
+  void* ctx = Context(env, id, initiatorCq_, (flags & ND_OP_FLAG_SILENT_SUCCESS) != 0, op, &counted);
+  HRESULT hr = qp_->Bind(ctx, mr->nd(), mw->nd(), slot->base + static_cast<uint64_t>(offset),
+                         static_cast<SIZE_T>(length), flags);
+  if (FAILED(hr)) {
+    Uncount(initiatorCq_, counted);
+    ThrowNdStatus(env, hr, op);
+  }
+  return Napi::Number::New(env, mw->nd()->GetRemoteToken());
+}
+
+// invalidate(id, window, flags)
+Napi::Value QueuePair::Invalidate(const Napi::CallbackInfo& info) {
+  const char* op = "invalidate";
+  CheckThis(info, this, op);
+  Napi::Env env = info.Env();
+  const uint32_t id = ArgU32(info, 0);
+  auto* mw = UnwrapChild<MemoryWindow>(info[1], adapter_, op, "window");
+  const uint32_t flags = ArgU32(info, 2);
+  bool counted = false;
+  void* ctx = Context(env, id, initiatorCq_, (flags & ND_OP_FLAG_SILENT_SUCCESS) != 0, op, &counted);
+  HRESULT hr = qp_->Invalidate(ctx, mw->nd(), flags);
+  if (FAILED(hr)) {
+    Uncount(initiatorCq_, counted);
+    ThrowNdStatus(env, hr, op);
+  }
+  return env.Undefined();
+}
+
+Napi::Value QueuePair::Flush(const Napi::CallbackInfo& info) {
+  CheckThis(info, this, "flush");
+  HRESULT hr = qp_->Flush();
+  if (FAILED(hr)) ThrowNdStatus(info.Env(), hr, "flush");
+  return info.Env().Undefined();
+}
+
+Napi::Value QueuePair::Close(const Napi::CallbackInfo& info) {
+  if (!HasTag(info.This(), kTag))
+    ThrowMisuse(info.Env(), "ERR_ND_FOREIGN_OBJECT", "close", "receiver is not a netdirect QueuePair object");
+  CloseNow(false);
+  return info.Env().Undefined();
+}
+
+}  // namespace netdirect

@@ -1,0 +1,149 @@
+#include "soft/completion_queue.h"
+
+#include <new>
+
+#include "soft/adapter.h"
+
+namespace netdirect::soft {
+
+HRESULT SoftCompletionQueue::create(SoftAdapter* adapter, HANDLE file, ULONG depth, SoftCompletionQueue** out) {
+  if (out == nullptr) return ND_INVALID_PARAMETER;
+  *out = nullptr;
+  if (depth == 0 || depth > limits::kMaxCqDepth) return ND_INVALID_PARAMETER_3;
+  auto* cq = new (std::nothrow) SoftCompletionQueue(adapter, file);
+  if (cq == nullptr) return ND_NO_MEMORY;
+  try {
+    cq->ring_.resize(depth);
+    cq->waiters_.reserve(4);
+  } catch (...) {
+    cq->Release();
+    return ND_NO_MEMORY;
+  }
+  *out = cq;
+  return ND_SUCCESS;
+}
+
+SoftCompletionQueue::SoftCompletionQueue(SoftAdapter* adapter, HANDLE file) : adapter_(adapter), file_(file) {
+  adapter_->AddRef();
+}
+
+SoftCompletionQueue::~SoftCompletionQueue() {
+  // Outstanding notifications end with the CQ (nd2-facts §2.4: ND_CANCELED when destroyed).
+  std::vector<Waiter> w;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    w.swap(waiters_);
+  }
+  for (auto& x : w) complete_overlapped(file_, x.ov, ND_CANCELED);
+  adapter_->Release();
+}
+
+HRESULT SoftCompletionQueue::CancelOverlappedRequests() {
+  std::lock_guard<std::mutex> lock(mu_);
+  // Completed in request order (ndcq checks this).
+  for (auto& x : waiters_) complete_overlapped(file_, x.ov, ND_CANCELED);
+  waiters_.clear();
+  return ND_SUCCESS;
+}
+
+HRESULT SoftCompletionQueue::GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) {
+  if (pOverlapped == nullptr) return ND_INVALID_PARAMETER;
+  return overlapped_result(pOverlapped, bWait);
+}
+
+HRESULT SoftCompletionQueue::GetNotifyAffinity(USHORT*, KAFFINITY*) { return ND_NOT_SUPPORTED; }
+
+HRESULT SoftCompletionQueue::Resize(ULONG queueDepth) {
+  if (queueDepth == 0 || queueDepth > limits::kMaxCqDepth) return ND_INVALID_PARAMETER;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (queueDepth < count_) return ND_BUFFER_OVERFLOW;
+  std::vector<Entry> ring;
+  try {
+    ring.resize(queueDepth);
+  } catch (...) {
+    return ND_NO_MEMORY;
+  }
+  for (size_t i = 0; i < count_; ++i) ring[i] = ring_[(head_ + i) % ring_.size()];
+  ring_.swap(ring);
+  head_ = 0;
+  return ND_SUCCESS;
+}
+
+bool SoftCompletionQueue::matches_queued_locked(ULONG type) const {
+  if (type == ND_CQ_NOTIFY_ANY) return count_ > 0;
+  if (type == ND_CQ_NOTIFY_SOLICITED) {
+    for (size_t i = 0; i < count_; ++i) {
+      const Entry& e = ring_[(head_ + i) % ring_.size()];
+      if (e.solicited || FAILED(e.result.Status)) return true;
+    }
+  }
+  return false;  // ERRORS: only CQ errors, handled by the caller
+}
+
+HRESULT SoftCompletionQueue::Notify(ULONG type, OVERLAPPED* pOverlapped) {
+  if (type != ND_CQ_NOTIFY_ANY && type != ND_CQ_NOTIFY_SOLICITED && type != ND_CQ_NOTIFY_ERRORS) {
+    return ND_INVALID_PARAMETER_1;
+  }
+  if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_2;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (overrun_.load(std::memory_order_relaxed)) return ND_BUFFER_OVERFLOW;
+  // A matching completion is already queued: report it now instead of arming (closes the drain/arm race).
+  if (matches_queued_locked(type)) return ND_SUCCESS;
+  try {
+    waiters_.push_back(Waiter{pOverlapped, type});
+  } catch (...) {
+    return ND_NO_MEMORY;
+  }
+  mark_pending(pOverlapped);
+  return ND_PENDING;
+}
+
+void SoftCompletionQueue::fire_locked(HRESULT status, bool solicited_event, bool error_event) {
+  if (waiters_.empty()) return;
+  // One event completes every outstanding Notify, provided one of them is satisfied by it; ANY overrides
+  // a pending SOLICITED, so all go together.
+  bool trigger = false;
+  for (auto& w : waiters_) {
+    if (error_event || w.type == ND_CQ_NOTIFY_ANY || (w.type == ND_CQ_NOTIFY_SOLICITED && solicited_event)) {
+      trigger = true;
+      break;
+    }
+  }
+  if (!trigger) return;
+  for (auto& w : waiters_) complete_overlapped(file_, w.ov, status);
+  waiters_.clear();
+}
+
+bool SoftCompletionQueue::push(const ND2_RESULT& result, bool solicited) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (overrun_.load(std::memory_order_relaxed)) return false;
+  if (count_ == ring_.size()) {
+    overrun_.store(true, std::memory_order_release);
+    fire_locked(ND_BUFFER_OVERFLOW, true, true);
+    return false;
+  }
+  ring_[(head_ + count_) % ring_.size()] = Entry{result, solicited};
+  ++count_;
+  fire_locked(ND_SUCCESS, solicited || FAILED(result.Status), false);
+  return true;
+}
+
+ULONG SoftCompletionQueue::GetResults(ND2_RESULT results[], ULONG nResults) {
+  if (results == nullptr || nResults == 0) return 0;
+  std::lock_guard<std::mutex> lock(mu_);
+  ULONG n = 0;
+  const size_t size = ring_.size();
+  while (n < nResults && count_ > 0) {
+    results[n++] = ring_[head_].result;
+    head_ = (head_ + 1) % size;
+    --count_;
+  }
+  return n;
+}
+
+ULONG SoftCompletionQueue::count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return static_cast<ULONG>(count_);
+}
+
+}  // namespace netdirect::soft

@@ -1,0 +1,311 @@
+// Transmit side of the queue pair: message scheduling, FPDU segmentation, gather-send from the SGEs,
+// ORD and fence stalls, and the internal confirmation Read (design: queue_pair.h).
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "soft/adapter.h"
+#include "soft/completion_queue.h"
+#include "soft/crc32c.h"
+#include "soft/queue_pair.h"
+#include "soft/stag_table.h"
+#include "soft/terminate.h"
+
+namespace netdirect::soft {
+
+using namespace wire;
+
+namespace {
+constexpr uint32_t kRtrStag = 1;         // STag of RTRs and internal zero-length Reads (never 0 on the wire)
+constexpr int kIovPerFpduMax = static_cast<int>(limits::kMaxSge) + 2;  // header, pieces, trailer
+constexpr int kSendIovMax = 1024;        // IOV_MAX on Linux
+constexpr uint64_t kNoOffender = ~uint64_t{0};
+}  // namespace
+
+void SoftQueuePair::tx_set_want_write_locked(bool want) {
+  if (want == want_write_ || sock_ == net::kInvalidSocket) return;
+  want_write_ = want;
+  adapter_->engine().modify(sock_, this, Engine::kRead | (want ? Engine::kWrite : 0));
+}
+
+void SoftQueuePair::tx_progress_locked() {
+  if (state_ != State::kConnected || sock_ == net::kInvalidSocket) return;
+  for (;;) {
+    if (batch_->iov_count > 0 && !tx_flush_locked()) return;  // blocked (EPOLLOUT armed) or failed
+    if (state_ != State::kConnected) return;
+    if (!tx_fill_locked()) break;
+  }
+  tx_set_want_write_locked(false);
+  complete_ready_locked();
+}
+
+bool SoftQueuePair::needs_confirmation_locked() const {
+  return ord_ > 0 && last_unconfirmed_ > confirm_requested_;
+}
+
+bool SoftQueuePair::tx_fill_locked() {
+  Batch& b = *batch_;
+  b.sq_done = sq_next_;
+  if (awaiting_rtr_) return false;  // P2P responder: nothing goes out before the initiator's RTR
+  while (b.fpdus < kMaxBatchFpdus && b.iov_count + kIovPerFpduMax <= kMaxBatchIov && b.bytes < kMaxBatchBytes) {
+    if (tx_kind_ == TxKind::kNone) {
+      if (!tx_next_message_locked()) break;
+      continue;
+    }
+    if (tx_kind_ == TxKind::kSq) {
+      SqRequest& r = sq_at(sq_next_);
+      const bool send = r.type == Nd2RequestTypeSend;
+      const size_t max_payload = fpdu_max_payload(mss_, send ? kDdpUntaggedHdrSize : kDdpTaggedHdrSize);
+      const uint64_t seg = std::min<uint64_t>(tx_len_ - tx_off_, max_payload);
+      DdpHeader h;
+      h.last = tx_off_ + seg == tx_len_;
+      if (send) {
+        h.opcode = (r.flags & ND_OP_FLAG_SEND_AND_SOLICIT_EVENT) ? RdmapOpcode::kSendSe : RdmapOpcode::kSend;
+        h.qn = kQnSend;
+        h.msn = r.msn;
+        h.mo = static_cast<uint32_t>(tx_off_);
+      } else {
+        h.opcode = RdmapOpcode::kWrite;
+        h.stag = r.remote_token;
+        h.to = r.remote_addr + tx_off_;
+      }
+      tx_append_fpdu_locked(h, nullptr, 0, sq_sges(sq_next_), r.nsge, tx_off_, static_cast<uint32_t>(seg));
+      tx_off_ += seg;
+      if (h.last) {
+        r.state = SqState::kTransmitted;
+        last_unconfirmed_ = sq_next_ + 1;
+        ++sq_next_;
+        b.sq_done = sq_next_;
+        tx_kind_ = TxKind::kNone;
+      }
+    } else if (tx_kind_ == TxKind::kReadResponse) {
+      InRead& in = irq_[(irq_head_ + irq_started_) % irq_.size()];
+      const size_t max_payload = fpdu_max_payload(mss_, kDdpTaggedHdrSize);
+      const uint64_t seg = std::min<uint64_t>(tx_len_ - tx_off_, max_payload);
+      DdpHeader h;
+      h.opcode = RdmapOpcode::kReadResponse;
+      h.last = tx_off_ + seg == tx_len_;
+      h.stag = in.sink_stag;
+      h.to = in.sink_to + tx_off_;
+      LocalSge src{const_cast<uint8_t*>(in.src), in.size, 0};
+      tx_append_fpdu_locked(h, nullptr, 0, &src, in.size > 0 ? 1 : 0, tx_off_, static_cast<uint32_t>(seg));
+      tx_off_ += seg;
+      if (h.last) {
+        ++irq_started_;
+        ++b.irq_done;
+        tx_kind_ = TxKind::kNone;
+      }
+    } else {
+      tx_kind_ = TxKind::kNone;
+    }
+  }
+  if (b.iov_count == 0) {
+    // Only local requests (Bind/Invalidate) were consumed: they count as transmitted now.
+    tx_batch_done_locked();
+    return false;
+  }
+  return true;
+}
+
+bool SoftQueuePair::tx_next_message_locked() {
+  // 1. The P2P RTR is the initiator's first FPDU (iwarp-facts §1.2, §4).
+  if (rtr_pending_tx_) {
+    rtr_pending_tx_ = false;
+    if (rtr_ == kRtrRead) {
+      OutRead& o = orq_[(orq_head_ + orq_count_) % orq_.size()];
+      o = OutRead{0, 0, true, ++tx_read_msn_, kRtrStag, 0, 0, 0};
+      ++orq_count_;
+      DdpHeader h;
+      h.opcode = RdmapOpcode::kReadRequest;
+      h.qn = kQnReadRequest;
+      h.msn = o.msn;
+      uint8_t body[kRdmapReadReqSize];
+      encode_read_request(ReadRequest{kRtrStag, 0, 0, kRtrStag, 0}, body);
+      tx_append_fpdu_locked(h, body, sizeof body, nullptr, 0, 0, 0);
+    } else {
+      DdpHeader h;
+      h.opcode = RdmapOpcode::kWrite;
+      h.stag = kRtrStag;
+      h.to = 0;
+      tx_append_fpdu_locked(h, nullptr, 0, nullptr, 0, 0, 0);
+    }
+    return true;
+  }
+  // 2. Read Responses go between messages, in arrival order.
+  if (irq_started_ < irq_count_) {
+    const InRead& in = irq_[(irq_head_ + irq_started_) % irq_.size()];
+    tx_kind_ = TxKind::kReadResponse;
+    tx_off_ = 0;
+    tx_len_ = in.size;
+    return true;
+  }
+  // 3. The send queue in order.
+  if (sq_next_ < sq_tail_) {
+    SqRequest& r = sq_at(sq_next_);
+    if ((r.flags & ND_OP_FLAG_READ_FENCE) && orq_count_ > 0) return false;  // wait for earlier Reads
+    switch (r.type) {
+      case Nd2RequestTypeBind:
+      case Nd2RequestTypeInvalidate:
+        r.state = SqState::kTransmitted;
+        ++sq_next_;
+        batch_->sq_done = sq_next_;
+        return true;
+      case Nd2RequestTypeRead: {
+        if (orq_count_ >= std::max<uint32_t>(ord_, 1)) return false;  // ORD full: stall the queue
+        const LocalSge* ls = sq_sges(sq_next_);
+        uint32_t sink_stag = kRtrStag;
+        uint64_t sink_to = 0;
+        for (uint32_t i = 0; i < r.nsge; ++i) {
+          if (ls[i].length > 0) {
+            sink_stag = ls[i].stag;
+            sink_to = reinterpret_cast<uintptr_t>(ls[i].addr);
+            break;
+          }
+        }
+        r.msn = ++tx_read_msn_;
+        OutRead& o = orq_[(orq_head_ + orq_count_) % orq_.size()];
+        o = OutRead{sq_next_, sq_next_ + 1, false, r.msn, sink_stag, sink_to, static_cast<uint32_t>(r.length), 0};
+        ++orq_count_;
+        DdpHeader h;
+        h.opcode = RdmapOpcode::kReadRequest;
+        h.qn = kQnReadRequest;
+        h.msn = r.msn;
+        uint8_t body[kRdmapReadReqSize];
+        encode_read_request(
+            ReadRequest{sink_stag, sink_to, static_cast<uint32_t>(r.length), r.remote_token, r.remote_addr}, body);
+        tx_append_fpdu_locked(h, body, sizeof body, nullptr, 0, 0, 0);
+        r.state = SqState::kTransmitted;
+        ++sq_next_;
+        batch_->sq_done = sq_next_;
+        confirm_requested_ = std::max(confirm_requested_, sq_next_);
+        return true;
+      }
+      default:
+        if (r.type == Nd2RequestTypeSend) r.msn = ++tx_send_msn_;
+        tx_kind_ = TxKind::kSq;
+        tx_off_ = 0;
+        tx_len_ = r.length;
+        return true;
+    }
+  }
+  // 4. Idle with unconfirmed Writes/Sends: an internal zero-length Read confirms them.
+  if (needs_confirmation_locked() && orq_count_ < ord_) {
+    OutRead& o = orq_[(orq_head_ + orq_count_) % orq_.size()];
+    o = OutRead{0, sq_next_, true, ++tx_read_msn_, kRtrStag, 0, 0, 0};
+    ++orq_count_;
+    confirm_requested_ = sq_next_;
+    DdpHeader h;
+    h.opcode = RdmapOpcode::kReadRequest;
+    h.qn = kQnReadRequest;
+    h.msn = o.msn;
+    uint8_t body[kRdmapReadReqSize];
+    encode_read_request(ReadRequest{kRtrStag, 0, 0, kRtrStag, 0}, body);
+    tx_append_fpdu_locked(h, body, sizeof body, nullptr, 0, 0, 0);
+    return true;
+  }
+  return false;
+}
+
+void SoftQueuePair::tx_append_fpdu_locked(const DdpHeader& h, const uint8_t* body, size_t body_len,
+                                          const LocalSge* sge, uint32_t nsge, uint64_t offset, uint32_t len) {
+  Batch& b = *batch_;
+  const int slot = b.fpdus++;
+  uint8_t* hp = b.hdr[slot];
+  const size_t ulpdu_len = ddp_header_size(h.opcode) + body_len + len;
+  size_t n = encode_fpdu_header(h, static_cast<uint16_t>(ulpdu_len), hp);
+  if (body_len > 0) {
+    std::memcpy(hp + n, body, body_len);
+    n += body_len;
+  }
+  b.iov[b.iov_count++] = iovec{hp, n};
+  uint32_t crc = crc_ ? crc32c_update(kCrc32cInit, hp, n) : 0;
+  uint64_t skip = offset;
+  uint32_t left = len;
+  for (uint32_t i = 0; i < nsge && left > 0; ++i) {
+    if (skip >= sge[i].length) {
+      skip -= sge[i].length;
+      continue;
+    }
+    const uint32_t take = static_cast<uint32_t>(std::min<uint64_t>(sge[i].length - skip, left));
+    uint8_t* p = sge[i].addr + skip;
+    b.iov[b.iov_count++] = iovec{p, take};
+    if (crc_) crc = crc32c_update(crc, p, take);
+    left -= take;
+    skip = 0;
+  }
+  const size_t t = encode_fpdu_trailer(crc, ulpdu_len, crc_, b.trailer[slot]);
+  b.iov[b.iov_count++] = iovec{b.trailer[slot], t};
+  b.bytes += n + len + t;
+}
+
+bool SoftQueuePair::tx_flush_locked() {
+  Batch& b = *batch_;
+  while (b.iov_pos < b.iov_count) {
+    const int cnt = std::min(b.iov_count - b.iov_pos, kSendIovMax);
+    const ptrdiff_t n = net::send_iov(sock_, &b.iov[b.iov_pos], cnt);
+    if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) {
+      if (n != -EINTR) {
+        tx_set_want_write_locked(true);
+        return false;
+      }
+      continue;
+    }
+    if (n < 0) {
+      // The connection is gone: everything outstanding is cancelled.
+      peer_eof_ = true;
+      fail_locked(ND_CONNECTION_ABORTED, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+      return false;
+    }
+    size_t left = static_cast<size_t>(n);
+    b.sent += left;
+    while (b.iov_pos < b.iov_count && (left > 0 || b.iov[b.iov_pos].iov_len == 0)) {
+      iovec& v = b.iov[b.iov_pos];
+      if (left >= v.iov_len) {
+        left -= v.iov_len;
+        ++b.iov_pos;
+      } else {
+        v.iov_base = static_cast<uint8_t*>(v.iov_base) + left;
+        v.iov_len -= left;
+        left = 0;
+      }
+    }
+  }
+  tx_batch_done_locked();
+  return true;
+}
+
+void SoftQueuePair::tx_batch_done_locked() {
+  Batch& b = *batch_;
+  if (b.sq_done > sq_sent_) sq_sent_ = b.sq_done;
+  for (uint32_t k = 0; k < b.irq_done && irq_count_ > 0; ++k) {
+    InRead& in = irq_[irq_head_];
+    if (in.pin != 0) stags_.unpin(in.pin);
+    in.pin = 0;
+    irq_head_ = (irq_head_ + 1) % irq_.size();
+    --irq_count_;
+    if (irq_started_ > 0) --irq_started_;
+  }
+  b.irq_done = 0;
+  b.iov_count = 0;
+  b.iov_pos = 0;
+  b.fpdus = 0;
+  b.bytes = 0;
+  b.sent = 0;
+  complete_ready_locked();
+}
+
+void SoftQueuePair::send_terminate_locked(TermCode code, const uint8_t* ulpdu, size_t avail, uint16_t ulpdu_len) {
+  if (term_sent_ || sock_ == net::kInvalidSocket) return;
+  term_sent_ = true;
+  Batch& b = *batch_;
+  // Best effort, as siw: never in the middle of a half-sent FPDU stream.
+  if (b.iov_count > 0 && b.sent > 0) return;
+  b.iov_count = b.iov_pos = b.fpdus = 0;
+  b.bytes = b.sent = 0;
+  b.irq_done = 0;
+  const size_t n = build_terminate_fpdu(code, ulpdu, avail, ulpdu_len, crc_, term_fpdu_);
+  iovec v{term_fpdu_, n};
+  (void)net::send_iov(sock_, &v, 1);
+}
+
+}  // namespace netdirect::soft

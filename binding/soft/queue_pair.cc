@@ -1,0 +1,556 @@
+// IND2QueuePair: posts, request state, in-order completions, error state and connection teardown.
+// Transmit is in qp_tx.cc, receive/placement in qp_rx.cc (design: queue_pair.h).
+#include "soft/queue_pair.h"
+
+#include <algorithm>
+#include <cstring>
+#include <new>
+
+#include "soft/adapter.h"
+#include "soft/completion_queue.h"
+#include "soft/memory_region.h"
+#include "soft/memory_window.h"
+#include "soft/stag_table.h"
+
+namespace netdirect::soft {
+
+namespace {
+constexpr uint64_t kNoOffender = ~uint64_t{0};
+constexpr uint32_t kLingerMs = 2000;  // how long a closing socket drains before it is closed anyway
+}  // namespace
+
+HRESULT SoftQueuePair::create(SoftAdapter* adapter, SoftCompletionQueue* receiveCq, SoftCompletionQueue* initiatorCq,
+                              SoftSharedReceiveQueue* srq, VOID* context, ULONG receiveDepth, ULONG initiatorDepth,
+                              ULONG maxReceiveSge, ULONG maxInitiatorSge, ULONG inlineDataSize, SoftQueuePair** out) {
+  if (out == nullptr) return ND_INVALID_PARAMETER;
+  *out = nullptr;
+  if (receiveCq == nullptr) return ND_INVALID_PARAMETER_2;
+  if (initiatorCq == nullptr) return ND_INVALID_PARAMETER_3;
+  if (srq == nullptr && (receiveDepth == 0 || receiveDepth > limits::kMaxQueueDepth)) return ND_INVALID_PARAMETER_5;
+  if (initiatorDepth == 0 || initiatorDepth > limits::kMaxQueueDepth) return ND_INVALID_PARAMETER_6;
+  if (srq == nullptr && maxReceiveSge > limits::kMaxSge) return ND_INVALID_PARAMETER_7;
+  if (maxInitiatorSge > limits::kMaxSge) return ND_INVALID_PARAMETER_8;
+  if (inlineDataSize > limits::kMaxInlineData) return ND_INVALID_PARAMETER_9;
+  auto* qp = new (std::nothrow) SoftQueuePair(adapter, receiveCq, initiatorCq, srq, context);
+  if (qp == nullptr) return ND_NO_MEMORY;
+  try {
+    qp->sq_depth_ = initiatorDepth;
+    qp->sq_max_sge_ = std::max<ULONG>(maxInitiatorSge, 1);  // inline requests use one SGE slot
+    qp->inline_size_ = inlineDataSize;
+    qp->sq_.resize(initiatorDepth);
+    qp->sq_sge_.resize(static_cast<size_t>(initiatorDepth) * qp->sq_max_sge_);
+    qp->inline_buf_.resize(static_cast<size_t>(initiatorDepth) * inlineDataSize);
+    if (srq == nullptr) {
+      qp->rq_depth_ = receiveDepth;
+      qp->rq_max_sge_ = maxReceiveSge;
+      qp->rq_.resize(receiveDepth);
+    }
+    qp->batch_store_.resize(1);
+    qp->batch_ = &qp->batch_store_[0];
+    qp->sq_max_sge_request_ = maxInitiatorSge;
+  } catch (...) {
+    qp->Release();
+    return ND_NO_MEMORY;
+  }
+  *out = qp;
+  return ND_SUCCESS;
+}
+
+SoftQueuePair::SoftQueuePair(SoftAdapter* adapter, SoftCompletionQueue* rcq, SoftCompletionQueue* icq,
+                             SoftSharedReceiveQueue* srq, VOID* context)
+    : adapter_(adapter), stags_(adapter->stags()), rcq_(rcq), icq_(icq), srq_(srq), context_(context) {
+  adapter_->AddRef();
+  rcq_->AddRef();
+  icq_->AddRef();
+  if (srq_ != nullptr) srq_->AddRef();
+}
+
+SoftQueuePair::~SoftQueuePair() {
+  // Released without a flush (never connected, or after teardown): give back every pin, no completions.
+  for (uint64_t s = sq_head_; s < sq_tail_; ++s) release_local_sges(stags_, sq_sges(s), sq_at(s).nsge);
+  for (uint64_t s = rq_head_; s < rq_tail_; ++s) {
+    RecvRequest& r = rq_[s % rq_depth_];
+    release_local_sges(stags_, r.sge, r.nsge);
+  }
+  if (rx_have_recv_) release_local_sges(stags_, rx_recv_.sge, rx_recv_.nsge);
+  for (uint32_t i = 0; i < irq_count_; ++i) {
+    InRead& in = irq_[(irq_head_ + i) % irq_.size()];
+    if (in.pin != 0) stags_.unpin(in.pin);
+  }
+  if (rx_pin_ != 0) stags_.unpin(rx_pin_);
+  if (sock_ != net::kInvalidSocket) {
+    adapter_->engine().remove(sock_, this);
+    net::close_socket(sock_, true);
+  }
+  if (srq_ != nullptr) srq_->Release();
+  icq_->Release();
+  rcq_->Release();
+  adapter_->Release();
+}
+
+bool SoftQueuePair::connected() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return state_ == State::kConnected;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Posts
+
+HRESULT SoftQueuePair::check_post_locked() {
+  if (state_ != State::kConnected) return ND_CONNECTION_INVALID;
+  if (rcq_->failed() || icq_->failed()) {
+    // CQ overrun: the CQ and its QPs are unusable (nd2-facts §2.4).
+    fail_locked(ND_INTERNAL_ERROR, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+    return ND_CONNECTION_INVALID;
+  }
+  return ND_SUCCESS;
+}
+
+HRESULT SoftQueuePair::post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
+                                      uint64_t raddr, uint32_t rtoken) {
+  HRESULT hr = check_post_locked();
+  if (hr != ND_SUCCESS) return hr;
+  if (sq_tail_ - sq_head_ >= sq_depth_) return ND_NO_MORE_ENTRIES;
+  const bool inl = (flags & ND_OP_FLAG_INLINE) != 0;
+  if (nSge > (inl ? limits::kMaxSge : sq_max_sge_request_)) return ND_DATA_OVERRUN;
+  if (nSge > 0 && sge == nullptr) return ND_INVALID_PARAMETER_2;
+  if (type == Nd2RequestTypeRead && ord_ == 0) return ND_INVALID_DEVICE_REQUEST;  // no outbound Reads negotiated
+  const uint64_t seq = sq_tail_;
+  SqRequest& r = sq_at(seq);
+  LocalSge* ls = sq_sges(seq);
+  uint64_t total = 0;
+  if (inl) {
+    for (ULONG i = 0; i < nSge; ++i) total += sge[i].BufferLength;
+    if (total > inline_size_) return ND_BUFFER_OVERFLOW;
+    uint8_t* dst = inline_buf_.data() + (seq % sq_depth_) * inline_size_;
+    size_t off = 0;
+    for (ULONG i = 0; i < nSge; ++i) {
+      if (sge[i].BufferLength == 0) continue;
+      std::memcpy(dst + off, sge[i].Buffer, sge[i].BufferLength);
+      off += sge[i].BufferLength;
+    }
+    ls[0] = LocalSge{dst, static_cast<uint32_t>(total), 0};
+    r.nsge = total > 0 ? 1 : 0;
+  } else {
+    const uint32_t rights = type == Nd2RequestTypeRead ? access::kLocalWrite : 0;
+    hr = prepare_local_sges(stags_, sge, nSge, sq_max_sge_request_, rights, ls, &total);
+    if (hr != ND_SUCCESS) return hr;
+    r.nsge = nSge;
+  }
+  r.context = ctx;
+  r.type = type;
+  r.state = SqState::kQueued;
+  r.read_done = false;
+  r.flags = flags;
+  r.msn = 0;
+  r.length = total;
+  r.remote_addr = raddr;
+  r.remote_token = rtoken;
+  ++sq_tail_;
+  tx_progress_locked();
+  return ND_SUCCESS;
+}
+
+HRESULT SoftQueuePair::Send(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, ULONG flags) {
+  if (flags & ~(ND_OP_FLAG_SILENT_SUCCESS | ND_OP_FLAG_READ_FENCE | ND_OP_FLAG_SEND_AND_SOLICIT_EVENT |
+                ND_OP_FLAG_INLINE)) {
+    return ND_INVALID_PARAMETER_4;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  HRESULT hr = post_sq_locked(requestContext, Nd2RequestTypeSend, sge, nSge, flags, 0, 0);
+  lock.unlock();
+  kick_teardown();
+  return hr;
+}
+
+HRESULT SoftQueuePair::Write(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, UINT64 remoteAddress,
+                             UINT32 remoteToken, ULONG flags) {
+  if (flags & ~(ND_OP_FLAG_SILENT_SUCCESS | ND_OP_FLAG_READ_FENCE | ND_OP_FLAG_INLINE)) return ND_INVALID_PARAMETER_6;
+  std::unique_lock<std::mutex> lock(mu_);
+  HRESULT hr = post_sq_locked(requestContext, Nd2RequestTypeWrite, sge, nSge, flags, remoteAddress, remoteToken);
+  lock.unlock();
+  kick_teardown();
+  return hr;
+}
+
+HRESULT SoftQueuePair::Read(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, UINT64 remoteAddress,
+                            UINT32 remoteToken, ULONG flags) {
+  if (flags & ~(ND_OP_FLAG_SILENT_SUCCESS | ND_OP_FLAG_READ_FENCE)) return ND_INVALID_PARAMETER_6;
+  std::unique_lock<std::mutex> lock(mu_);
+  HRESULT hr = post_sq_locked(requestContext, Nd2RequestTypeRead, sge, nSge, flags, remoteAddress, remoteToken);
+  lock.unlock();
+  kick_teardown();
+  return hr;
+}
+
+HRESULT SoftQueuePair::Receive(VOID* requestContext, const ND2_SGE sge[], ULONG nSge) {
+  if (srq_ != nullptr) return ND_INVALID_DEVICE_REQUEST;  // receives come from the SRQ
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ == State::kError || state_ == State::kClosing) return ND_CONNECTION_INVALID;
+  if (nSge > rq_max_sge_) return ND_DATA_OVERRUN;
+  if (rq_tail_ - rq_head_ >= rq_depth_) return ND_NO_MORE_ENTRIES;
+  RecvRequest& r = rq_[rq_tail_ % rq_depth_];
+  uint64_t total = 0;
+  HRESULT hr = prepare_local_sges(stags_, sge, nSge, rq_max_sge_, access::kLocalWrite, r.sge, &total);
+  if (hr != ND_SUCCESS) return hr;
+  r.context = requestContext;
+  r.nsge = nSge;
+  r.length = total;
+  ++rq_tail_;
+  return ND_SUCCESS;
+}
+
+HRESULT SoftQueuePair::Bind(VOID* requestContext, IUnknown* pMemoryRegion, IUnknown* pMemoryWindow,
+                            const VOID* pBuffer, SIZE_T cbBuffer, ULONG flags) {
+  constexpr ULONG kRights = ND_OP_FLAG_ALLOW_READ | ND_OP_FLAG_ALLOW_WRITE;
+  if ((flags & ~(kRights | ND_OP_FLAG_SILENT_SUCCESS | ND_OP_FLAG_READ_FENCE)) || (flags & kRights) == 0) {
+    return ND_INVALID_PARAMETER_6;
+  }
+  auto* mr = from_unknown<SoftMemoryRegion, IND2MemoryRegion>(pMemoryRegion);
+  if (mr == nullptr || mr->adapter() != adapter_) return ND_INVALID_PARAMETER_2;
+  auto* mw = from_unknown<SoftMemoryWindow, IND2MemoryWindow>(pMemoryWindow);
+  if (mw == nullptr || mw->adapter() != adapter_) return ND_INVALID_PARAMETER_3;
+  if (pBuffer == nullptr) return ND_INVALID_PARAMETER_4;
+  if (cbBuffer == 0) return ND_INVALID_PARAMETER_5;
+  std::unique_lock<std::mutex> lock(mu_);
+  HRESULT hr = check_post_locked();
+  if (hr == ND_SUCCESS && sq_tail_ - sq_head_ >= sq_depth_) hr = ND_NO_MORE_ENTRIES;
+  // The window is valid as soon as Bind returns; the completion follows in send-queue order.
+  if (hr == ND_SUCCESS) hr = mw->bind(mr, reinterpret_cast<uintptr_t>(pBuffer), cbBuffer, flags);
+  if (hr == ND_SUCCESS) {
+    SqRequest& r = sq_at(sq_tail_);
+    r = SqRequest{requestContext, Nd2RequestTypeBind, SqState::kQueued, false, flags, 0, 0, 0, 0, 0};
+    ++sq_tail_;
+    tx_progress_locked();
+  }
+  lock.unlock();
+  kick_teardown();
+  return hr;
+}
+
+HRESULT SoftQueuePair::Invalidate(VOID* requestContext, IUnknown* pMemoryWindow, ULONG flags) {
+  if (flags & ~(ND_OP_FLAG_SILENT_SUCCESS | ND_OP_FLAG_READ_FENCE)) return ND_INVALID_PARAMETER_3;
+  auto* mw = from_unknown<SoftMemoryWindow, IND2MemoryWindow>(pMemoryWindow);
+  if (mw == nullptr || mw->adapter() != adapter_) return ND_INVALID_PARAMETER_2;
+  std::unique_lock<std::mutex> lock(mu_);
+  HRESULT hr = check_post_locked();
+  if (hr == ND_SUCCESS && sq_tail_ - sq_head_ >= sq_depth_) hr = ND_NO_MORE_ENTRIES;
+  if (hr == ND_SUCCESS) hr = mw->invalidate();
+  if (hr == ND_SUCCESS) {
+    SqRequest& r = sq_at(sq_tail_);
+    r = SqRequest{requestContext, Nd2RequestTypeInvalidate, SqState::kQueued, false, flags, 0, 0, 0, 0, 0};
+    ++sq_tail_;
+    tx_progress_locked();
+  }
+  lock.unlock();
+  kick_teardown();
+  return hr;
+}
+
+HRESULT SoftQueuePair::Flush() {
+  std::unique_lock<std::mutex> lock(mu_);
+  switch (state_) {
+    case State::kIdle:
+    case State::kConnecting:
+      // Not connected: only receives can be outstanding.
+      state_ = State::kError;
+      fail_locked(ND_CANCELED, false, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+      break;
+    case State::kConnected:
+      fail_locked(ND_CANCELED, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+      break;
+    default:
+      break;  // already flushed
+  }
+  lock.unlock();
+  kick_teardown();
+  return ND_SUCCESS;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Completions
+
+void SoftQueuePair::push_cqe_locked(SoftCompletionQueue* cq, void* ctx, ND2_REQUEST_TYPE type, HRESULT status,
+                                    ULONG bytes, bool solicited) {
+  ND2_RESULT r;
+  r.Status = status;
+  r.BytesTransferred = bytes;
+  r.QueuePairContext = context_;
+  r.RequestContext = ctx;
+  r.RequestType = type;
+  cq->push(r, solicited);  // an overrun is noticed through cq->failed() at the next activity
+}
+
+void SoftQueuePair::complete_sq_head_locked(HRESULT status) {
+  SqRequest& r = sq_at(sq_head_);
+  release_local_sges(stags_, sq_sges(sq_head_), r.nsge);
+  r.nsge = 0;
+  if (status != ND_SUCCESS || !(r.flags & ND_OP_FLAG_SILENT_SUCCESS)) {
+    push_cqe_locked(icq_, r.context, r.type, status, 0, false);
+  }
+  ++sq_head_;
+}
+
+void SoftQueuePair::complete_recv_locked(RecvRequest& r, HRESULT status, ULONG bytes, bool solicited) {
+  release_local_sges(stags_, r.sge, r.nsge);
+  r.nsge = 0;
+  push_cqe_locked(rcq_, r.context, Nd2RequestTypeReceive, status, bytes, solicited);
+}
+
+void SoftQueuePair::complete_ready_locked() {
+  while (sq_head_ < sq_sent_) {
+    const SqRequest& r = sq_at(sq_head_);
+    bool done;
+    switch (r.type) {
+      case Nd2RequestTypeRead:
+        done = r.read_done;
+        break;
+      case Nd2RequestTypeWrite:
+      case Nd2RequestTypeSend:
+        // Confirmed by a later Read Response; without ORD, on transmission (queue_pair.h).
+        done = ord_ == 0 || sq_head_ < confirmed_seq_;
+        break;
+      default:
+        done = true;  // Bind / Invalidate took effect at post time
+        break;
+    }
+    if (!done) break;
+    complete_sq_head_locked(ND_SUCCESS);
+  }
+}
+
+void SoftQueuePair::fail_locked(HRESULT event_status, bool report, bool success_before, uint64_t offender_seq,
+                                HRESULT offender_status, HRESULT recv_status) {
+  const bool was_connected = state_ == State::kConnected;
+  state_ = State::kError;
+  // Send queue, in order: earlier transmitted requests the peer processed, the offender, the rest.
+  while (sq_head_ < sq_tail_) {
+    const SqRequest& r = sq_at(sq_head_);
+    HRESULT st = ND_CANCELED;
+    if (sq_head_ == offender_seq) {
+      st = offender_status;
+    } else if (success_before && offender_seq != kNoOffender && sq_head_ < offender_seq && sq_head_ < sq_sent_) {
+      st = (r.type != Nd2RequestTypeRead || r.read_done) ? ND_SUCCESS : ND_CANCELED;
+    } else if (r.type == Nd2RequestTypeRead && r.read_done) {
+      st = ND_SUCCESS;
+    }
+    complete_sq_head_locked(st);
+  }
+  sq_sent_ = sq_next_ = sq_head_;
+  // The receive being filled, then the posted ones (SRQ receives stay in the SRQ).
+  if (rx_have_recv_) {
+    complete_recv_locked(rx_recv_, recv_status, static_cast<ULONG>(rx_send_placed_), false);
+    rx_have_recv_ = false;
+  }
+  while (rq_head_ < rq_tail_) {
+    complete_recv_locked(rq_[rq_head_ % rq_depth_], ND_CANCELED, 0, false);
+    ++rq_head_;
+  }
+  // Inbound Reads will not be answered; outbound ones are gone with the send queue.
+  while (irq_count_ > 0) {
+    InRead& in = irq_[irq_head_];
+    if (in.pin != 0) stags_.unpin(in.pin);
+    irq_head_ = (irq_head_ + 1) % irq_.size();
+    --irq_count_;
+  }
+  irq_started_ = 0;
+  orq_count_ = 0;
+  if (rx_pin_ != 0) {
+    stags_.unpin(rx_pin_);
+    rx_pin_ = 0;
+  }
+  tx_kind_ = TxKind::kNone;
+  rx_state_ = RxState::kDrain;
+  if (!was_connected) return;
+  if (report) {
+    event_closed_pending_ = true;
+    event_closed_status_ = event_status;
+  }
+  schedule_teardown_locked();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Connection lifecycle
+
+HRESULT SoftQueuePair::begin_connect() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ == State::kIdle) {
+    state_ = State::kConnecting;
+    return ND_SUCCESS;
+  }
+  // A flushed QP that never connected cannot connect any more either.
+  return state_ == State::kError && sock_ == net::kInvalidSocket && !ever_attached_ ? ND_CONNECTION_INVALID
+                                                                                     : ND_CONNECTION_ACTIVE;
+}
+
+void SoftQueuePair::abort_connect() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (state_ == State::kConnecting) state_ = State::kIdle;
+}
+
+void SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
+  {
+    std::lock_guard<std::recursive_mutex> ev(events_mu_);  // lock order: events_mu_ before mu_
+    events_ = events;
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  if (state_ != State::kConnecting && state_ != State::kIdle) {
+    // Flushed while the connection was being set up: refuse it.
+    lock.unlock();
+    net::close_socket(c.socket, true);
+    return;
+  }
+  try {
+    orq_.assign(std::max<uint32_t>(c.mpa.ord, 1), OutRead{});
+    irq_.assign(std::max<uint32_t>(c.mpa.ird, 1), InRead{});
+  } catch (...) {
+    lock.unlock();
+    net::close_socket(c.socket, true);
+    return;
+  }
+  sock_ = c.socket;
+  crc_ = c.mpa.crc;
+  initiator_ = c.initiator;
+  p2p_ = c.mpa.p2p;
+  rtr_ = c.mpa.rtr;
+  mss_ = std::max<uint32_t>(c.mss, 64);
+  ord_ = c.mpa.ord;
+  ird_ = c.mpa.ird;
+  rtr_pending_tx_ = p2p_ && initiator_;
+  awaiting_rtr_ = p2p_ && !initiator_;
+  state_ = State::kConnected;
+  ever_attached_ = true;
+  self_ref_ = true;
+  AddRef();  // the connection keeps the QP alive until the socket is closed
+  lock.unlock();
+  if (!adapter_->engine().add(c.socket, this, Engine::kRead)) {
+    lock.lock();
+    fail_locked(ND_INSUFFICIENT_RESOURCES, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+    peer_eof_ = true;
+    lock.unlock();
+    kick_teardown();
+    return;
+  }
+  lock.lock();
+  tx_progress_locked();
+  lock.unlock();
+  kick_teardown();
+}
+
+void SoftQueuePair::disconnect(std::function<void()> done) {
+  AddRef();
+  adapter_->engine().post([this, done = std::move(done)]() mutable {
+    std::unique_lock<std::mutex> lock(mu_);
+    if (sock_ == net::kInvalidSocket) {
+      lock.unlock();
+      if (done) done();
+      Release();
+      return;
+    }
+    disconnect_done_.push_back(std::move(done));
+    if (state_ == State::kConnected) {
+      fail_locked(ND_SUCCESS, false, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+    }
+    lock.unlock();
+    kick_teardown();
+    Release();
+  });
+}
+
+void SoftQueuePair::detach_events() {
+  std::lock_guard<std::recursive_mutex> ev(events_mu_);
+  events_ = nullptr;
+}
+
+void SoftQueuePair::schedule_teardown_locked() {
+  if (teardown_scheduled_ || sock_ == net::kInvalidSocket) return;
+  teardown_scheduled_ = true;
+  teardown_kick_ = true;
+}
+
+void SoftQueuePair::kick_teardown() {
+  bool kick;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    kick = teardown_kick_;
+    teardown_kick_ = false;
+  }
+  if (!kick) return;
+  // Socket work and callbacks always happen on the engine thread without mu_.
+  AddRef();
+  adapter_->engine().post([this] {
+    run_teardown();
+    Release();
+  });
+}
+
+void SoftQueuePair::run_teardown() {
+  fire_events();
+  bool close_now;
+  net::Socket s;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = sock_;
+    if (s == net::kInvalidSocket) return;
+    close_now = peer_eof_;
+    if (!close_now) {
+      // Let a Terminate (or the last bytes) reach the peer: shut down our direction and drain until the
+      // peer closes, instead of closing with unread data (which resets the connection).
+      linger_ = true;
+      rx_state_ = RxState::kDrain;
+      tx_set_want_write_locked(false);
+      net::shutdown_write(s);
+      linger_timer_ = adapter_->engine().add_timer(kLingerMs, [this] { close_socket_now(); });
+    }
+  }
+  if (close_now) close_socket_now();
+}
+
+void SoftQueuePair::close_socket_now() {
+  net::Socket s;
+  std::vector<std::function<void()>> dones;
+  bool release;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    s = sock_;
+    if (s == net::kInvalidSocket) return;
+    sock_ = net::kInvalidSocket;
+    if (linger_timer_ != 0) {
+      adapter_->engine().cancel_timer(linger_timer_);
+      linger_timer_ = 0;
+    }
+    linger_ = false;
+    dones.swap(disconnect_done_);
+    release = self_ref_;
+    self_ref_ = false;
+  }
+  adapter_->engine().remove(s, this);
+  net::close_socket(s, false);
+  for (auto& d : dones) {
+    if (d) d();
+  }
+  if (release) {
+    // Not from inside our own on_io: the last reference may go with it.
+    adapter_->engine().post([this] { Release(); });
+  }
+}
+
+void SoftQueuePair::fire_events() {
+  std::lock_guard<std::recursive_mutex> ev(events_mu_);
+  bool rtr;
+  bool closed;
+  HRESULT status;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    rtr = event_rtr_pending_;
+    closed = event_closed_pending_;
+    status = event_closed_status_;
+    event_rtr_pending_ = false;
+    event_closed_pending_ = false;
+  }
+  if (events_ == nullptr) return;
+  if (rtr) events_->on_rtr_received();
+  if (closed) events_->on_connection_closed(status);
+}
+
+}  // namespace netdirect::soft

@@ -1,0 +1,339 @@
+// IND2QueuePair of the software provider: the iWARP data path (RDMAP over DDP over MPA FPDUs over TCP).
+// Split by job as Linux siw does: queue_pair.cc (posts, state, completions, teardown), qp_tx.cc (transmit),
+// qp_rx.cc (receive, checks, placement), terminate.cc (Terminate build/classify).
+//
+// ---- Threads and locks -------------------------------------------------------------------------------
+// Posts come from any thread, RX and TX continuation run on the adapter's engine thread. One mutex (mu_)
+// guards the QP; lock order QP -> SRQ -> StagTable -> CQ. Posting threads transmit directly while the
+// socket accepts data (low latency); on EAGAIN the engine continues on EPOLLOUT. Socket close, Engine::
+// remove and ConnectionEvents callbacks happen on the engine thread with mu_ released.
+// Request rings (send queue, receive queue, inline buffers, outstanding/inbound Read queues, FPDU header
+// scratch) are allocated at creation/attach; nothing is heap-allocated per request.
+//
+// ---- Transmit ----------------------------------------------------------------------------------------
+// Whole messages, one after another (no interleaving within a class): a pending Terminate first, then the
+// P2P RTR (initiator), then queued Read Responses (between messages), then the send queue in order, then
+// an internal confirmation Read (below). Each FPDU is <= mss & ~7 and carries one DDP segment: header
+// (QP scratch) + payload gathered straight from the SGEs + pad/CRC, many FPDUs per send_iov call.
+// Read Requests respect ORD (the send queue stalls while the outstanding-Read queue is full);
+// READ_FENCE stalls a request until every earlier Read has completed.
+//
+// ---- Completion confirmation ---------------------------------------------------------------------------
+// iWARP does not acknowledge Writes or Sends, but ND must report a remote access violation of a Write as
+// ND_ACCESS_VIOLATION on that Write — so a Write/Send may only complete ND_SUCCESS once the peer provably
+// processed it. Sent-but-unconfirmed Writes/Sends stay in the send queue in order. A Read Response proves
+// that the peer processed everything sent before the Read Request (responses come back in order, and a
+// peer that found an error sends a Terminate instead). So when a Read completes, every earlier request is
+// confirmed and completes ND_SUCCESS. When the send queue goes idle with unconfirmed requests and no
+// already-issued Read covers them, the QP issues an internal zero-length Read Request (sink and source
+// STag 1, one ORD slot, never reported to the application); responders answer zero-length Reads without
+// STag checks (siw does, and so do we). On a Terminate the requests before the offender complete
+// ND_SUCCESS (Reads only if their response arrived), the offender gets the mapped status (Writes matched
+// by STag/TO of the copied DDP header, Sends by MSN, Reads by Read MSN/order), the rest ND_CANCELED.
+// With a negotiated ORD of 0 no Read can be issued: Writes/Sends then complete on transmission (a
+// remote error is then only visible as a Terminate / connection loss, as on hardware without this scheme).
+//
+// ---- Receive -----------------------------------------------------------------------------------------
+// A small state machine reads each FPDU header into a buffer, checks it (DDP/RDMAP validity, MSN/MO,
+// STag/key/rights/bounds incl. 64-bit wrap), then scatters the payload with recv_iov directly into the
+// target (registered memory of the Write's STag, the posted receive, or the Read's SGE list), then the
+// trailer together with the next FPDU's first 16 bytes in the same call. CRC32c runs over the placed bytes.
+// Read Requests and Terminates are read whole into the buffer.
+//
+// ---- Errors ------------------------------------------------------------------------------------------
+// A check failure sends a Terminate with the RFC code (best effort, as siw), fails the matching local
+// request (receive too small → ND_BUFFER_OVERFLOW), flushes everything else ND_CANCELED, shuts the socket
+// down (draining until the peer closes, so the Terminate is not destroyed by a reset), and reports
+// on_connection_closed. After any error completion the QP is dead: posts fail ND_CONNECTION_INVALID.
+#ifndef NETDIRECT_SOFT_QUEUE_PAIR_H_
+#define NETDIRECT_SOFT_QUEUE_PAIR_H_
+
+#ifndef _WIN32
+#include <sys/uio.h>
+#endif
+
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include "soft/connection.h"
+#include "soft/engine.h"
+#include "soft/object.h"
+#include "soft/shared_receive_queue.h"
+
+namespace netdirect::soft {
+
+class SoftAdapter;
+class SoftCompletionQueue;
+class SoftMemoryWindow;
+class StagTable;
+
+class SoftQueuePair final : public ComObject<IND2QueuePair>, private Engine::Handler {
+ public:
+  // ND_INVALID_PARAMETER_2/_3 for missing CQs (checked by the adapter), _5 receive depth (0 without SRQ or
+  // above limits), _6 initiator depth, _7 receive SGEs, _8 initiator SGEs, _9 inline size.
+  static HRESULT create(SoftAdapter* adapter, SoftCompletionQueue* receiveCq, SoftCompletionQueue* initiatorCq,
+                        SoftSharedReceiveQueue* srq /*nullable*/, VOID* context, ULONG receiveDepth,
+                        ULONG initiatorDepth, ULONG maxReceiveSge, ULONG maxInitiatorSge, ULONG inlineDataSize,
+                        SoftQueuePair** out);
+
+  // IND2QueuePair
+  HRESULT ND_CALL Flush() override;
+  HRESULT ND_CALL Send(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, ULONG flags) override;
+  HRESULT ND_CALL Receive(VOID* requestContext, const ND2_SGE sge[], ULONG nSge) override;
+  HRESULT ND_CALL Bind(VOID* requestContext, IUnknown* pMemoryRegion, IUnknown* pMemoryWindow, const VOID* pBuffer,
+                       SIZE_T cbBuffer, ULONG flags) override;
+  HRESULT ND_CALL Invalidate(VOID* requestContext, IUnknown* pMemoryWindow, ULONG flags) override;
+  HRESULT ND_CALL Read(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, UINT64 remoteAddress,
+                       UINT32 remoteToken, ULONG flags) override;
+  HRESULT ND_CALL Write(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, UINT64 remoteAddress,
+                        UINT32 remoteToken, ULONG flags) override;
+
+  // ---- connection lifecycle (called by the connector) ----
+  // Any thread. ND_CONNECTION_ACTIVE if the QP is or was connected or connecting.
+  HRESULT begin_connect();
+  // Connection setup failed or was abandoned: the QP may connect again.
+  void abort_connect();
+  // Engine thread: takes ownership of c.socket and starts RX/TX. An initiator with c.mpa.p2p sends the RTR
+  // (c.mpa.rtr) as its first FPDU; a P2P responder transmits nothing until that RTR arrived, then calls
+  // events->on_rtr_received().
+  void attach(const Connection& c, ConnectionEvents* events);
+  // Any thread. Graceful close: every outstanding request completes ND_CANCELED, the socket is shut down
+  // and closed; done() runs on the engine thread afterwards (at once if not connected).
+  void disconnect(std::function<void()> done);
+  // Any thread: no ConnectionEvents call starts after this returns (one in progress on the engine thread
+  // is waited for, unless called from inside it).
+  void detach_events();
+
+  // ---- introspection (tests, connector) ----
+  VOID* context() const { return context_; }
+  bool connected() const;
+  SoftAdapter* adapter() const { return adapter_; }
+  SoftSharedReceiveQueue* srq() const { return srq_; }
+
+ private:
+  SoftQueuePair(SoftAdapter* adapter, SoftCompletionQueue* rcq, SoftCompletionQueue* icq,
+                SoftSharedReceiveQueue* srq, VOID* context);
+  ~SoftQueuePair() override;
+
+  enum class State : uint8_t { kIdle, kConnecting, kConnected, kClosing, kError };
+
+  // Send-queue request kinds (ND2_REQUEST_TYPE values for app requests).
+  enum class SqState : uint8_t { kQueued, kTransmitted };
+  struct SqRequest {
+    void* context;
+    ND2_REQUEST_TYPE type;
+    SqState state;
+    bool read_done;        // Read: response complete
+    ULONG flags;
+    uint32_t nsge;
+    uint32_t msn;          // Send: Send MSN; Read: Read Request MSN
+    uint64_t length;
+    uint64_t remote_addr;  // Write/Read: TO
+    uint32_t remote_token; // Write/Read: STag
+  };
+  // Outstanding outbound Read (ORQ entry; app Read or internal confirmation/RTR Read).
+  struct OutRead {
+    uint64_t sq_seq;       // app Read: its send-queue sequence
+    uint64_t confirm_seq;  // requests with seq < confirm_seq are confirmed by this Read's response
+    bool internal;
+    uint32_t msn;
+    uint32_t sink_stag;
+    uint64_t sink_to;
+    uint32_t size;
+    uint32_t received;
+  };
+  // Inbound Read to answer (IRQ entry).
+  struct InRead {
+    uint32_t sink_stag;
+    uint64_t sink_to;
+    uint32_t size;
+    uint32_t sent;
+    const uint8_t* src;
+    uint32_t pin;          // region STag pinned for the response (0 = none)
+  };
+
+  // What the current TX message is.
+  enum class TxKind : uint8_t { kNone, kSq, kReadResponse, kInternalRead, kRtr };
+
+  // ---- queue_pair.cc ----
+  HRESULT check_post_locked();        // state / CQ health for initiator posts
+  HRESULT post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
+                         uint64_t raddr, uint32_t rtoken);
+  LocalSge* sq_sges(uint64_t seq) { return &sq_sge_[(seq % sq_depth_) * sq_max_sge_]; }
+  SqRequest& sq_at(uint64_t seq) { return sq_[seq % sq_depth_]; }
+  void complete_ready_locked();  // completes transmitted+confirmed requests from the head, in order
+  void complete_sq_head_locked(HRESULT status);
+  void complete_recv_locked(RecvRequest& r, HRESULT status, ULONG bytes, bool solicited);
+  void push_cqe_locked(SoftCompletionQueue* cq, void* ctx, ND2_REQUEST_TYPE type, HRESULT status, ULONG bytes,
+                       bool solicited);
+  // Enters the error state: completes the send queue (offender_seq gets offender_status, earlier
+  // transmitted Writes/Sends/Binds ND_SUCCESS when `success_before`, the rest ND_CANCELED), flushes receives
+  // (the one in progress gets recv_status), and schedules the socket close + on_connection_closed(event).
+  // `report`: call on_connection_closed(event_status) (not for a local Disconnect).
+  void fail_locked(HRESULT event_status, bool report, bool success_before, uint64_t offender_seq,
+                   HRESULT offender_status, HRESULT recv_status);
+  // After dropping mu_: posts the teardown scheduled by fail_locked to the engine thread.
+  void kick_teardown();
+  // Engine thread, mu_ not held: closes or lingers the socket, fires events, runs disconnect callbacks.
+  void run_teardown();
+  void schedule_teardown_locked();
+  void close_socket_now();  // engine thread, mu_ not held
+  void fire_events();       // engine thread, mu_ not held
+
+  // ---- qp_tx.cc ----
+  void tx_progress_locked();        // fills and sends batches until blocked or idle
+  bool tx_fill_locked();            // appends FPDUs to the batch; false if nothing to add
+  bool tx_next_message_locked();    // picks the next message at a boundary
+  void tx_append_fpdu_locked(const wire::DdpHeader& h, const uint8_t* body, size_t body_len,
+                             const LocalSge* sge, uint32_t nsge, uint64_t offset, uint32_t len);
+  bool tx_flush_locked();           // sends the batch; true when fully sent
+  void tx_batch_done_locked();
+  void tx_set_want_write_locked(bool want);
+  bool needs_confirmation_locked() const;
+  void send_terminate_locked(wire::TermCode code, const uint8_t* ulpdu, size_t avail, uint16_t ulpdu_len);
+
+  // ---- qp_rx.cc ----
+  void on_io(uint32_t events) override;
+  void rx_progress_locked();
+  bool rx_header_locked();          // a full header is in rx_buf_: check and set up placement
+  bool rx_control_locked();         // a whole Read Request / Terminate FPDU is in rx_buf_
+  bool rx_segment_done_locked();    // trailer verified: finish the segment
+  // Sends a Terminate copying headers from ulpdu (default: the header bytes in rx_buf_) and fails the QP.
+  void rx_fail_locked(wire::TermCode code, HRESULT recv_status, const uint8_t* ulpdu = nullptr, size_t avail = 0);
+  void rx_terminate_received_locked(const wire::TerminateInfo& t);
+  bool rx_drain_locked();           // discards input; true when the lingering socket can be closed
+  void rx_read_response_done_locked();
+  bool rx_place_pieces(const LocalSge* sge, uint32_t nsge, uint64_t offset, uint32_t len);
+
+  // ---- fixed after creation ----
+  SoftAdapter* adapter_;
+  StagTable& stags_;
+  SoftCompletionQueue* rcq_;
+  SoftCompletionQueue* icq_;
+  SoftSharedReceiveQueue* srq_;
+  VOID* context_;
+  uint32_t sq_depth_ = 0;
+  uint32_t sq_max_sge_ = 0;
+  uint32_t rq_depth_ = 0;
+  uint32_t rq_max_sge_ = 0;
+  uint32_t inline_size_ = 0;
+  uint32_t sq_max_sge_request_ = 0;     // maxInitiatorSge as created (sq_max_sge_ is at least 1)
+
+  mutable std::mutex mu_;
+  State state_ = State::kIdle;
+
+  // ---- send queue: head <= sent <= next <= tail (sequence numbers, ring index = seq % depth) ----
+  std::vector<SqRequest> sq_;
+  std::vector<LocalSge> sq_sge_;        // sq_depth_ * sq_max_sge_
+  std::vector<uint8_t> inline_buf_;     // sq_depth_ * inline_size_
+  uint64_t sq_head_ = 0;                // oldest not completed
+  uint64_t sq_sent_ = 0;                // < sent: every byte handed to the socket
+  uint64_t sq_next_ = 0;                // next to start transmitting (< next: in a batch)
+  uint64_t sq_tail_ = 0;                // next free
+  uint64_t confirmed_seq_ = 0;          // < confirmed: peer processed it
+  uint64_t confirm_requested_ = 0;      // an issued Read covers < this
+  uint64_t last_unconfirmed_ = 0;       // seq + 1 of the latest transmitted Write/Send
+
+  // ---- receive queue (own, when no SRQ) ----
+  std::vector<RecvRequest> rq_;
+  uint64_t rq_head_ = 0;
+  uint64_t rq_tail_ = 0;
+
+  // ---- connection ----
+  ConnectionEvents* events_ = nullptr;
+  std::recursive_mutex events_mu_;      // held while calling events_
+  net::Socket sock_ = net::kInvalidSocket;
+  bool crc_ = false;
+  bool initiator_ = false;
+  bool p2p_ = false;
+  uint8_t rtr_ = 0;
+  bool rtr_pending_tx_ = false;         // initiator: RTR not yet queued
+  bool awaiting_rtr_ = false;           // responder: RTR not yet received (TX blocked)
+  uint32_t mss_ = 1460;
+  uint32_t ord_ = 0;
+  uint32_t ird_ = 0;
+  bool self_ref_ = false;               // AddRef held while the socket is attached
+
+  // Outstanding outbound Reads (ring of ord_ entries, at least 1) and inbound Reads (ird_ entries).
+  std::vector<OutRead> orq_;
+  uint32_t orq_head_ = 0, orq_count_ = 0;
+  std::vector<InRead> irq_;
+  uint32_t irq_head_ = 0, irq_count_ = 0, irq_started_ = 0;  // started: responses queued into batches
+
+  // ---- TX state ----
+  uint32_t tx_send_msn_ = 0;            // last used (pre-incremented)
+  uint32_t tx_read_msn_ = 0;
+  TxKind tx_kind_ = TxKind::kNone;
+  uint64_t tx_off_ = 0;                 // payload bytes of the current message already in batches
+  uint64_t tx_len_ = 0;
+  bool want_write_ = false;
+  static constexpr int kMaxBatchFpdus = 64;
+  static constexpr int kMaxBatchIov = 512;
+  static constexpr size_t kMaxBatchBytes = 256 * 1024;
+  static constexpr size_t kHdrSlot = 64;
+  struct Batch {
+    iovec iov[kMaxBatchIov];
+    int iov_count = 0;
+    int iov_pos = 0;                    // first iovec not fully sent
+    int fpdus = 0;
+    size_t bytes = 0;
+    size_t sent = 0;
+    uint8_t hdr[kMaxBatchFpdus][kHdrSlot];
+    uint8_t trailer[kMaxBatchFpdus][8];
+    uint64_t sq_done = 0;               // sq_sent_ after this batch
+    uint32_t irq_done = 0;              // Read Responses finished by this batch
+  };
+  std::vector<Batch> batch_store_;      // one Batch, heap-held (large)
+  Batch* batch_ = nullptr;
+  uint8_t term_fpdu_[128];
+  bool term_sent_ = false;
+
+  // ---- RX state ----
+  enum class RxState : uint8_t { kHeader, kPayload, kDrain };
+  RxState rx_state_ = RxState::kHeader;
+  uint8_t rx_buf_[128];                 // FPDU header / whole control FPDU
+  size_t rx_have_ = 0;
+  size_t rx_need_ = 16;
+  uint32_t rx_crc_ = 0;                 // running CRC32c of the current FPDU
+  wire::DdpHeader rx_hdr_;
+  uint16_t rx_ulpdu_len_ = 0;
+  size_t rx_hdr_len_ = 0;               // FPDU header bytes (incl. length)
+  uint8_t rx_seg_hdr_[wire::kFpduHdrSend];  // copy of the current segment's header (rx_buf_ is reused)
+  // payload pieces still to fill, then trailer (pad + CRC)
+  iovec rx_piece_[limits::kMaxSge + 1];
+  int rx_piece_count_ = 0;
+  int rx_piece_pos_ = 0;
+  uint8_t rx_trailer_[8];
+  size_t rx_trailer_len_ = 0;
+  size_t rx_trailer_have_ = 0;
+  uint32_t rx_pin_ = 0;                 // region pinned for the current tagged placement
+  // message continuity
+  uint32_t rx_send_msn_ = wire::kMsnFirst;  // expected MSN of the next Send message
+  uint32_t rx_read_msn_ = wire::kMsnFirst;  // expected MSN of the next Read Request
+  bool rx_in_send_ = false;             // a Send message is partly received
+  uint32_t rx_send_placed_ = 0;
+  RecvRequest rx_recv_;                 // the receive being filled (taken from RQ/SRQ)
+  bool rx_have_recv_ = false;
+  bool rx_in_write_ = false;            // a Write message is partly received
+  uint32_t rx_write_stag_ = 0;
+  uint64_t rx_write_next_to_ = 0;
+  uint8_t rx_scratch_[4096];            // drain buffer
+
+  // ---- teardown ----
+  bool teardown_scheduled_ = false;
+  bool teardown_kick_ = false;          // teardown scheduled but not yet posted
+  bool ever_attached_ = false;
+  bool peer_eof_ = false;               // the peer closed / the socket failed: close without lingering
+  bool linger_ = false;                 // closing: shut down, drain until EOF
+  uint64_t linger_timer_ = 0;
+  bool event_closed_pending_ = false;
+  HRESULT event_closed_status_ = ND_SUCCESS;
+  bool event_rtr_pending_ = false;
+  std::vector<std::function<void()>> disconnect_done_;
+};
+
+}  // namespace netdirect::soft
+
+#endif  // NETDIRECT_SOFT_QUEUE_PAIR_H_

@@ -1,0 +1,462 @@
+// Adapter: an opened ND v2 adapter (IND2Adapter) and the parent of every other object. It owns the pending
+// request table and turns the addon's completion batches into settled promises (or raw completions for
+// cq.poll()). Children hold their adapter; the adapter tracks its children and closes them first.
+
+import {
+  ERR_ND_CLOSED,
+  ERR_ND_INVALID_ARGUMENT,
+  ERR_ND_OUT_OF_RANGE,
+  ND_CANCELED,
+  ND_PENDING,
+  NdError,
+  asNdError,
+  attachStack,
+  captureStack,
+  hex32,
+  misuse,
+  statusError,
+} from './errors.js';
+import type { NativeAdapter, NativeAdapterInfo, NativeAdapterStats, NativeBinding } from './native.js';
+import {
+  K_RECEIVE,
+  K_REGISTER,
+  RequestTable,
+  unpin,
+  type PendingRequest,
+  type RequestOwner,
+} from './requests.js';
+import { CompletionQueue, type RawCompletion } from './completion-queue.js';
+import { QueuePair, type QueuePairOptions } from './queue-pair.js';
+import { MemoryRegion, accessFlags, bufferRange, checkIndex, describe, type Access } from './memory-region.js';
+import { MemoryWindow } from './memory-window.js';
+import { SharedReceiveQueue, type SharedReceiveQueueOptions } from './shared-receive-queue.js';
+import { Connector, parseEndpoint, type ConnectOptions } from './connector.js';
+import { Listener, type ListenOptions } from './listener.js';
+
+export interface AdapterOptions {
+  /** 'auto' (default): system ND v2 providers on Windows, else 'soft'; 'soft'; a provider name; a DLL path. */
+  provider?: string;
+  /** 'thread' (default): a libuv poller thread delivers completions; 'manual': only cq.poll() does. */
+  completion?: 'thread' | 'manual';
+  /** Busy-poll window of the poller thread before it sleeps, in microseconds. */
+  spinMicros?: number;
+}
+
+/** ND2_ADAPTER_INFO.AdapterFlags, raw and decoded. */
+export interface AdapterFlags {
+  value: number;
+  inOrderDma: boolean;
+  cqInterruptModeration: boolean;
+  multiEngine: boolean;
+  cqResize: boolean;
+  loopbackConnections: boolean;
+}
+
+/** Every ND2_ADAPTER_INFO field, camelCase; adapterFlags decoded. */
+export type AdapterInfo = Omit<NativeAdapterInfo, 'adapterFlags'> & { readonly adapterFlags: AdapterFlags };
+
+export interface AdapterStats extends NativeAdapterStats {
+  /** Requests the TypeScript side is waiting on (promises, raw posts, overlapped calls). */
+  requests: number;
+}
+
+export const ND_ADAPTER_FLAG_IN_ORDER_DMA_SUPPORTED = 0x1;
+export const ND_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED = 0x4;
+export const ND_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED = 0x8;
+export const ND_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED = 0x100;
+export const ND_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED = 0x10000;
+
+export function decodeAdapterFlags(value: number): AdapterFlags {
+  return {
+    value: value >>> 0,
+    inOrderDma: (value & ND_ADAPTER_FLAG_IN_ORDER_DMA_SUPPORTED) !== 0,
+    cqInterruptModeration: (value & ND_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED) !== 0,
+    multiEngine: (value & ND_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED) !== 0,
+    cqResize: (value & ND_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED) !== 0,
+    loopbackConnections: (value & ND_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED) !== 0,
+  };
+}
+
+/** ND2_REQUEST_TYPE → Completion.type. */
+export const REQUEST_TYPES = ['receive', 'send', 'bind', 'invalidate', 'read', 'write'] as const;
+export type RequestType = (typeof REQUEST_TYPES)[number];
+
+const RECORD_WORDS = 5;
+/** SGE triples the scratch array holds; queue pairs are limited to this many SGEs per request. */
+export const SCRATCH_SGES = 256;
+
+type State = 'open' | 'closing' | 'closed';
+
+export class Adapter implements AsyncDisposable {
+  readonly address: string;
+  readonly provider: string;
+  readonly info: AdapterInfo;
+  readonly completion: 'thread' | 'manual';
+  /** @internal */ readonly _native: NativeAdapter;
+  /** @internal */ readonly _scratch = new Float64Array(3 * SCRATCH_SGES);
+  /** @internal */ readonly _requests = new RequestTable();
+  /** @internal */ readonly _qps = new Map<number, QueuePair>();
+  /** @internal */ _state: State = 'open';
+  private readonly _cqs = new Set<CompletionQueue>();
+  private readonly _regions = new Set<MemoryRegion>();
+  private readonly _windows = new Set<MemoryWindow>();
+  private readonly _srqs = new Set<SharedReceiveQueue>();
+  /** @internal */ readonly _connectors = new Set<Connector>();
+  private readonly _listeners = new Set<Listener>();
+  private _nextQpId = 1;
+  private _closing: Promise<void> | null = null;
+  private _unknownRecords = 0;
+
+  /** @internal Use openAdapter(). */
+  constructor(binding: NativeBinding, address: string, provider: string, completion: 'thread' | 'manual', spinMicros: number) {
+    this.completion = completion;
+    this.address = address;
+    // The callback only reaches this adapter through a closure the addon holds while it is open.
+    this._native = new binding.Adapter(provider, address, completion === 'manual' ? 1 : 0, spinMicros, this._scratch, (records) =>
+      this._onBatch(records),
+    );
+    this.provider = this._native.provider;
+    const raw = this._native.info;
+    this.info = Object.freeze({ ...raw, adapterFlags: decodeAdapterFlags(raw.adapterFlags) });
+  }
+
+  /** True until close() was called. */
+  get open(): boolean {
+    return this._state === 'open';
+  }
+
+  /** Local addresses this adapter serves (IND2Adapter::QueryAddressList). */
+  queryAddressList(): string[] {
+    this._checkOpen('queryAddressList');
+    return this._native.queryAddressList();
+  }
+
+  /** Counters of the completion path: batches (JS-thread crossings), completions, wakeups, pending. */
+  stats(): AdapterStats {
+    this._checkOpen('stats');
+    return { ...this._native.stats(), requests: this._requests.size };
+  }
+
+  /** @internal */
+  _checkOpen(operation: string): void {
+    if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, operation, `adapter ${this.address} is ${this._state}`);
+  }
+
+  /** @internal Validates an optional positive count against an adapter maximum. */
+  _count(value: unknown, name: string, fallback: number, max: number, operation: string, allowZero = false): number {
+    if (value === undefined) return Math.min(fallback, max);
+    checkIndex(value, name, operation);
+    const n = value as number;
+    if ((n === 0 && !allowZero) || n > max) {
+      throw misuse(ERR_ND_OUT_OF_RANGE, operation, `${name} must be ${allowZero ? 0 : 1}..${max} on this adapter, got ${n}`);
+    }
+    return n;
+  }
+
+  createCompletionQueue(options: { depth?: number } = {}): CompletionQueue {
+    const op = 'createCompletionQueue';
+    this._checkOpen(op);
+    checkOptions(options, op);
+    const depth = this._count(options.depth, 'depth', 1024, this.info.maxCompletionQueueDepth, op);
+    const cq = new CompletionQueue(this, this._native.createCompletionQueue(depth), depth);
+    this._cqs.add(cq);
+    return cq;
+  }
+
+  createQueuePair(options: QueuePairOptions): QueuePair {
+    const op = 'createQueuePair';
+    this._checkOpen(op);
+    if (typeof options !== 'object' || options === null) {
+      throw misuse(ERR_ND_INVALID_ARGUMENT, op, `options must be an object with at least receiveCq, got ${describe(options)}`);
+    }
+    const qpId = this._nextQpId;
+    this._nextQpId = this._nextQpId >= 0xffffffff ? 1 : this._nextQpId + 1;
+    const qp = new QueuePair(this, qpId, options);
+    this._qps.set(qpId, qp);
+    return qp;
+  }
+
+  /**
+   * Registers a buffer (ND_MR_FLAG_* from `access`). The region holds the ArrayBuffer until deregistered and
+   * marks it untransferable. Views must not be slices of Node's shared Buffer pool.
+   */
+  async registerMemory(buffer: ArrayBuffer | ArrayBufferView, access?: Access): Promise<MemoryRegion> {
+    const op = 'registerMemory';
+    const stack = captureStack(this.registerMemory);
+    try {
+      this._checkOpen(op);
+      const { arrayBuffer, byteOffset, byteLength } = bufferRange(buffer, op);
+      const flags = accessFlags(access, op);
+      const max = this.info.maxRegistrationSize;
+      if (byteLength > Number(max)) throw misuse(ERR_ND_OUT_OF_RANGE, op, `${byteLength} bytes exceed maxRegistrationSize ${max}`);
+      const native = this._native.createMemoryRegion();
+      const mr = new MemoryRegion(this, native, arrayBuffer, byteOffset, byteLength, flags);
+      this._regions.add(mr);
+      try {
+        await this._overlapped(K_REGISTER, op, null, (id) => native.register(id, arrayBuffer, byteOffset, byteLength, flags),
+          `${byteLength} bytes, flags ${hex32(flags)}`, stack);
+      } catch (err) {
+        this._regions.delete(mr);
+        mr._abandon();
+        throw err;
+      }
+      mr._registered();
+      if (this._state !== 'open') {
+        // close() started while registering: it did not see a registered region, so release it here.
+        await mr.deregister();
+        throw misuse(ERR_ND_CLOSED, op, `adapter ${this.address} closed during registration`);
+      }
+      return mr;
+    } catch (err) {
+      throw attachStack(asNdError(err, op), stack);
+    }
+  }
+
+  /** Allocates a dedicated zero-filled buffer of `length` bytes and registers it. */
+  async allocateMemory(length: number, access?: Access): Promise<MemoryRegion> {
+    const op = 'allocateMemory';
+    checkIndex(length, 'length', op);
+    if (length === 0) throw misuse(ERR_ND_OUT_OF_RANGE, op, 'length must be at least 1');
+    return this.registerMemory(new ArrayBuffer(length), access);
+  }
+
+  createMemoryWindow(): MemoryWindow {
+    const op = 'createMemoryWindow';
+    this._checkOpen(op);
+    const mw = new MemoryWindow(this, this._native.createMemoryWindow());
+    this._windows.add(mw);
+    return mw;
+  }
+
+  createSharedReceiveQueue(options: SharedReceiveQueueOptions = {}): SharedReceiveQueue {
+    const op = 'createSharedReceiveQueue';
+    this._checkOpen(op);
+    checkOptions(options, op);
+    if (this.info.maxSharedReceiveQueueDepth === 0) {
+      throw new NdError('ND_NOT_SUPPORTED', 0xc00000bb, op, `${op}: adapter ${this.address} has no shared receive queues`);
+    }
+    const depth = this._count(options.depth, 'depth', 256, this.info.maxSharedReceiveQueueDepth, op);
+    const maxSge = this._count(options.maxSge, 'maxSge', 4, Math.min(this.info.maxReceiveSge, SCRATCH_SGES), op);
+    const threshold = this._count(options.notifyThreshold, 'notifyThreshold', 0, depth, op, true);
+    const srq = new SharedReceiveQueue(this, this._native.createSharedReceiveQueue(depth, maxSge, threshold), depth, maxSge);
+    this._srqs.add(srq);
+    return srq;
+  }
+
+  createConnector(): Connector {
+    const op = 'createConnector';
+    this._checkOpen(op);
+    const c = new Connector(this, this._native.createConnector());
+    this._connectors.add(c);
+    return c;
+  }
+
+  /** createConnector() + connector.connect() + connector.completeConnect(). */
+  async connect(qp: QueuePair, remote: string | { host: string; port: number }, options: ConnectOptions = {}): Promise<Connector> {
+    const op = 'connect';
+    const stack = captureStack(this.connect);
+    let connector: Connector | undefined;
+    try {
+      this._checkOpen(op);
+      connector = this.createConnector();
+      await connector.connect(qp, remote, options);
+      await connector._completeConnect(options.signal);
+      return connector;
+    } catch (err) {
+      if (connector) await connector.close().catch(() => undefined);
+      throw attachStack(asNdError(err, op), stack);
+    }
+  }
+
+  /** Listens on host (default: this adapter's address) and port (default: ephemeral). */
+  async listen(options: ListenOptions = {}): Promise<Listener> {
+    const op = 'listen';
+    const stack = captureStack(this.listen);
+    try {
+      this._checkOpen(op);
+      checkOptions(options, op);
+      const host = options.host === undefined ? this.address : (await parseEndpoint({ host: options.host, port: 0 }, op)).host;
+      const port = options.port === undefined ? 0 : checkIndex(options.port, 'port', op);
+      if (port > 65535) throw misuse(ERR_ND_OUT_OF_RANGE, op, `port must be 0..65535, got ${port}`);
+      const backlog = options.backlog === undefined ? 0 : checkIndex(options.backlog, 'backlog', op);
+      const native = this._native.createListener();
+      try {
+        native.bind(host, port);
+        native.listen(backlog);
+      } catch (err) {
+        native.close();
+        throw err;
+      }
+      const listener = new Listener(this, native);
+      this._listeners.add(listener);
+      return listener;
+    } catch (err) {
+      throw attachStack(asNdError(err, op), stack);
+    }
+  }
+
+  /**
+   * Closes every child first — connectors (disconnect), queue pairs (flush, wait for their requests), shared
+   * receive queues, memory windows, memory regions (deregister), completion queues, listeners — then the
+   * native adapter. Idempotent: every call returns the same promise.
+   */
+  close(): Promise<void> {
+    return (this._closing ??= this._close());
+  }
+
+  private async _close(): Promise<void> {
+    this._state = 'closing';
+    const closeAll = async (items: Iterable<{ close(): Promise<void> } | MemoryRegion>) => {
+      await Promise.allSettled([...items].map((item) => (item instanceof MemoryRegion ? item.deregister() : item.close())));
+    };
+    await closeAll(this._connectors);
+    await closeAll(this._qps.values());
+    // Before the regions: receives still posted on an SRQ pin regions until the SRQ is released.
+    await closeAll(this._srqs);
+    await closeAll(this._windows);
+    await closeAll(this._regions);
+    await closeAll(this._cqs);
+    await closeAll(this._listeners);
+    this._native.close();
+    this._state = 'closed';
+    // Nothing should be left; if the provider lost a completion, its promise still settles (the provider is gone).
+    for (const e of this._requests.pending()) this._complete(e.id, ND_CANCELED, 0, e.kind, 0, null);
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  /** @internal A child is gone. */
+  _forget(child: object): void {
+    this._cqs.delete(child as CompletionQueue);
+    this._regions.delete(child as MemoryRegion);
+    this._windows.delete(child as MemoryWindow);
+    this._srqs.delete(child as SharedReceiveQueue);
+    this._connectors.delete(child as Connector);
+    this._listeners.delete(child as Listener);
+    if (child instanceof QueuePair) {
+      if (this._qps.get(child._id) === child) this._qps.delete(child._id);
+    }
+  }
+
+  /** @internal Adds a connector that a listener handed out. */
+  _adopt(connector: Connector): void {
+    this._connectors.add(connector);
+  }
+
+  /**
+   * @internal Starts an overlapped ND call with a fresh request id. Resolves with the ND success status once
+   * it completed (synchronously with ND_SUCCESS, or later through onBatch after ND_PENDING).
+   */
+  _overlapped(
+    kind: number,
+    operation: string,
+    owner: RequestOwner | null,
+    start: (id: number) => number,
+    detail?: string,
+    stack?: string,
+  ): Promise<number> {
+    const captured = stack ?? captureStack(this._overlapped);
+    return new Promise<number>((resolve, reject) => {
+      const e = this._requests.acquire();
+      e.kind = kind;
+      e.operation = operation;
+      e.owner = owner;
+      e.resolve = resolve;
+      e.reject = reject;
+      e.stack = captured;
+      e.detail = detail;
+      owner?.requestStarted?.(e);
+      let status: number;
+      try {
+        status = start(e.id) >>> 0;
+      } catch (err) {
+        owner?.requestDone(e);
+        this._requests.release(e);
+        reject(attachStack(asNdError(err, operation), captured));
+        return;
+      }
+      if (status === ND_PENDING) return;
+      // Done synchronously: no record will follow.
+      this._complete(e.id, status, 0, kind, 0, null);
+    });
+  }
+
+  /** @internal Completion records from the poller thread (or from overlapped completions in manual mode). */
+  _onBatch(records: Uint32Array): void {
+    const n = records.length - (records.length % RECORD_WORDS);
+    for (let i = 0; i < n; i += RECORD_WORDS) {
+      try {
+        this._complete(records[i], records[i + 1], records[i + 2], records[i + 3], records[i + 4], null);
+      } catch (err) {
+        process.emitWarning(`netdirect: completion of request ${records[i]} failed: ${String(err)}`, 'NetdirectWarning');
+      }
+    }
+  }
+
+  /** @internal Records dequeued by cq.poll(): raw ones are appended to out, promise ones settled. */
+  _processRecords(records: Uint32Array, out: RawCompletion[]): void {
+    const n = records.length - (records.length % RECORD_WORDS);
+    for (let i = 0; i < n; i += RECORD_WORDS) {
+      this._complete(records[i], records[i + 1], records[i + 2], records[i + 3], records[i + 4], out);
+    }
+  }
+
+  /** @internal Settles request `id` with `status`. Raw completions go to `out`, or to their CQ's queue when null. */
+  _complete(id: number, status: number, bytes: number, kind: number, qpId: number, out: RawCompletion[] | null): void {
+    const e = this._requests.get(id);
+    if (e === undefined) {
+      this._unknownRecords++;
+      return;
+    }
+    status >>>= 0;
+    const owner = e.owner;
+    owner?.requestDone(e);
+    unpin(e.pins);
+    e.pins = null;
+    if (kind < 16) {
+      const type = REQUEST_TYPES[kind] ?? REQUEST_TYPES[e.kind];
+      const done = kind === K_RECEIVE || status !== 0 ? bytes : e.bytes;
+      if (e.raw) {
+        const qp = this._qps.get(qpId) ?? (owner instanceof QueuePair ? owner : null);
+        const rc: RawCompletion = { type, status, bytes: done, context: e.context, qp };
+        if (out !== null) out.push(rc);
+        else if (qp !== null) (kind === K_RECEIVE ? qp.receiveCq : qp.initiatorCq)._ready.push(rc);
+      } else if (status === 0) {
+        e.resolve?.({ type, status: 0, bytes: done });
+      } else {
+        e.reject?.(attachStack(this._requestError(e, status, type), e.stack));
+      }
+    } else if (status < 0x80000000 && status !== ND_PENDING) {
+      e.resolve?.(status);
+    } else {
+      e.reject?.(attachStack(statusError(status, e.operation, e.detail), e.stack));
+    }
+    this._requests.release(e);
+  }
+
+  /** @internal Settles every pending request of `owner` with `status` (after its native object was released). */
+  _settleOwned(owner: RequestOwner, status: number): void {
+    for (const e of this._requests.pending()) if (e.owner === owner) this._complete(e.id, status, 0, e.kind, 0, null);
+  }
+
+  private _requestError(e: PendingRequest, status: number, type: string): NdError {
+    let context: string;
+    if (e.remoteAddress !== undefined) {
+      context = `${e.bytes} bytes ${type === 'read' ? 'from' : 'to'} remote 0x${e.remoteAddress.toString(16)} token ${hex32(e.remoteToken)}`;
+    } else if (type === 'receive') {
+      context = `receive of up to ${e.bytes} bytes`;
+    } else {
+      context = `${e.bytes} bytes`;
+    }
+    if (status === ND_CANCELED) context += ' (flushed: the queue pair was flushed, closed or disconnected)';
+    return statusError(status, e.operation, context);
+  }
+}
+
+export function checkOptions(options: unknown, operation: string): void {
+  if (typeof options !== 'object' || options === null) {
+    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `options must be an object, got ${describe(options)}`);
+  }
+}

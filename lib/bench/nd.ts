@@ -1,0 +1,750 @@
+// The RDMA side of ndbench: connection setup (remote memory descriptors in ND private data, both ways) and one
+// timed phase per test and size. Memory layout of each side's single registered region:
+//   [0, max)          receive area: the peer writes here (write_*), receives land here (send_*), reads land here
+//   [max, 2·max)      send area: the source of writes and sends, what the peer reads (read_*)
+//   ctrl (64 B)       CREDIT (u32, written by the peer), CREDIT_SRC, STOP (u8, written by the peer), STOP_SRC
+// Completion modes: 'manual' — the JS thread spins on memory and cq.poll(), requests posted with qp.post()
+// (completions moderated: every K-th signaled); 'thread' — the promise API, completions from the poller thread,
+// and the JS thread yields to the event loop (setImmediate) while it waits, as a Node program would.
+
+import type { Adapter, CompletionQueue, Connector, Listener, MemoryRegion, QueuePair, RawCompletion, RemoteMemory } from '../index.js';
+import type { TestName } from './options.js';
+import { bandwidthStats, latencyStats, peakFromMarks, type Stats } from './stats.js';
+
+type Nd = typeof import('../index.js');
+// Loaded on first use, so that option parsing, formats and --help work without the addon.
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const nd = (): Nd => require('../index.js') as Nd;
+
+const CREDIT = 0;
+const CREDIT_SRC = 8;
+const STOP = 16;
+const STOP_SRC = 24;
+const CTRL_BYTES = 64;
+
+export interface NdConfig {
+  test: TestName;
+  maxSize: number;
+  qps: number;
+  txDepth: number;
+  completion: 'thread' | 'manual';
+  provider: string;
+  spinMicros?: number;
+  timeoutMs: number;
+}
+
+/** Promises of in-flight requests (thread mode), oldest first; a rejection surfaces when awaited. */
+class Window {
+  private items: Array<Promise<unknown>> = [];
+  private head = 0;
+  get size(): number {
+    return this.items.length - this.head;
+  }
+  push(p: Promise<unknown>): void {
+    p.catch(() => undefined); // surfaces when shifted and awaited
+    this.items.push(p);
+  }
+  async shift(): Promise<unknown> {
+    const p = this.items[this.head++];
+    if (this.head > 4096) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return p;
+  }
+  async drain(): Promise<void> {
+    while (this.size > 0) await this.shift();
+  }
+}
+
+export interface NdSide {
+  adapter: Adapter;
+  cq: CompletionQueue;
+  qps: QueuePair[];
+  connectors: Connector[];
+  remotes: RemoteMemory[];
+  mr: MemoryRegion;
+  listener?: Listener;
+  cfg: NdConfig;
+  manual: boolean;
+  sendOff: number;
+  ctrlOff: number;
+  initiatorDepth: number;
+  receiveDepth: number;
+  /** Requests in flight per QP in the *_bw tests. */
+  window: number;
+  /** Every K-th request is signaled (manual mode); the rest are silent. */
+  moderation: number;
+  /** Receives kept posted on QP 0 (send tests). */
+  receives: number;
+  postedReceives: number;
+  receiveWindow: Window;
+  rssPerQp?: number;
+}
+
+const immediate = () => new Promise<void>((r) => setImmediate(r));
+const now = () => process.hrtime.bigint();
+
+class Stall {
+  private spins = 0;
+  private since = Date.now();
+  constructor(private readonly ms: number, private readonly what: string) {}
+  progress(): void {
+    this.spins = 0;
+    this.since = Date.now();
+  }
+  check(): void {
+    if ((++this.spins & 0xfff) === 0 && Date.now() - this.since > this.ms) {
+      throw new Error(`${this.what}: no progress for ${this.ms / 1000} s (is the peer alive?)`);
+    }
+  }
+}
+
+function checked(cs: RawCompletion[]): RawCompletion[] {
+  for (const c of cs) {
+    if (c.status !== 0) throw new Error(`${c.type} completed with ${nd().ndStatusName(c.status)} (0x${(c.status >>> 0).toString(16)})`);
+  }
+  return cs;
+}
+
+/** Opens the adapter, a CQ and the region. QPs come with listenSide()/connectSide(). */
+export async function openSide(cfg: NdConfig, localAddress: string): Promise<NdSide> {
+  const adapter = await nd().openAdapter(localAddress, { provider: cfg.provider, completion: cfg.completion, spinMicros: cfg.spinMicros });
+  try {
+    const info = adapter.info;
+    const many = cfg.qps > 1;
+    const initiatorDepth = Math.max(2, Math.min(info.maxInitiatorQueueDepth, many ? Math.max(4, Math.min(cfg.txDepth + 4, Math.floor(16384 / cfg.qps))) : cfg.txDepth + 4));
+    const receiveDepth = Math.max(1, Math.min(info.maxReceiveQueueDepth, many ? 2 : 512));
+    const cqDepth = Math.max(16, Math.min(info.maxCompletionQueueDepth, cfg.qps * (initiatorDepth + receiveDepth) + 64));
+    const cq = adapter.createCompletionQueue({ depth: cqDepth });
+    const sendOff = cfg.maxSize;
+    const ctrlOff = Math.ceil((2 * cfg.maxSize) / 64) * 64;
+    const mr = await adapter.allocateMemory(ctrlOff + CTRL_BYTES, { remoteWrite: true, remoteRead: true });
+    const window = Math.max(1, Math.min(cfg.txDepth, initiatorDepth - 2));
+    return {
+      adapter,
+      cq,
+      qps: [],
+      connectors: [],
+      remotes: [],
+      mr,
+      cfg,
+      manual: cfg.completion === 'manual',
+      sendOff,
+      ctrlOff,
+      initiatorDepth,
+      receiveDepth,
+      window,
+      moderation: Math.max(1, Math.min(16, window >> 1)),
+      receives: Math.min(receiveDepth, 256),
+      postedReceives: 0,
+      receiveWindow: new Window(),
+    };
+  } catch (err) {
+    await adapter.close();
+    throw err;
+  }
+}
+
+function createQp(side: NdSide): QueuePair {
+  const qp = side.adapter.createQueuePair({
+    receiveCq: side.cq,
+    initiatorDepth: side.initiatorDepth,
+    receiveDepth: side.receiveDepth,
+    maxInitiatorSge: 1,
+    maxReceiveSge: 1,
+  });
+  side.qps.push(qp);
+  return qp;
+}
+
+function rss(): number {
+  return process.memoryUsage.rss();
+}
+
+/** Server: listens for the client's QPs on an ephemeral port; acceptAll() takes `cfg.qps` of them. */
+export async function listenSide(side: NdSide, host: string): Promise<number> {
+  side.listener = await side.adapter.listen({ host, port: 0 });
+  return side.listener.address.port;
+}
+
+export async function acceptAll(side: NdSide): Promise<void> {
+  const { encodeRemote, decodeRemote } = nd();
+  const mine = encodeRemote(side.mr.remote());
+  for (let i = 0; i < side.cfg.qps; i++) {
+    const c = await side.listener!.getConnectionRequest();
+    const qp = createQp(side);
+    side.remotes.push(decodeRemote(c.privateData));
+    await c.accept(qp, { privateData: mine });
+    side.connectors.push(c);
+  }
+  await side.listener!.close();
+  side.listener = undefined;
+}
+
+/** Client: connects `cfg.qps` QPs; measures the RSS growth per (idle, connected) QP when there are many. */
+export async function connectSide(side: NdSide, host: string, port: number): Promise<void> {
+  const { encodeRemote, decodeRemote } = nd();
+  const mine = encodeRemote(side.mr.remote());
+  const before = rss();
+  for (let i = 0; i < side.cfg.qps; i++) {
+    const qp = createQp(side);
+    const c = await side.adapter.connect(qp, { host, port }, { privateData: mine });
+    side.remotes.push(decodeRemote(c.privateData));
+    side.connectors.push(c);
+  }
+  if (side.cfg.qps > 1) side.rssPerQp = (rss() - before) / side.cfg.qps;
+}
+
+export async function closeSide(side: NdSide): Promise<void> {
+  await side.adapter.close();
+}
+
+// ---- receives kept posted on QP 0 (send tests) ------------------------------------------------------------
+
+function topUpReceives(side: NdSide): void {
+  const qp = side.qps[0];
+  const local = side.mr.slice(0, side.cfg.maxSize);
+  while (side.postedReceives < side.receives) {
+    if (side.manual) qp.post('receive', local, undefined, { context: -1 });
+    else side.receiveWindow.push(qp.receive(local));
+    side.postedReceives++;
+  }
+}
+
+/** Manual mode: one receive completed (counted by the caller's poll loop). */
+function receiveTaken(side: NdSide): void {
+  side.postedReceives--;
+}
+
+// ---- phases -----------------------------------------------------------------------------------------------
+
+export interface PhaseArgs {
+  size: number;
+  iters: number;
+  warmup: number;
+  durationMs: number;
+}
+
+/** Both sides, before 'ready': forget what the previous phase left in the watched bytes. */
+export function preparePhase(side: NdSide, test: TestName, size: number): { receives: number } {
+  const b = side.mr.buffer;
+  b[size - 1] = 0;
+  b[side.sendOff + size - 1] = 0;
+  b.fill(0, side.ctrlOff, side.ctrlOff + CTRL_BYTES);
+  if (test === 'send_lat' || test === 'send_bw') topUpReceives(side);
+  return { receives: side.postedReceives };
+}
+
+function nextTag(t: number): number {
+  return t === 255 ? 1 : t + 1;
+}
+
+/** The client's timed part of one phase. `peerReceives`: receives the server has posted (send_bw credits). */
+export async function clientPhase(side: NdSide, test: TestName, a: PhaseArgs, peerReceives: number): Promise<Stats> {
+  switch (test) {
+    case 'write_lat':
+      return writeLatClient(side, a);
+    case 'send_lat':
+      return sendLatClient(side, a);
+    case 'read_lat':
+      return readLatClient(side, a);
+    case 'write_bw':
+    case 'read_bw':
+      return bwClient(side, test, a);
+    case 'send_bw':
+      return sendBwClient(side, a, peerReceives);
+    default:
+      throw new Error(`${test} has no RDMA phase`);
+  }
+}
+
+/** The server's part of an active phase (write_lat, send_lat, send_bw): runs until the client's stop. */
+export async function serverPhase(side: NdSide, test: TestName, size: number): Promise<void> {
+  if (test === 'write_lat') return writeLatServer(side, size);
+  if (test === 'send_lat') return sendLatServer(side, size);
+  if (test === 'send_bw') return sendBwServer(side);
+}
+
+export function serverIsActive(test: TestName): boolean {
+  return test === 'write_lat' || test === 'send_lat' || test === 'send_bw';
+}
+
+interface Loop {
+  timed: boolean;
+  end: bigint;
+  total: number;
+}
+function loopOf(a: PhaseArgs): Loop {
+  return { timed: a.durationMs > 0, end: now() + BigInt(Math.round(a.durationMs * 1e6)), total: a.iters };
+}
+
+/** Writes the stop byte into the peer's ctrl area and waits for that write (and every silent one before it). */
+async function sendStop(side: NdSide): Promise<void> {
+  const b = side.mr.buffer;
+  b[side.ctrlOff + STOP_SRC] = 1;
+  const local = side.mr.slice(side.ctrlOff + STOP_SRC, 1);
+  const qp = side.qps[0];
+  if (!side.manual) {
+    await qp.write(local, side.remotes[0], { offset: side.ctrlOff + STOP });
+    return;
+  }
+  qp.post('write', local, side.remotes[0], { offset: side.ctrlOff + STOP, context: 'stop' });
+  const stall = new Stall(side.cfg.timeoutMs, 'stop write');
+  for (;;) {
+    for (const c of checked(side.cq.poll(256))) if (c.context === 'stop') return;
+    stall.check();
+  }
+}
+
+async function writeLatClient(side: NdSide, a: PhaseArgs): Promise<Stats> {
+  const { size } = a;
+  const b = side.mr.buffer;
+  const last = size - 1;
+  const sendLast = side.sendOff + last;
+  const local = side.mr.slice(side.sendOff, size);
+  const remote = side.remotes[0];
+  const qp = side.qps[0];
+  const cq = side.cq;
+  const K = side.moderation;
+  const L = loopOf(a);
+  const samples: number[] = [];
+  const stall = new Stall(side.cfg.timeoutMs, 'write_lat');
+  let t = 0;
+  let unsignaled = 0;
+  for (let i = -a.warmup; L.timed || i < L.total; i++) {
+    t = nextTag(t);
+    b[sendLast] = t;
+    if (side.manual) {
+      const t0 = now();
+      const signaled = ++unsignaled >= K;
+      if (signaled) unsignaled = 0;
+      qp.post('write', local, remote, { silent: !signaled });
+      while (b[last] !== t) {
+        checked(cq.poll());
+        stall.check();
+      }
+      const t1 = now();
+      if (i >= 0) samples.push(Number(t1 - t0));
+      if (L.timed && i >= 0 && t1 >= L.end) break;
+    } else {
+      const t0 = now();
+      const p = qp.write(local, remote);
+      p.catch(() => undefined);
+      while (b[last] !== t) {
+        await immediate();
+        stall.check();
+      }
+      const t1 = now();
+      await p;
+      if (i >= 0) samples.push(Number(t1 - t0));
+      if (L.timed && i >= 0 && t1 >= L.end) break;
+    }
+    stall.progress();
+  }
+  await sendStop(side);
+  return latencyStats(size, samples, 2);
+}
+
+async function writeLatServer(side: NdSide, size: number): Promise<void> {
+  const b = side.mr.buffer;
+  const last = size - 1;
+  const sendLast = side.sendOff + last;
+  const stop = side.ctrlOff + STOP;
+  const local = side.mr.slice(side.sendOff, size);
+  const remote = side.remotes[0];
+  const qp = side.qps[0];
+  const cq = side.cq;
+  const K = side.moderation;
+  const inflight = new Window();
+  const stall = new Stall(side.cfg.timeoutMs * 4, 'write_lat server');
+  let t = 1;
+  let unsignaled = 0;
+  for (;;) {
+    if (side.manual) {
+      while (b[last] !== t) {
+        if (b[stop] !== 0) return drainManual(side);
+        checked(cq.poll());
+        stall.check();
+      }
+      b[sendLast] = t;
+      const signaled = ++unsignaled >= K;
+      if (signaled) unsignaled = 0;
+      qp.post('write', local, remote, { silent: !signaled });
+    } else {
+      while (b[last] !== t) {
+        if (b[stop] !== 0) return inflight.drain();
+        await immediate();
+        stall.check();
+      }
+      b[sendLast] = t;
+      inflight.push(qp.write(local, remote));
+      if (inflight.size >= side.window) await inflight.shift();
+    }
+    stall.progress();
+    t = nextTag(t);
+  }
+}
+
+/** Manual mode, end of a phase: a signaled no-op-sized write would be overkill; polling until idle suffices. */
+async function drainManual(side: NdSide): Promise<void> {
+  // Silent writes retire with the next signaled completion of their QP; post one zero-byte write so that
+  // none stays counted against the queue depth in the next phase.
+  const qp = side.qps[0];
+  qp.post('write', null, side.remotes[0], { offset: side.ctrlOff + CREDIT_SRC, context: 'drain' });
+  const stall = new Stall(side.cfg.timeoutMs, 'drain');
+  for (;;) {
+    for (const c of checked(side.cq.poll(256))) {
+      if (c.type === 'receive') receiveTaken(side);
+      if (c.context === 'drain') return;
+    }
+    stall.check();
+  }
+}
+
+async function readLatClient(side: NdSide, a: PhaseArgs): Promise<Stats> {
+  const { size } = a;
+  const local = side.mr.slice(0, size);
+  const remote = side.remotes[0];
+  const qp = side.qps[0];
+  const cq = side.cq;
+  const L = loopOf(a);
+  const samples: number[] = [];
+  const stall = new Stall(side.cfg.timeoutMs, 'read_lat');
+  const opts = { offset: side.sendOff };
+  for (let i = -a.warmup; L.timed || i < L.total; i++) {
+    const t0 = now();
+    if (side.manual) {
+      qp.post('read', local, remote, { offset: side.sendOff });
+      for (let got = 0; got === 0; ) {
+        got = checked(cq.poll()).length;
+        stall.check();
+      }
+    } else {
+      await qp.read(local, remote, opts);
+    }
+    const t1 = now();
+    stall.progress();
+    if (i >= 0) samples.push(Number(t1 - t0));
+    if (L.timed && i >= 0 && t1 >= L.end) break;
+  }
+  return latencyStats(size, samples, 1);
+}
+
+async function sendLatClient(side: NdSide, a: PhaseArgs): Promise<Stats> {
+  const { size } = a;
+  const local = side.mr.slice(side.sendOff, size);
+  const qp = side.qps[0];
+  const cq = side.cq;
+  const K = side.moderation;
+  const L = loopOf(a);
+  const samples: number[] = [];
+  const stall = new Stall(side.cfg.timeoutMs, 'send_lat');
+  let unsignaled = 0;
+  for (let i = -a.warmup; L.timed || i < L.total; i++) {
+    const t0 = now();
+    if (side.manual) {
+      const signaled = ++unsignaled >= K;
+      if (signaled) unsignaled = 0;
+      qp.post('send', local, undefined, { silent: !signaled });
+      for (let got = false; !got; ) {
+        for (const c of checked(cq.poll())) {
+          if (c.type === 'receive') {
+            got = true;
+            receiveTaken(side);
+          }
+        }
+        stall.check();
+      }
+      topUpReceives(side);
+    } else {
+      const p = qp.send(local);
+      p.catch(() => undefined);
+      await side.receiveWindow.shift();
+      side.postedReceives--;
+      await p;
+      topUpReceives(side);
+    }
+    const t1 = now();
+    stall.progress();
+    if (i >= 0) samples.push(Number(t1 - t0));
+    if (L.timed && i >= 0 && t1 >= L.end) break;
+  }
+  await sendZero(side);
+  return latencyStats(size, samples, 2);
+}
+
+/** The zero-byte Send that ends a send test, waited for (with every silent request before it). */
+async function sendZero(side: NdSide): Promise<void> {
+  const qp = side.qps[0];
+  if (!side.manual) {
+    await qp.send(null);
+    return;
+  }
+  qp.post('send', null, undefined, { context: 'stop' });
+  const stall = new Stall(side.cfg.timeoutMs, 'stop send');
+  for (;;) {
+    for (const c of checked(side.cq.poll(256))) {
+      if (c.type === 'receive') receiveTaken(side);
+      if (c.context === 'stop') return;
+    }
+    stall.check();
+  }
+}
+
+async function sendLatServer(side: NdSide, size: number): Promise<void> {
+  const local = side.mr.slice(side.sendOff, size);
+  const qp = side.qps[0];
+  const cq = side.cq;
+  const K = side.moderation;
+  const stall = new Stall(side.cfg.timeoutMs * 4, 'send_lat server');
+  const inflight = new Window();
+  let unsignaled = 0;
+  for (;;) {
+    if (side.manual) {
+      let stopped = false;
+      let got = 0;
+      for (const c of checked(cq.poll())) {
+        if (c.type !== 'receive') continue;
+        receiveTaken(side);
+        if (c.bytes === 0) stopped = true;
+        else got++;
+      }
+      for (; got > 0; got--) {
+        const signaled = ++unsignaled >= K;
+        if (signaled) unsignaled = 0;
+        qp.post('send', local, undefined, { silent: !signaled });
+        stall.progress();
+      }
+      topUpReceives(side);
+      if (stopped) return drainManual(side);
+      stall.check();
+    } else {
+      const c = (await side.receiveWindow.shift()) as { bytes: number };
+      side.postedReceives--;
+      topUpReceives(side);
+      if (c.bytes === 0) return inflight.drain();
+      inflight.push(qp.send(local));
+      if (inflight.size >= side.window) await inflight.shift();
+    }
+  }
+}
+
+/** send_bw receiver: reposts each receive and returns credits (receives reposted) by RDMA Write. */
+async function sendBwServer(side: NdSide): Promise<void> {
+  const qp = side.qps[0];
+  const cq = side.cq;
+  const dv = new DataView(side.mr.buffer.buffer, side.mr.buffer.byteOffset, side.mr.buffer.byteLength);
+  const creditLocal = side.mr.slice(side.ctrlOff + CREDIT_SRC, 4);
+  const creditAt = { offset: side.ctrlOff + CREDIT };
+  const every = Math.max(1, side.receives >> 2);
+  const stall = new Stall(side.cfg.timeoutMs * 4, 'send_bw server');
+  const inflight = new Window();
+  let reposted = 0;
+  let reported = 0;
+  const report = () => {
+    dv.setUint32(side.ctrlOff + CREDIT_SRC, reposted, true);
+    if (side.manual) qp.post('write', creditLocal, side.remotes[0], { ...creditAt, silent: true });
+    else inflight.push(qp.write(creditLocal, side.remotes[0], creditAt));
+    reported = reposted;
+  };
+  for (;;) {
+    let stopped = false;
+    if (side.manual) {
+      for (const c of checked(cq.poll(256))) {
+        if (c.type !== 'receive') continue;
+        receiveTaken(side);
+        if (c.bytes === 0) stopped = true;
+        reposted++;
+        stall.progress();
+      }
+      topUpReceives(side);
+      stall.check();
+    } else {
+      const c = (await side.receiveWindow.shift()) as { bytes: number };
+      side.postedReceives--;
+      topUpReceives(side);
+      if (c.bytes === 0) stopped = true;
+      reposted++;
+      if (inflight.size >= side.window) await inflight.shift();
+    }
+    if (stopped) return side.manual ? drainManual(side) : inflight.drain();
+    if (reposted - reported >= every) report();
+  }
+}
+
+async function sendBwClient(side: NdSide, a: PhaseArgs, peerReceives: number): Promise<Stats> {
+  const { size } = a;
+  const local = side.mr.slice(side.sendOff, size);
+  const qp = side.qps[0];
+  const cq = side.cq;
+  const dv = new DataView(side.mr.buffer.buffer, side.mr.buffer.byteOffset, side.mr.buffer.byteLength);
+  const credit = () => {
+    // Read until stable: the provider may be placing the 4 bytes while we read.
+    for (;;) {
+      const x = dv.getUint32(side.ctrlOff + CREDIT, true);
+      if (dv.getUint32(side.ctrlOff + CREDIT, true) === x) return x;
+    }
+  };
+  const W = side.window;
+  const K = side.moderation;
+  const L = loopOf(a);
+  const marks: Array<[number, number]> = [];
+  const stall = new Stall(side.cfg.timeoutMs, 'send_bw');
+  const inflight = new Window();
+  let total = L.timed ? Infinity : L.total;
+  let posted = 0;
+  let done = 0;
+  let unsignaled = 0;
+  const t0 = now();
+  while (done < total) {
+    while (posted < total && posted - done < W && posted < peerReceives + credit()) {
+      let last = posted + 1 === total;
+      if (L.timed && !last && (posted & 15) === 15 && now() >= L.end) last = true;
+      if (last) total = posted + 1;
+      if (side.manual) {
+        const count = ++unsignaled;
+        const signaled = count >= K || last;
+        qp.post('send', local, undefined, { silent: !signaled, context: count });
+        if (signaled) unsignaled = 0;
+      } else {
+        inflight.push(qp.send(local));
+      }
+      posted++;
+    }
+    if (side.manual) {
+      const cs = checked(cq.poll(256));
+      for (const c of cs) if (c.type === 'send') done += c.context as number;
+      if (cs.length) {
+        marks.push([Number(now() - t0), done]);
+        stall.progress();
+      }
+    } else if (inflight.size > 0 && (inflight.size >= W || posted >= total || posted >= peerReceives + credit())) {
+      await inflight.shift();
+      done++;
+      if ((done & 15) === 0) marks.push([Number(now() - t0), done]);
+      stall.progress();
+    } else {
+      await immediate();
+    }
+    stall.check();
+  }
+  const elapsed = Number(now() - t0);
+  await sendZero(side);
+  return bandwidthStats(size, done, elapsed, peakFromMarks(size, marks, W));
+}
+
+async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs): Promise<Stats> {
+  const { size } = a;
+  const read = test === 'read_bw';
+  const op = read ? 'read' : 'write';
+  const local = read ? side.mr.slice(0, size) : side.mr.slice(side.sendOff, size);
+  const offset = read ? side.sendOff : 0;
+  const n = side.qps.length;
+  let W = side.window;
+  if (read) for (const c of side.connectors) W = Math.max(1, Math.min(W, c.readLimits.outbound || W));
+  const K = Math.max(1, Math.min(side.moderation, W >> 1 || 1));
+  const L = loopOf(a);
+  const perQp = L.timed ? Infinity : L.total;
+  const posted = new Array<number>(n).fill(0);
+  const done = new Array<number>(n).fill(0);
+  const unsignaled = new Array<number>(n).fill(0);
+  const windows = side.manual ? [] : side.qps.map(() => new Window());
+  const marks: Array<[number, number]> = [];
+  const stall = new Stall(side.cfg.timeoutMs, test);
+  const qps = side.qps;
+  const remotes = side.remotes;
+  let limit = perQp;
+  let doneAll = 0;
+  let finishing = false;
+  const t0 = now();
+  for (;;) {
+    let busy = false;
+    for (let q = 0; q < n; q++) {
+      while (posted[q] < limit && posted[q] - done[q] < W) {
+        busy = true;
+        if (side.manual) {
+          const last = posted[q] + 1 === limit;
+          const count = ++unsignaled[q];
+          const signaled = count >= K || last;
+          if (signaled) unsignaled[q] = 0;
+          qps[q].post(op, local, remotes[q], { offset, silent: !signaled, context: q * 64 + count });
+        } else {
+          windows[q].push(read ? qps[q].read(local, remotes[q], { offset }) : qps[q].write(local, remotes[q], { offset }));
+        }
+        posted[q]++;
+      }
+    }
+    if (L.timed && !finishing && now() >= L.end) {
+      // Stop posting; every QP finishes what it posted. Manual mode: a last signaled request settles silent ones.
+      finishing = true;
+      limit = 0;
+      for (let q = 0; q < n; q++) {
+        if (side.manual && unsignaled[q] > 0) {
+          qps[q].post(op, local, remotes[q], { offset, context: q * 64 + unsignaled[q] + 1 });
+          posted[q]++;
+          unsignaled[q] = 0;
+        }
+      }
+    }
+    if (side.manual) {
+      const cs = checked(side.cq.poll(256));
+      for (const c of cs) {
+        const ctx = c.context as number;
+        const k = ctx & 63;
+        done[ctx >> 6] += k;
+        doneAll += k;
+      }
+      if (cs.length) {
+        marks.push([Number(now() - t0), doneAll]);
+        stall.progress();
+      }
+    } else {
+      let progressed = false;
+      for (let q = 0; q < n; q++) {
+        if (windows[q].size > 0 && (windows[q].size >= W || posted[q] >= limit || finishing)) {
+          await windows[q].shift();
+          done[q]++;
+          doneAll++;
+          progressed = true;
+        }
+      }
+      if (progressed) {
+        if ((doneAll & 15) === 0) marks.push([Number(now() - t0), doneAll]);
+        stall.progress();
+      } else if (!busy) {
+        await immediate();
+      }
+    }
+    let all = true;
+    for (let q = 0; q < n; q++) if (done[q] < posted[q] || (!finishing && posted[q] < limit)) all = false;
+    if (all) break;
+    stall.check();
+  }
+  const elapsed = Number(now() - t0);
+  // Aggregate over QPs: messages of `size` bytes moved in total.
+  return bandwidthStats(size, doneAll, elapsed, peakFromMarks(size, marks, W * n));
+}
+
+// ---- registerMemory latency (local, no peer) --------------------------------------------------------------
+
+export async function regMrLatency(cfg: NdConfig, localAddress: string, a: PhaseArgs): Promise<Stats> {
+  const adapter = await nd().openAdapter(localAddress, { provider: cfg.provider, completion: cfg.completion, spinMicros: cfg.spinMicros });
+  try {
+    const samples: number[] = [];
+    const L = loopOf(a);
+    for (let i = -a.warmup; L.timed || i < L.total; i++) {
+      const buf = new Uint8Array(a.size);
+      const t0 = now();
+      const mr = await adapter.registerMemory(buf, { remoteWrite: true, remoteRead: true });
+      const t1 = now();
+      await mr.deregister();
+      if (i >= 0) samples.push(Number(t1 - t0));
+      if (L.timed && i >= 0 && t1 >= L.end) break;
+    }
+    return latencyStats(a.size, samples, 1);
+  } finally {
+    await adapter.close();
+  }
+}
+

@@ -1,0 +1,304 @@
+// The report of one ndbench run and its three renderings: perftest's exact columns (default), OSU's two
+// columns, and JSON with explicit units. Baseline figures (same run) and the ratio netdirect/baseline of the
+// same metric are appended as extra columns, right of perftest's, so perftest parsers still read the row.
+
+import { cpus, loadavg } from 'node:os';
+import type { Baseline, BenchOptions, TestName } from './options.js';
+import { isLatency } from './options.js';
+import { type BandwidthStats, type LatencyStats, type Stats, headline, isLatencyStats, toGbits } from './stats.js';
+
+export const REPORT_SCHEMA = 'https://netdirect/schemas/ndbench-report-v1';
+export const RESULT_LINE = '-'.repeat(87); // perftest's RESULT_LINE
+
+export interface SizeResult {
+  size: number;
+  netdirect: Stats;
+  baselines: Partial<Record<Baseline, Stats>>;
+  /** netdirect / baseline of the headline figure (t_typical for latency, BW_average for bandwidth). */
+  ratios: Partial<Record<Baseline, number>>;
+}
+
+export interface Endpoint {
+  host: string;
+  port: number;
+  token?: number;
+  address?: string;
+}
+
+export interface Report {
+  schema: string;
+  tool: 'ndbench';
+  version: string;
+  test: TestName;
+  verb: string;
+  kind: 'latency' | 'bandwidth';
+  units: Record<string, string>;
+  definitions: Record<string, string>;
+  options: {
+    sizes: number[];
+    iterations: number;
+    duration_s: number;
+    provider: string;
+    completion: 'thread' | 'manual';
+    crc: 'on' | 'off' | 'default';
+    qps: number;
+    tx_depth: number;
+    compare: Baseline[];
+    tcp_mode: 'block' | 'spin';
+    loopback: boolean;
+  };
+  environment: {
+    date: string;
+    node: string;
+    platform: string;
+    cpus: number;
+    loadavg: number[];
+    provider?: string;
+    adapter?: string;
+    hardwareCrc32c?: boolean;
+  };
+  connection?: { local: Endpoint; remote: Endpoint };
+  results: SizeResult[];
+  /** Extra figures of some runs: memory per idle QP (-q), registerMemory details. */
+  extra?: Record<string, number | string>;
+}
+
+export const VERBS: Record<TestName, string> = {
+  write_lat: 'RDMA_Write',
+  write_bw: 'RDMA_Write',
+  read_lat: 'RDMA_Read',
+  read_bw: 'RDMA_Read',
+  send_lat: 'Send',
+  send_bw: 'Send',
+  reg_mr: 'RegisterMemory',
+};
+
+export const BASELINE_LABEL: Record<Baseline, string> = { tcp: 'tcp', 'node-net': 'node-net' };
+
+export function newReport(o: BenchOptions, version: string, tcpMode: 'block' | 'spin'): Report {
+  const lat = isLatency(o.test);
+  const halfRtt = o.test === 'write_lat' || o.test === 'send_lat';
+  return {
+    schema: REPORT_SCHEMA,
+    tool: 'ndbench',
+    version,
+    test: o.test,
+    verb: VERBS[o.test],
+    kind: lat ? 'latency' : 'bandwidth',
+    units: lat
+      ? { latency: 'usec (microseconds)', MsgSize: 'bytes' }
+      : { bandwidth: 'MiB/s (2^20 bytes per second)', MsgRate: 'Mpps (10^6 messages per second)', MsgSize: 'bytes' },
+    definitions: lat
+      ? {
+          latency:
+            o.test === 'reg_mr'
+              ? 'time of one adapter.registerMemory() call (await included)'
+              : halfRtt
+                ? 'half round trip (perftest rtt_factor 2): ping-pong, each side waits for the peer'
+                : 'full round trip (perftest: read latency is not halved)',
+          t_typical: 'median',
+          samples: `sorted; the top ${2} dropped (perftest LAT_MEASURE_TAIL)`,
+          tcp: `native C++ TCP ping-pong (${tcpMode === 'spin' ? 'busy-polling non-blocking recv' : 'blocking recv'}), same sizes and iterations${o.test === 'read_lat' ? ', small request then size-byte reply' : ''}`,
+          'node-net': "Node's net module ping-pong (setNoDelay), same sizes and iterations",
+          ratio: 'netdirect t_typical / baseline t_typical (< 1: netdirect is faster)',
+        }
+      : {
+          BW_average: 'bytes moved / time from the first post to the last completion, at the client',
+          BW_peak: 'best rate over windows of at least tx-depth messages',
+          tcp: `native C++ TCP one-way stream of size-byte send()s (${tcpMode === 'spin' ? 'busy-polling' : 'blocking'}), same sizes and count, timed to the receiver's acknowledgement`,
+          'node-net': "Node's net module one-way stream of size-byte writes (drain-paced), timed to the receiver's acknowledgement",
+          ratio: 'netdirect BW_average / baseline BW_average (> 1: netdirect is faster)',
+        },
+    options: {
+      sizes: o.sizes,
+      iterations: o.iters,
+      duration_s: o.duration,
+      provider: o.provider,
+      completion: o.completion,
+      crc: o.crc ?? 'default',
+      qps: o.qps,
+      tx_depth: o.txDepth,
+      compare: o.compare,
+      tcp_mode: tcpMode,
+      loopback: o.loopback,
+    },
+    environment: {
+      date: new Date().toISOString(),
+      node: process.version,
+      platform: `${process.platform}-${process.arch}`,
+      cpus: cpus().length,
+      loadavg: loadavg().map((v) => Math.round(v * 100) / 100),
+    },
+    results: [],
+  };
+}
+
+export function addResult(report: Report, size: number, netdirect: Stats, baselines: Partial<Record<Baseline, Stats>>): SizeResult {
+  const ratios: Partial<Record<Baseline, number>> = {};
+  for (const [name, s] of Object.entries(baselines) as Array<[Baseline, Stats]>) {
+    const b = headline(s);
+    ratios[name] = b > 0 ? headline(netdirect) / b : NaN;
+  }
+  const r: SizeResult = { size, netdirect, baselines, ratios };
+  report.results.push(r);
+  return r;
+}
+
+const f2 = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : 'nan');
+const pad = (s: string, w: number) => (s.length >= w ? s + ' ' : s + ' '.repeat(w - s.length));
+
+/** A streaming printer: header(), one row() per size as it completes, footer(). */
+export interface Printer {
+  header(): string;
+  row(r: SizeResult): string;
+  footer(): string;
+}
+
+export function perftestPrinter(report: Report, opts: { reportGbits: boolean; duration: boolean }): Printer {
+  const lat = report.kind === 'latency';
+  const bwUnit = opts.reportGbits ? 'Gb/sec' : 'MiB/sec';
+  const bw = (v: number) => f2(opts.reportGbits ? toGbits(v) : v);
+  const compare = report.options.compare;
+  const extraHeader = () =>
+    compare.map((b) => `   ${b}[${lat ? 'usec' : bwUnit}]   nd/${b}`).join('');
+  const extraRow = (r: SizeResult) =>
+    compare
+      .map((b) => {
+        const s = r.baselines[b];
+        const shown = s === undefined ? 'n/a' : lat ? f2(headline(s)) : bw(headline(s));
+        return `   ${pad(shown, 10 + b.length)}${pad(Number.isFinite(r.ratios[b] ?? NaN) ? (r.ratios[b] as number).toFixed(2) : 'n/a', 6)}`;
+      })
+      .join('');
+  return {
+    header() {
+      const e = report.environment;
+      const title = `${report.verb} ${lat ? 'Latency' : 'BW'} Test`;
+      const lines = [
+        RESULT_LINE,
+        ' '.repeat(Math.max(0, Math.floor((87 - title.length) / 2))) + title,
+        ` Dual-port       : OFF\t\tDevice         : ${e.provider ?? report.options.provider} (${e.adapter ?? '?'})`,
+        ` Number of qps   : ${report.options.qps}\t\tTransport type : iWARP`,
+        ` Connection type : RC\t\tUsing SRQ      : OFF`,
+        ` PCIe relax order: OFF`,
+        ` ibv_wr* API     : OFF (ND v2 ${report.options.completion === 'manual' ? 'cq.poll() on the JS thread' : 'poller thread'})`,
+        lat ? ` TX depth        : 1` : ` TX depth        : ${report.options.tx_depth}`,
+        ` CQ Moderation   : ${lat ? 1 : Math.min(16, Math.max(1, report.options.tx_depth >> 1))}`,
+        ` Mtu             : 65536[B]`,
+        ` Link type       : Ethernet`,
+        ` Max inline data : 0[B]`,
+        ` rdma_cm QPs\t : OFF`,
+        ` Data ex. method : ND private data (remote memory) + TCP control`,
+        ` MPA CRC32c      : ${report.options.crc === 'default' ? 'provider default' : report.options.crc.toUpperCase()}${e.hardwareCrc32c === undefined ? '' : e.hardwareCrc32c ? ' (hardware)' : ' (software)'}`,
+      ];
+      for (const b of compare) lines.push(` Baseline ${pad(b, 8)}: ${report.definitions[b]}`);
+      if (compare.length) lines.push(` Ratio column    : ${report.definitions.ratio}`);
+      lines.push(RESULT_LINE);
+      const c = report.connection;
+      if (c) {
+        const ep = (p: Endpoint) => `IP ${p.host} PORT ${p.port}` + (p.token !== undefined ? ` RKey ${'0x' + (p.token >>> 0).toString(16).padStart(8, '0')} VAddr ${p.address}` : '');
+        lines.push(` local address: ${ep(c.local)}`, ` remote address: ${ep(c.remote)}`, RESULT_LINE);
+      }
+      if (lat && opts.duration) {
+        lines.push(' #bytes        #iterations       t_avg[usec]    tps average' + extraHeader());
+      } else if (lat) {
+        lines.push(
+          ' #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ' +
+            extraHeader(),
+        );
+      } else {
+        lines.push(` #bytes     #iterations    BW peak[${bwUnit}]    BW average[${bwUnit}]   MsgRate[Mpps]` + extraHeader());
+      }
+      return lines.join('\n');
+    },
+    row(r) {
+      const s = r.netdirect;
+      if (isLatencyStats(s)) {
+        if (opts.duration) {
+          return ` ${pad(String(s.MsgSize), 13)} ${pad(String(s.n_iterations), 17)} ${pad(f2(s.t_avg), 14)} ${pad(f2(s.tps), 10)}` + extraRow(r);
+        }
+        return (
+          ` ${pad(String(s.MsgSize), 6)} ${pad(String(s.n_iterations), 10)}     ${pad(f2(s.t_min), 14)} ${pad(f2(s.t_max), 12)} ${pad(f2(s.t_typical), 18)} ` +
+          `${pad(f2(s.t_avg), 14)} ${pad(f2(s.t_stdev), 15)} ${pad(f2(s.percentile_99), 22)} ${pad(f2(s['percentile_99.9']), 23)}` +
+          extraRow(r)
+        );
+      }
+      const b = s as BandwidthStats;
+      return ` ${pad(String(b.MsgSize), 10)} ${pad(String(b.n_iterations), 14)} ${pad(bw(b.BW_peak), 19)} ${pad(bw(b.BW_average), 22)} ${pad(b.MsgRate.toFixed(6), 13)}` + extraRow(r);
+    },
+    footer() {
+      return RESULT_LINE;
+    },
+  };
+}
+
+export function osuPrinter(report: Report): Printer {
+  const lat = report.kind === 'latency';
+  const compare = report.options.compare;
+  const mb = (mibs: number) => (mibs * 1024 * 1024) / 1e6; // OSU: MB = 10^6 bytes
+  const col = (s: string) => s.padStart(20);
+  return {
+    header() {
+      const what = lat ? 'Latency' : 'Bandwidth';
+      const lines = [
+        `# ndbench (OSU format) ${report.verb} ${what} Test v${report.version}`,
+        `# netdirect provider ${report.environment.provider ?? report.options.provider}, completion ${report.options.completion}, ` +
+          (lat ? `latency = ${report.definitions.latency}` : 'MB = 10^6 bytes'),
+      ];
+      for (const b of compare) lines.push(`# ${b}: ${report.definitions[b]}`);
+      const unit = lat ? 'Latency (us)' : 'Bandwidth (MB/s)';
+      lines.push(`${'# Size'.padEnd(10)}${col(unit)}` + compare.map((b) => col(`${b} ${lat ? '(us)' : '(MB/s)'}`) + col(`nd/${b}`)).join(''));
+      return lines.join('\n');
+    },
+    row(r) {
+      const v = (s: Stats) => (isLatencyStats(s) ? s.t_typical : mb(s.BW_average));
+      return (
+        `${String(r.size).padEnd(10)}${col(f2(v(r.netdirect)))}` +
+        compare.map((b) => col(r.baselines[b] ? f2(v(r.baselines[b] as Stats)) : 'n/a') + col(Number.isFinite(r.ratios[b] ?? NaN) ? (r.ratios[b] as number).toFixed(2) : 'n/a')).join('')
+      );
+    },
+    footer() {
+      return '';
+    },
+  };
+}
+
+export function formatJson(report: Report): string {
+  return JSON.stringify(report, null, 2) + '\n';
+}
+
+/** Renders a whole report at once (perftest or osu; json via formatJson). */
+export function formatReport(report: Report, format: 'perftest' | 'osu', opts: { reportGbits: boolean; duration: boolean }): string {
+  const p = format === 'osu' ? osuPrinter(report) : perftestPrinter(report, opts);
+  const lines = [p.header(), ...report.results.map((r) => p.row(r)), p.footer()].filter((l) => l !== '');
+  return lines.join('\n') + '\n';
+}
+
+/** A minimal structural check of a parsed JSON report (used by tests and by consumers of --json files). */
+export function validateReport(value: unknown): string[] {
+  const errors: string[] = [];
+  const r = value as Report;
+  const need = (cond: boolean, what: string) => {
+    if (!cond) errors.push(what);
+  };
+  need(typeof r === 'object' && r !== null, 'report is an object');
+  if (errors.length) return errors;
+  need(r.schema === REPORT_SCHEMA, 'schema');
+  need(r.tool === 'ndbench', 'tool');
+  need(typeof r.version === 'string', 'version');
+  need(typeof r.test === 'string', 'test');
+  need(r.kind === 'latency' || r.kind === 'bandwidth', 'kind');
+  need(typeof r.units === 'object', 'units');
+  need(Array.isArray(r.results), 'results');
+  const latKeys: Array<keyof LatencyStats> = ['MsgSize', 'n_iterations', 't_min', 't_max', 't_typical', 't_avg', 't_stdev', 'percentile_99', 'percentile_99.9'];
+  const bwKeys: Array<keyof BandwidthStats> = ['MsgSize', 'n_iterations', 'BW_peak', 'BW_average', 'MsgRate'];
+  for (const [i, res] of (r.results ?? []).entries()) {
+    const keys = r.kind === 'latency' ? latKeys : bwKeys;
+    need(typeof res.size === 'number', `results[${i}].size`);
+    for (const k of keys) need(typeof (res.netdirect as unknown as Record<string, unknown>)?.[k] === 'number', `results[${i}].netdirect.${k}`);
+    for (const b of r.options?.compare ?? []) {
+      for (const k of keys) need(typeof (res.baselines?.[b] as unknown as Record<string, unknown>)?.[k] === 'number', `results[${i}].baselines.${b}.${k}`);
+      need(typeof res.ratios?.[b] === 'number', `results[${i}].ratios.${b}`);
+    }
+  }
+  return errors;
+}

@@ -1,0 +1,115 @@
+// Result records and the arithmetic behind them, as perftest defines it: latency samples sorted, the top
+// LAT_MEASURE_TAIL (2) dropped, t_typical = median; bandwidth in MiB/s (2^20 B) or Gb/s (10^9 bit), MsgRate in Mpps.
+
+export const LAT_MEASURE_TAIL = 2;
+export const MIB = 1024 * 1024;
+
+/** perftest's latency columns, µs. */
+export interface LatencyStats {
+  MsgSize: number;
+  n_iterations: number;
+  t_min: number;
+  t_max: number;
+  t_typical: number;
+  t_avg: number;
+  t_stdev: number;
+  percentile_99: number;
+  'percentile_99.9': number;
+  /** Transactions per second (duration mode's column; 1e6 / t_avg). */
+  tps: number;
+}
+
+/** perftest's bandwidth columns: MiB/s (BW_peak, BW_average) and Mpps. */
+export interface BandwidthStats {
+  MsgSize: number;
+  n_iterations: number;
+  BW_peak: number;
+  BW_average: number;
+  MsgRate: number;
+}
+
+export type Stats = LatencyStats | BandwidthStats;
+
+export function isLatencyStats(s: Stats): s is LatencyStats {
+  return 't_typical' in s;
+}
+
+/** Percentile of an ascending array (nearest rank, as perftest indexes its sorted array). */
+export function percentile(sorted: ArrayLike<number>, p: number): number {
+  if (sorted.length === 0) return NaN;
+  const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
+  return sorted[i];
+}
+
+export function median(values: ArrayLike<number>): number {
+  const a = Float64Array.from(values as ArrayLike<number>).sort();
+  if (a.length === 0) return NaN;
+  const m = a.length >> 1;
+  return a.length % 2 ? a[m] : (a[m - 1] + a[m]) / 2;
+}
+
+/**
+ * Latency statistics from per-iteration times in nanoseconds; `divisor` 2 turns round trips into half round
+ * trips (write/send lat), 1 keeps them (read lat), as perftest's rtt_factor.
+ */
+export function latencyStats(size: number, samplesNs: ArrayLike<number>, divisor: number): LatencyStats {
+  const all = Float64Array.from(samplesNs as ArrayLike<number>).sort();
+  const keep = all.length > LAT_MEASURE_TAIL + 1 ? all.subarray(0, all.length - LAT_MEASURE_TAIL) : all;
+  const us = keep.map((v) => v / divisor / 1000);
+  let sum = 0;
+  for (const v of us) sum += v;
+  const avg = us.length ? sum / us.length : NaN;
+  let sq = 0;
+  for (const v of us) sq += (v - avg) * (v - avg);
+  return {
+    MsgSize: size,
+    n_iterations: all.length,
+    t_min: us[0],
+    t_max: us[us.length - 1],
+    t_typical: median(us),
+    t_avg: avg,
+    t_stdev: us.length > 1 ? Math.sqrt(sq / (us.length - 1)) : 0,
+    percentile_99: percentile(us, 99),
+    'percentile_99.9': percentile(us, 99.9),
+    tps: avg > 0 ? 1e6 / avg : 0,
+  };
+}
+
+/** Bandwidth from a count of messages moved in `elapsedNs`; `peakMiBs` from the best window, if measured. */
+export function bandwidthStats(size: number, iterations: number, elapsedNs: number, peakMiBs?: number): BandwidthStats {
+  const seconds = elapsedNs / 1e9;
+  const avg = seconds > 0 ? (size * iterations) / seconds / MIB : 0;
+  return {
+    MsgSize: size,
+    n_iterations: iterations,
+    BW_peak: Math.max(peakMiBs ?? avg, avg),
+    BW_average: avg,
+    MsgRate: seconds > 0 ? iterations / seconds / 1e6 : 0,
+  };
+}
+
+/** Best rate over windows of at least `minOps` messages, from (time ns, messages done so far) marks. */
+export function peakFromMarks(size: number, marks: Array<[number, number]>, minOps: number): number | undefined {
+  let best: number | undefined;
+  let j = 0;
+  for (let i = 1; i < marks.length; i++) {
+    while (j < i - 1 && marks[i][1] - marks[j + 1][1] >= minOps) j++;
+    const ops = marks[i][1] - marks[j][1];
+    const dt = marks[i][0] - marks[j][0];
+    if (ops >= minOps && dt > 0) {
+      const r = (ops * size) / (dt / 1e9) / MIB;
+      if (best === undefined || r > best) best = r;
+    }
+  }
+  return best;
+}
+
+/** MiB/s → Gb/s (perftest: Factor = 10^9 / (2^20 * 8)). */
+export function toGbits(mibs: number): number {
+  return (mibs * MIB * 8) / 1e9;
+}
+
+/** The figure a comparison uses: t_typical for latency, BW_average for bandwidth. */
+export function headline(s: Stats): number {
+  return isLatencyStats(s) ? s.t_typical : s.BW_average;
+}

@@ -1,0 +1,137 @@
+#!/usr/bin/env node
+// The `netdirect` command: `netdirect list` (providers and their addresses) and `netdirect info <address>`
+// (the adapter's ND2_ADAPTER_INFO, decoded). `doctor` and `ping` come with later issues.
+
+import { listAddresses, listProviders, openAdapter } from './discovery.js';
+import { NdError, hex32 } from './errors.js';
+import type { AdapterInfo } from './adapter.js';
+
+const USAGE = `usage: netdirect <command>
+  list                 providers (name, kind, GUID, DLL path) and the addresses each serves
+  info <address>       the ND2_ADAPTER_INFO of the adapter that serves <address>, decoded
+                       options: --provider <name|dll path>   --json
+  doctor [--json]      setup checks (not implemented yet: issue #4)
+  ping ...             rping-compatible ping (not implemented yet: issue #5)`;
+
+const FLAG_NAMES: Array<[keyof AdapterInfo['adapterFlags'], string]> = [
+  ['inOrderDma', 'ND_ADAPTER_FLAG_IN_ORDER_DMA_SUPPORTED'],
+  ['cqInterruptModeration', 'ND_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED'],
+  ['multiEngine', 'ND_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED'],
+  ['cqResize', 'ND_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED'],
+  ['loopbackConnections', 'ND_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED'],
+];
+const KNOWN_FLAGS = 0x1 | 0x4 | 0x8 | 0x100 | 0x10000;
+
+function option(args: string[], name: string): string | undefined {
+  const i = args.indexOf(name);
+  if (i < 0) return undefined;
+  const value = args[i + 1];
+  if (value === undefined || value.startsWith('--')) throw new UsageError(`${name} needs a value`);
+  args.splice(i, 2);
+  return value;
+}
+
+class UsageError extends Error {}
+
+async function list(): Promise<void> {
+  for (const p of listProviders()) {
+    console.log(`${p.name} (${p.kind}, ND version ${hex32(p.ndVersion)})`);
+    if (p.guid) console.log(`  guid:      ${p.guid}`);
+    if (p.path) console.log(`  path:      ${p.path}`);
+    let addresses: string[];
+    try {
+      addresses = await listAddresses({ provider: p.path ?? p.name });
+    } catch (err) {
+      console.log(`  addresses: error: ${(err as Error).message}`);
+      continue;
+    }
+    console.log(`  addresses: ${addresses.length === 0 ? '(none)' : addresses.join(', ')}`);
+  }
+}
+
+function formatValue(value: number | bigint): string {
+  return typeof value === 'bigint' ? `${value} (0x${value.toString(16)})` : String(value);
+}
+
+async function info(args: string[]): Promise<void> {
+  const json = args.includes('--json');
+  const rest = args.filter((a) => a !== '--json');
+  const provider = option(rest, '--provider');
+  const address = rest[0];
+  if (address === undefined || rest.length > 1) throw new UsageError('info needs exactly one <address>');
+  const adapter = await openAdapter(address, { provider });
+  try {
+    const i = adapter.info;
+    if (json) {
+      console.log(JSON.stringify({ address: adapter.address, provider: adapter.provider, info: i }, (_k, v) => (typeof v === 'bigint' ? v.toString() : v), 2));
+      return;
+    }
+    console.log(`adapter ${adapter.address} (provider ${adapter.provider})`);
+    const width = 28;
+    for (const [key, value] of Object.entries(i)) {
+      if (key === 'adapterFlags') continue;
+      let text = formatValue(value as number | bigint);
+      if (key === 'infoVersion') text = hex32(value as number);
+      if (key === 'vendorId' || key === 'deviceId') text = `0x${(value as number).toString(16).padStart(4, '0')}`;
+      if (key === 'adapterId') text = `0x${(value as bigint).toString(16).padStart(16, '0')}`;
+      console.log(`  ${key.padEnd(width)}${text}`);
+    }
+    const flags = i.adapterFlags;
+    console.log(`  ${'adapterFlags'.padEnd(width)}${hex32(flags.value)}`);
+    for (const [key, name] of FLAG_NAMES) console.log(`    ${flags[key] ? '[x]' : '[ ]'} ${name}`);
+    const unknown = flags.value & ~KNOWN_FLAGS;
+    if (unknown !== 0) console.log(`    [x] unknown bits ${hex32(unknown)}`);
+  } finally {
+    await adapter.close();
+  }
+}
+
+export async function main(argv: string[]): Promise<number> {
+  const [command, ...args] = argv;
+  try {
+    switch (command) {
+      case 'list':
+        await list();
+        return 0;
+      case 'info':
+        await info(args);
+        return 0;
+      case 'doctor':
+        console.error('netdirect doctor: not implemented yet, see issue #4');
+        return 2;
+      case 'ping':
+        console.error('netdirect ping: not implemented yet, see issue #5');
+        return 2;
+      case undefined:
+      case '-h':
+      case '--help':
+      case 'help':
+        console.log(USAGE);
+        return command === undefined ? 2 : 0;
+      default:
+        throw new UsageError(`unknown command ${JSON.stringify(command)}`);
+    }
+  } catch (err) {
+    if (err instanceof UsageError) {
+      console.error(`netdirect: ${err.message}\n${USAGE}`);
+      return 2;
+    }
+    if (err instanceof NdError) {
+      console.error(`netdirect: ${err.message} [${err.code}]`);
+      return 1;
+    }
+    throw err;
+  }
+}
+
+if (require.main === module) {
+  main(process.argv.slice(2)).then(
+    (code) => {
+      process.exitCode = code;
+    },
+    (err) => {
+      console.error(err);
+      process.exitCode = 1;
+    },
+  );
+}

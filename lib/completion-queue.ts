@@ -1,0 +1,113 @@
+// CompletionQueue (IND2CompletionQueue). Completions of promise-API requests settle their promises; those of
+// qp.post() requests become RawCompletion objects that cq.poll() returns. With completion 'thread' the poller
+// thread takes completions off the CQ and raw ones wait here until poll(); with 'manual' only poll() dequeues.
+
+import { ERR_ND_CLOSED, ERR_ND_OUT_OF_RANGE, misuse } from './errors.js';
+import type { NativeCompletionQueue } from './native.js';
+import type { Adapter, RequestType } from './adapter.js';
+import type { QueuePair } from './queue-pair.js';
+import { checkIndex } from './memory-region.js';
+
+/** A completion of a request posted with qp.post(). */
+export interface RawCompletion {
+  type: RequestType;
+  status: number;
+  bytes: number;
+  /** The `context` given to qp.post(). */
+  context: unknown;
+  qp: QueuePair | null;
+}
+
+/** What a promise-API request resolves with. */
+export interface Completion {
+  type: RequestType;
+  status: number;
+  bytes: number;
+}
+
+export class CompletionQueue implements AsyncDisposable {
+  /** @internal */ readonly _adapter: Adapter;
+  /** @internal */ readonly _native: NativeCompletionQueue;
+  /** @internal Raw completions the poller thread took off the CQ, waiting for poll(). */
+  readonly _ready: RawCompletion[] = [];
+  /** @internal Queue pairs (and through them SRQ receives) that complete into this CQ. */
+  readonly _users = new Set<QueuePair>();
+  private _depth: number;
+  private _state: 'open' | 'closing' | 'closed' = 'open';
+  private _closing: Promise<void> | null = null;
+
+  /** @internal Use adapter.createCompletionQueue(). */
+  constructor(adapter: Adapter, native: NativeCompletionQueue, depth: number) {
+    this._adapter = adapter;
+    this._native = native;
+    this._depth = depth;
+  }
+
+  get depth(): number {
+    return this._depth;
+  }
+
+  /** @internal */
+  get _open(): boolean {
+    return this._state === 'open';
+  }
+
+  /**
+   * Returns up to `max` completions of qp.post() requests and settles the promise-API requests it dequeues on
+   * the way (those are not returned: their promises carry them).
+   */
+  poll(max = 64): RawCompletion[] {
+    const op = 'poll';
+    if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, op, 'completion queue is closed');
+    checkIndex(max, 'max', op);
+    if (max === 0) return [];
+    let out: RawCompletion[];
+    if (this._ready.length === 0) {
+      out = [];
+    } else if (this._ready.length <= max) {
+      out = this._ready.splice(0, this._ready.length);
+    } else {
+      return this._ready.splice(0, max);
+    }
+    const records = this._native.poll(max - out.length);
+    if (records.length !== 0) this._adapter._processRecords(records, out);
+    return out;
+  }
+
+  /** @internal Dequeues everything into the ready list (manual mode teardown). */
+  _drain(): void {
+    if (this._state === 'closed') return;
+    for (;;) {
+      const records = this._native.poll(256);
+      if (records.length === 0) return;
+      this._adapter._processRecords(records, this._ready);
+    }
+  }
+
+  async resize(depth: number): Promise<void> {
+    const op = 'resize';
+    if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, op, 'completion queue is closed');
+    checkIndex(depth, 'depth', op);
+    const max = this._adapter.info.maxCompletionQueueDepth;
+    if (depth === 0 || depth > max) throw misuse(ERR_ND_OUT_OF_RANGE, op, `depth must be 1..${max}, got ${depth}`);
+    this._native.resize(depth);
+    this._depth = depth;
+  }
+
+  /** Closes the queue pairs that complete into this CQ, then the CQ. Idempotent. */
+  close(): Promise<void> {
+    return (this._closing ??= this._close());
+  }
+
+  private async _close(): Promise<void> {
+    this._state = 'closing';
+    await Promise.allSettled([...this._users].map((qp) => qp.close()));
+    this._native.close();
+    this._state = 'closed';
+    this._adapter._forget(this);
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

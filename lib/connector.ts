@@ -1,0 +1,435 @@
+// Connector (IND2Connector): connection setup and teardown for one queue pair. Active side: connect() then
+// completeConnect() (adapter.connect() does both); passive side: a connector from listener.getConnectionRequest(),
+// then accept() or reject().
+
+import { isIP } from 'node:net';
+import { lookup } from 'node:dns/promises';
+import {
+  ERR_ND_ABORTED,
+  ERR_ND_CLOSED,
+  ERR_ND_INVALID_ARGUMENT,
+  ERR_ND_OUT_OF_RANGE,
+  ERR_ND_WRONG_ADAPTER,
+  ERR_ND_BUSY,
+  NdError,
+  asNdError,
+  attachStack,
+  captureStack,
+  misuse,
+} from './errors.js';
+import type { NativeConnector } from './native.js';
+import { checkOptions, type Adapter } from './adapter.js';
+import { QueuePair } from './queue-pair.js';
+import {
+  InFlight,
+  K_ACCEPT,
+  K_COMPLETE_CONNECT,
+  K_CONNECT,
+  K_DISCONNECT,
+  K_NOTIFY_DISCONNECT,
+  type PendingRequest,
+  type RequestOwner,
+} from './requests.js';
+import { checkIndex, describe } from './memory-region.js';
+
+export interface Endpoint {
+  host: string;
+  port: number;
+}
+
+export interface ConnectOptions {
+  /** Sent to the peer with the connection request (at most info.maxCallerData bytes). */
+  privateData?: Uint8Array;
+  /** Reads this side will serve (IRD); default info.maxInboundReadLimit. */
+  inboundReadLimit?: number;
+  /** Reads this side wants to issue (ORD); default info.maxOutboundReadLimit. */
+  outboundReadLimit?: number;
+  /** Local port to bind (default: ephemeral). */
+  localPort?: number;
+  /** Aborting cancels the connector (CancelOverlappedRequests) and rejects with ERR_ND_ABORTED. */
+  signal?: AbortSignal;
+}
+
+export interface AcceptOptions {
+  privateData?: Uint8Array;
+  inboundReadLimit?: number;
+  outboundReadLimit?: number;
+}
+
+/**
+ * Parses "host:port", "[v6]:port" or { host, port } (brackets optional in the object form) without resolving.
+ */
+export function parseAddress(remote: string | Endpoint, operation = 'connect'): Endpoint {
+  let host: string;
+  let port: unknown;
+  if (typeof remote === 'string') {
+    const m = /^\[([^\]]+)\]:(\d+)$/.exec(remote) ?? /^([^:[\]]+):(\d+)$/.exec(remote);
+    if (m === null) {
+      throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `address must be "host:port" or "[ipv6]:port", got ${JSON.stringify(remote)}`);
+    }
+    host = m[1];
+    port = Number(m[2]);
+  } else if (typeof remote === 'object' && remote !== null && typeof remote.host === 'string') {
+    host = remote.host.startsWith('[') && remote.host.endsWith(']') ? remote.host.slice(1, -1) : remote.host;
+    port = remote.port;
+  } else {
+    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `address must be "host:port", "[ipv6]:port" or { host, port }, got ${describe(remote)}`);
+  }
+  if (host.length === 0) throw misuse(ERR_ND_INVALID_ARGUMENT, operation, 'host is empty');
+  if (typeof port !== 'number' || !Number.isInteger(port) || port < 0 || port > 65535) {
+    throw misuse(ERR_ND_OUT_OF_RANGE, operation, `port must be an integer in 0..65535, got ${describe(port)}`);
+  }
+  return { host, port };
+}
+
+/** parseAddress() and, for a name, a DNS lookup to the numeric address the provider needs. */
+export async function parseEndpoint(remote: string | Endpoint, operation = 'connect'): Promise<Endpoint> {
+  const ep = parseAddress(remote, operation);
+  if (isIP(ep.host) !== 0) return ep;
+  try {
+    const { address } = await lookup(ep.host);
+    return { host: address, port: ep.port };
+  } catch (err) {
+    throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, operation, `${operation}: cannot resolve host ${JSON.stringify(ep.host)}: ${(err as Error).message}`, { cause: err });
+  }
+}
+
+function privateDataOf(value: unknown, max: number, name: string, operation: string): Uint8Array | null {
+  if (value === undefined || value === null) return null;
+  if (!(value instanceof Uint8Array)) throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `privateData must be a Uint8Array, got ${describe(value)}`);
+  if (value.byteLength > max) throw misuse(ERR_ND_OUT_OF_RANGE, operation, `privateData has ${value.byteLength} bytes; ${name} is ${max}`);
+  return value;
+}
+
+type ConnectorState =
+  | 'idle' // fresh from createConnector()
+  | 'waiting' // handed to a pending getConnectionRequest
+  | 'requested' // a connection request arrived (passive side)
+  | 'connecting' // Connect in progress
+  | 'connected' // Connect done, CompleteConnect not yet
+  | 'completing' // CompleteConnect / Accept in progress
+  | 'established'
+  | 'disconnecting'
+  | 'disconnected'
+  | 'rejected'
+  | 'failed'
+  | 'closed';
+
+const GONE_CODES = new Set(['ND_CONNECTION_INVALID', 'ND_CONNECTION_ABORTED', 'ND_CANCELED', 'STATUS_CONNECTION_DISCONNECTED', 'ND_IO_TIMEOUT', 'ND_CONNECTION_REFUSED']);
+
+export class Connector implements AsyncDisposable, RequestOwner {
+  /** @internal */ readonly _adapter: Adapter;
+  /** @internal */ readonly _native: NativeConnector;
+  /** @internal */ _qp: QueuePair | null = null;
+  /** @internal */ _state: ConnectorState = 'idle';
+  private readonly _inflight = new InFlight();
+  private _aborted = false;
+  private _disconnecting: Promise<void> | null = null;
+  private _closing: Promise<void> | null = null;
+  private _disconnected: Promise<void> | null = null;
+  private _resolveDisconnected: (() => void) | null = null;
+  private _notifyArmed = false;
+
+  /** @internal Use adapter.createConnector() or listener.getConnectionRequest(). */
+  constructor(adapter: Adapter, native: NativeConnector) {
+    this._adapter = adapter;
+    this._native = native;
+  }
+
+  /** The connection state ('established' once usable). */
+  get state(): string {
+    return this._state;
+  }
+  /** The queue pair connected (or being connected) through this connector. */
+  get qp(): QueuePair | null {
+    return this._qp;
+  }
+
+  /** @internal */ requestStarted(_e: PendingRequest): void {
+    this._inflight.begin();
+  }
+  /** @internal */ requestDone(_e: PendingRequest): void {
+    this._inflight.end();
+  }
+
+  private _checkState(operation: string, ...allowed: ConnectorState[]): void {
+    if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, operation, 'connector is closed');
+    if (!allowed.includes(this._state)) {
+      throw misuse(ERR_ND_BUSY, operation, `connector is ${this._state}; ${operation}() needs it ${allowed.join(' or ')}`);
+    }
+    this._adapter._checkOpen(operation);
+  }
+
+  private _checkQp(qp: unknown, operation: string): QueuePair {
+    if (!(qp instanceof QueuePair)) throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `qp must be a QueuePair, got ${describe(qp)}`);
+    if (qp._adapter !== this._adapter) throw misuse(ERR_ND_WRONG_ADAPTER, operation, 'the queue pair belongs to another adapter');
+    if (!qp._open) throw misuse(ERR_ND_CLOSED, operation, 'the queue pair is closed');
+    if (qp._connector !== null && qp._connector !== this) throw misuse(ERR_ND_BUSY, operation, 'the queue pair already has a connection');
+    return qp;
+  }
+
+  private _limits(options: ConnectOptions | AcceptOptions, operation: string): [number, number] {
+    const info = this._adapter.info;
+    const ird = this._adapter._count(options.inboundReadLimit, 'inboundReadLimit', info.maxInboundReadLimit, info.maxInboundReadLimit, operation, true);
+    const ord = this._adapter._count(options.outboundReadLimit, 'outboundReadLimit', info.maxOutboundReadLimit, info.maxOutboundReadLimit, operation, true);
+    return [ird, ord];
+  }
+
+  /** Sends a connection request for `qp` to `remote`. completeConnect() finishes it. */
+  async connect(qp: QueuePair, remote: string | Endpoint, options: ConnectOptions = {}): Promise<void> {
+    const op = 'connect';
+    const stack = captureStack(this.connect);
+    try {
+      this._checkState(op, 'idle');
+      checkOptions(options, op);
+      this._checkQp(qp, op);
+      const signal = options.signal;
+      if (signal !== undefined && !(signal instanceof AbortSignal)) throw misuse(ERR_ND_INVALID_ARGUMENT, op, `signal must be an AbortSignal, got ${describe(signal)}`);
+      const privateData = privateDataOf(options.privateData, this._adapter.info.maxCallerData, 'maxCallerData', op);
+      const [ird, ord] = this._limits(options, op);
+      const localPort = options.localPort === undefined ? 0 : checkIndex(options.localPort, 'localPort', op);
+      if (localPort > 65535) throw misuse(ERR_ND_OUT_OF_RANGE, op, `localPort must be 0..65535, got ${localPort}`);
+      this._state = 'connecting';
+      this._qp = qp;
+      qp._connector = this;
+      let target: Endpoint;
+      try {
+        target = await parseEndpoint(remote, op);
+        this._throwIfAborted(signal, op);
+        this._native.bind(this._adapter.address, localPort);
+        await this._withSignal(signal, () =>
+          this._adapter._overlapped(K_CONNECT, op, this, (id) => this._native.connect(id, qp._native, target.host, target.port, ird, ord, privateData),
+            `to ${target.host}:${target.port}`, stack),
+        );
+      } catch (err) {
+        this._fail(qp);
+        throw this._abortedError(err, signal, op);
+      }
+      this._state = 'connected';
+    } catch (err) {
+      throw attachStack(asNdError(err, op), stack);
+    }
+  }
+
+  /** Completes an active connection once the peer accepted: the queue pair is usable after this. */
+  completeConnect(): Promise<void> {
+    return this._completeConnect(undefined);
+  }
+
+  /** @internal */
+  async _completeConnect(signal: AbortSignal | undefined): Promise<void> {
+    const op = 'completeConnect';
+    const stack = captureStack(this._completeConnect);
+    try {
+      this._checkState(op, 'connected');
+      this._state = 'completing';
+      try {
+        this._throwIfAborted(signal, op);
+        await this._withSignal(signal, () => this._adapter._overlapped(K_COMPLETE_CONNECT, op, this, (id) => this._native.completeConnect(id), undefined, stack));
+      } catch (err) {
+        this._fail(this._qp);
+        throw this._abortedError(err, signal, op);
+      }
+      this._established();
+    } catch (err) {
+      throw attachStack(asNdError(err, op), stack);
+    }
+  }
+
+  /** Accepts a connection request (passive side) with `qp`; resolves once the peer completed the connection. */
+  async accept(qp: QueuePair, options: AcceptOptions = {}): Promise<void> {
+    const op = 'accept';
+    const stack = captureStack(this.accept);
+    try {
+      this._checkState(op, 'requested');
+      checkOptions(options, op);
+      this._checkQp(qp, op);
+      const privateData = privateDataOf(options.privateData, this._adapter.info.maxCalleeData, 'maxCalleeData', op);
+      const [ird, ord] = this._limits(options, op);
+      this._state = 'completing';
+      this._qp = qp;
+      qp._connector = this;
+      try {
+        await this._adapter._overlapped(K_ACCEPT, op, this, (id) => this._native.accept(id, qp._native, ird, ord, privateData), undefined, stack);
+      } catch (err) {
+        this._fail(qp);
+        throw err;
+      }
+      this._established();
+    } catch (err) {
+      throw attachStack(asNdError(err, op), stack);
+    }
+  }
+
+  /** Rejects a connection request (passive side), or a connection after connect() (active side). */
+  reject(privateData?: Uint8Array): void {
+    const op = 'reject';
+    this._checkState(op, 'requested', 'connected');
+    const data = privateDataOf(privateData, this._adapter.info.maxCalleeData, 'maxCalleeData', op);
+    this._native.reject(data);
+    const qp = this._qp;
+    this._state = 'rejected';
+    if (qp !== null) this._fail(qp);
+    this._resolveDisconnected?.();
+  }
+
+  /** The peer's private data (from its connect, accept or reject). */
+  get privateData(): Uint8Array {
+    if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, 'privateData', 'connector is closed');
+    return this._native.getPrivateData();
+  }
+
+  /** The peer's read limits: inbound (Reads it serves) and outbound (Reads it issues). */
+  get readLimits(): { inbound: number; outbound: number } {
+    if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, 'readLimits', 'connector is closed');
+    const [inbound, outbound] = this._native.getReadLimits();
+    return { inbound, outbound };
+  }
+
+  get localAddress(): Endpoint {
+    if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, 'localAddress', 'connector is closed');
+    const a = this._native.getLocalAddress();
+    return { host: a.host, port: a.port };
+  }
+
+  get peerAddress(): Endpoint {
+    if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, 'peerAddress', 'connector is closed');
+    const a = this._native.getPeerAddress();
+    return { host: a.host, port: a.port };
+  }
+
+  /**
+   * Settles (always resolves, never rejects) when the connection is gone: the peer disconnected, this side
+   * disconnected, the connection failed or the connector was closed. NotifyDisconnect is armed on first use.
+   */
+  get disconnected(): Promise<void> {
+    if (this._disconnected === null) {
+      this._disconnected = new Promise<void>((resolve) => {
+        this._resolveDisconnected = resolve;
+      });
+      if (this._state === 'established') this._armNotify();
+      else if (this._isOver()) this._resolveDisconnected?.();
+    }
+    return this._disconnected;
+  }
+
+  private _isOver(): boolean {
+    return this._state === 'disconnected' || this._state === 'rejected' || this._state === 'failed' || this._state === 'closed';
+  }
+
+  private _armNotify(): void {
+    if (this._notifyArmed) return;
+    this._notifyArmed = true;
+    const done = () => this._resolveDisconnected?.();
+    this._adapter
+      ._overlapped(K_NOTIFY_DISCONNECT, 'notifyDisconnect', this, (id) => this._native.notifyDisconnect(id))
+      .then(done, done);
+  }
+
+  private _established(): void {
+    this._state = 'established';
+    if (this._disconnected !== null) this._armNotify();
+  }
+
+  private _fail(qp: QueuePair | null): void {
+    if (this._state !== 'closed' && this._state !== 'rejected') this._state = 'failed';
+    if (qp !== null && qp._connector === this) qp._connector = null;
+    this._qp = null;
+    this._resolveDisconnected?.();
+  }
+
+  private _throwIfAborted(signal: AbortSignal | undefined, operation: string): void {
+    if (signal?.aborted) {
+      this._aborted = true;
+      throw new NdError(ERR_ND_ABORTED, 0, operation, `${operation}: aborted`, { cause: signal.reason });
+    }
+  }
+
+  private async _withSignal<T>(signal: AbortSignal | undefined, run: () => Promise<T>): Promise<T> {
+    if (signal === undefined) return run();
+    const onAbort = () => {
+      this._aborted = true;
+      try {
+        this._native.cancel();
+      } catch {
+        // Nothing pending any more.
+      }
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      return await run();
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  private _abortedError(err: unknown, signal: AbortSignal | undefined, operation: string): unknown {
+    if (this._aborted && !(err instanceof NdError && err.code === ERR_ND_ABORTED)) {
+      return new NdError(ERR_ND_ABORTED, 0, operation, `${operation}: aborted`, { cause: signal?.reason ?? err });
+    }
+    return err;
+  }
+
+  /** Disconnects (ND flushes the queue pair: its outstanding requests complete with ND_CANCELED). Idempotent. */
+  disconnect(): Promise<void> {
+    return (this._disconnecting ??= this._disconnect());
+  }
+
+  private async _disconnect(): Promise<void> {
+    const op = 'disconnect';
+    const stack = captureStack(this._disconnect);
+    if (this._state !== 'established') {
+      if (this._state === 'connected' || this._state === 'connecting' || this._state === 'completing') {
+        try {
+          this._native.cancel();
+        } catch {
+          // Nothing pending.
+        }
+      }
+      return;
+    }
+    this._state = 'disconnecting';
+    const qp = this._qp;
+    try {
+      await this._adapter._overlapped(K_DISCONNECT, op, this, (id) => this._native.disconnect(id), undefined, stack);
+    } catch (err) {
+      if (!(err instanceof NdError && GONE_CODES.has(err.code))) throw err;
+    } finally {
+      this._state = 'disconnected';
+      if (qp !== null && qp._open) {
+        try {
+          qp._native.flush();
+        } catch {
+          // The QP is already torn down.
+        }
+      }
+      this._resolveDisconnected?.();
+    }
+  }
+
+  /** Disconnects if connected, cancels what is pending, waits for it, then releases the connector. Idempotent. */
+  close(): Promise<void> {
+    return (this._closing ??= this._close());
+  }
+
+  private async _close(): Promise<void> {
+    if (this._state === 'established') await this.disconnect().catch(() => undefined);
+    try {
+      this._native.cancel();
+    } catch {
+      // Nothing pending.
+    }
+    await this._inflight.idle();
+    this._native.close();
+    const qp = this._qp;
+    if (qp !== null && qp._connector === this) qp._connector = null;
+    this._qp = null;
+    this._state = 'closed';
+    this._resolveDisconnected?.();
+    this._adapter._forget(this);
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

@@ -1,0 +1,173 @@
+// NdError: the one error class of netdirect. ND failures carry the ND status name as `code` and the status as
+// an unsigned 32-bit number; misuse caught in TypeScript carries an ERR_ND_* code and status 0. The addon builds
+// its errors through the factory below (handed over once with binding.setErrorFactory), so every error a user
+// sees is an NdError whichever side raised it.
+
+/** A wrong argument type or value (not a number where one is needed, unknown option value, ...). */
+export const ERR_ND_INVALID_ARGUMENT = 'ERR_ND_INVALID_ARGUMENT';
+/** The object (adapter, queue pair, memory region, ...) is closed or closing. */
+export const ERR_ND_CLOSED = 'ERR_ND_CLOSED';
+/** The object belongs to another adapter. */
+export const ERR_ND_WRONG_ADAPTER = 'ERR_ND_WRONG_ADAPTER';
+/** A segment, depth, size or offset outside what the object or adapter allows. */
+export const ERR_ND_OUT_OF_RANGE = 'ERR_ND_OUT_OF_RANGE';
+/** More scatter/gather entries than the queue pair was created for. */
+export const ERR_ND_TOO_MANY_SGES = 'ERR_ND_TOO_MANY_SGES';
+/** The ArrayBuffer was detached (transferred) and no longer has memory behind it. */
+export const ERR_ND_DETACHED = 'ERR_ND_DETACHED';
+/** The object is busy with another operation that must finish first. */
+export const ERR_ND_BUSY = 'ERR_ND_BUSY';
+/** The operation was aborted through its AbortSignal. */
+export const ERR_ND_ABORTED = 'ERR_ND_ABORTED';
+
+export type NdMisuseCode =
+  | typeof ERR_ND_INVALID_ARGUMENT
+  | typeof ERR_ND_CLOSED
+  | typeof ERR_ND_WRONG_ADAPTER
+  | typeof ERR_ND_OUT_OF_RANGE
+  | typeof ERR_ND_TOO_MANY_SGES
+  | typeof ERR_ND_DETACHED
+  | typeof ERR_ND_BUSY
+  | typeof ERR_ND_ABORTED;
+
+// The same table as binding/nd/nd_status.h (ND_STATUS_LIST + ND_EXTRA_STATUS_LIST), kept here so that names
+// resolve without loading the addon.
+const STATUS_NAMES: ReadonlyMap<number, string> = new Map<number, string>([
+  [0x00000000, 'ND_SUCCESS'],
+  [0x00000102, 'ND_TIMEOUT'],
+  [0x00000103, 'ND_PENDING'],
+  [0x80000005, 'ND_BUFFER_OVERFLOW'],
+  [0x80000011, 'ND_DEVICE_BUSY'],
+  [0x8000001a, 'ND_NO_MORE_ENTRIES'],
+  [0xc0000001, 'ND_UNSUCCESSFUL'],
+  [0xc0000005, 'ND_ACCESS_VIOLATION'],
+  [0xc0000008, 'ND_INVALID_HANDLE'],
+  [0xc000000d, 'ND_INVALID_PARAMETER'],
+  [0xc0000010, 'ND_INVALID_DEVICE_REQUEST'],
+  [0xc0000017, 'ND_NO_MEMORY'],
+  [0xc0000030, 'ND_INVALID_PARAMETER_MIX'],
+  [0xc000003c, 'ND_DATA_OVERRUN'],
+  [0xc0000043, 'ND_SHARING_VIOLATION'],
+  [0xc000009a, 'ND_INSUFFICIENT_RESOURCES'],
+  [0xc00000a3, 'ND_DEVICE_NOT_READY'],
+  [0xc00000b5, 'ND_IO_TIMEOUT'],
+  [0xc00000bb, 'ND_NOT_SUPPORTED'],
+  [0xc00000e5, 'ND_INTERNAL_ERROR'],
+  [0xc00000ef, 'ND_INVALID_PARAMETER_1'],
+  [0xc00000f0, 'ND_INVALID_PARAMETER_2'],
+  [0xc00000f1, 'ND_INVALID_PARAMETER_3'],
+  [0xc00000f2, 'ND_INVALID_PARAMETER_4'],
+  [0xc00000f3, 'ND_INVALID_PARAMETER_5'],
+  [0xc00000f4, 'ND_INVALID_PARAMETER_6'],
+  [0xc00000f5, 'ND_INVALID_PARAMETER_7'],
+  [0xc00000f6, 'ND_INVALID_PARAMETER_8'],
+  [0xc00000f7, 'ND_INVALID_PARAMETER_9'],
+  [0xc00000f8, 'ND_INVALID_PARAMETER_10'],
+  [0xc0000120, 'ND_CANCELED'],
+  [0xc000013d, 'ND_REMOTE_ERROR'],
+  [0xc0000141, 'ND_INVALID_ADDRESS'],
+  [0xc0000184, 'ND_INVALID_DEVICE_STATE'],
+  [0xc0000206, 'ND_INVALID_BUFFER_SIZE'],
+  [0xc0000209, 'ND_TOO_MANY_ADDRESSES'],
+  [0xc000020a, 'ND_ADDRESS_ALREADY_EXISTS'],
+  [0xc0000236, 'ND_CONNECTION_REFUSED'],
+  [0xc000023a, 'ND_CONNECTION_INVALID'],
+  [0xc000023b, 'ND_CONNECTION_ACTIVE'],
+  [0xc000023c, 'ND_NETWORK_UNREACHABLE'],
+  [0xc000023d, 'ND_HOST_UNREACHABLE'],
+  [0xc0000241, 'ND_CONNECTION_ABORTED'],
+  [0xc00002b6, 'ND_DEVICE_REMOVED'],
+  [0xc000020c, 'STATUS_CONNECTION_DISCONNECTED'],
+  [0xc00000cc, 'STATUS_BAD_NETWORK_NAME'],
+  [0xc0000238, 'STATUS_ADDRESS_ALREADY_ASSOCIATED'],
+  [0xc000003e, 'STATUS_DATA_ERROR'],
+]);
+
+const STATUS_VALUES: ReadonlyMap<string, number> = new Map([...STATUS_NAMES].map(([v, n]) => [n, v]));
+
+/** Status values lib/ itself needs. */
+export const ND_SUCCESS = 0;
+export const ND_PENDING = 0x103;
+export const ND_NO_MORE_ENTRIES = 0x8000001a;
+export const ND_CANCELED = 0xc0000120;
+
+export function hex32(value: number): string {
+  return '0x' + (value >>> 0).toString(16).toUpperCase().padStart(8, '0');
+}
+
+/**
+ * The name of an ND status ('ND_ACCESS_VIOLATION' for 0xC0000005). Accepts signed or unsigned 32-bit values;
+ * an unknown status is named by its hex value ('0xC0001234').
+ */
+export function ndStatusName(status: number): string {
+  const unsigned = status >>> 0;
+  return STATUS_NAMES.get(unsigned) ?? hex32(unsigned);
+}
+
+/** The value of a status name ('ND_CANCELED' → 0xC0000120), or undefined. */
+export function ndStatusValue(name: string): number | undefined {
+  return STATUS_VALUES.get(name);
+}
+
+export class NdError extends Error {
+  /** The ND status name ('ND_ACCESS_VIOLATION', 'ND_CANCELED', ...) or an ERR_ND_* code for misuse. */
+  readonly code: string;
+  /** The HRESULT/NTSTATUS as an unsigned 32-bit number; 0 for misuse caught before reaching ND. */
+  readonly status: number;
+  /** The operation that failed: 'write', 'connect', 'registerMemory', ... */
+  readonly operation: string;
+
+  constructor(code: string, status: number, operation: string, message: string, options?: { cause?: unknown }) {
+    super(message, options);
+    this.code = code;
+    this.status = status >>> 0;
+    this.operation = operation;
+    this.name = code === ERR_ND_ABORTED ? 'AbortError' : 'NdError';
+  }
+
+  /** True for errors whose code is an ND status name (as opposed to ERR_ND_* misuse). */
+  get isStatus(): boolean {
+    return !this.code.startsWith('ERR_ND_');
+  }
+}
+
+/** A misuse error (status 0). */
+export function misuse(code: NdMisuseCode, operation: string, message: string): NdError {
+  return new NdError(code, 0, operation, `${operation}: ${message}`);
+}
+
+/** An error for an ND status returned by the provider, with context for the message. */
+export function statusError(status: number, operation: string, context?: string): NdError {
+  const name = ndStatusName(status);
+  const text = `${operation} failed: ${name} (${hex32(status)})${context ? ': ' + context : ''}`;
+  return new NdError(name, status, operation, text);
+}
+
+/** The factory handed to the addon: (code, status, operation, message) → NdError. */
+export function errorFactory(code: string, status: number, operation: string, message: string): Error {
+  const resolved = code || (status ? ndStatusName(status) : 'ERR_ND_INVALID_ARGUMENT');
+  return new NdError(resolved, status >>> 0, operation, message);
+}
+
+/** Captures the caller's stack now, to be attached to an error that is raised later (after an async call). */
+export function captureStack(skip?: Function): string {
+  const holder: { stack?: string } = {};
+  Error.captureStackTrace(holder, skip);
+  return holder.stack ?? '';
+}
+
+/** Replaces the (useless, native) stack of err with the JS stack captured when the operation was started. */
+export function attachStack<E extends Error>(err: E, captured: string | undefined): E {
+  if (captured) {
+    const nl = captured.indexOf('\n');
+    err.stack = `${err.name}: ${err.message}${nl >= 0 ? captured.slice(nl) : ''}`;
+  }
+  return err;
+}
+
+/** Any thrown value as an NdError (non-NdErrors become ND_INTERNAL_ERROR-free misuse wrappers keeping cause). */
+export function asNdError(err: unknown, operation: string): NdError {
+  if (err instanceof NdError) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new NdError(ERR_ND_INVALID_ARGUMENT, 0, operation, `${operation}: ${message}`, { cause: err });
+}

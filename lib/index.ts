@@ -1,0 +1,47 @@
+// netdirect: NetworkDirect v2 (RDMA) for Node.js. See README.md and the API contract (shared/design/API.md).
+
+export { listProviders, listAddresses, openAdapter, nativeVersion, type ProviderInfo } from './discovery.js';
+export {
+  Adapter,
+  decodeAdapterFlags,
+  type AdapterOptions,
+  type AdapterInfo,
+  type AdapterFlags,
+  type AdapterStats,
+  type RequestType,
+} from './adapter.js';
+export { CompletionQueue, type Completion, type RawCompletion } from './completion-queue.js';
+export {
+  QueuePair,
+  type QueuePairOptions,
+  type SendOptions,
+  type WriteOptions,
+  type ReadOptions,
+  type PostOptions,
+} from './queue-pair.js';
+export {
+  MemoryRegion,
+  encodeRemote,
+  decodeRemote,
+  type Access,
+  type Segment,
+  type RemoteMemory,
+  type Local,
+} from './memory-region.js';
+export { MemoryWindow } from './memory-window.js';
+export { SharedReceiveQueue, type SharedReceiveQueueOptions } from './shared-receive-queue.js';
+export { Connector, parseAddress, type ConnectOptions, type AcceptOptions, type Endpoint } from './connector.js';
+export { Listener, type ListenOptions } from './listener.js';
+export {
+  NdError,
+  ndStatusName,
+  ndStatusValue,
+  ERR_ND_INVALID_ARGUMENT,
+  ERR_ND_CLOSED,
+  ERR_ND_WRONG_ADAPTER,
+  ERR_ND_OUT_OF_RANGE,
+  ERR_ND_TOO_MANY_SGES,
+  ERR_ND_DETACHED,
+  ERR_ND_BUSY,
+  ERR_ND_ABORTED,
+} from './errors.js';

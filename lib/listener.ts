@@ -1,0 +1,110 @@
+// Listener (IND2Listener): accepts connection requests. Each getConnectionRequest() supplies a fresh native
+// connector; the returned Connector is in the 'requested' state (accept() or reject() it).
+
+import { ERR_ND_CLOSED, asNdError, attachStack, captureStack, misuse } from './errors.js';
+import type { NativeListener } from './native.js';
+import type { Adapter } from './adapter.js';
+import { Connector, type Endpoint } from './connector.js';
+import { InFlight, K_GET_CONNECTION_REQUEST, type PendingRequest, type RequestOwner } from './requests.js';
+
+export interface ListenOptions {
+  /** Local address to listen on (default: the adapter's address). */
+  host?: string;
+  /** Port (default 0: an ephemeral port; read it from listener.address). */
+  port?: number;
+  backlog?: number;
+}
+
+export class Listener implements AsyncDisposable, AsyncIterable<Connector>, RequestOwner {
+  /** The address and port listened on. */
+  readonly address: Endpoint;
+  /** @internal */ readonly _adapter: Adapter;
+  /** @internal */ readonly _native: NativeListener;
+  private readonly _inflight = new InFlight();
+  private readonly _waiting = new Set<Connector>();
+  private _state: 'open' | 'closing' | 'closed' = 'open';
+  private _closing: Promise<void> | null = null;
+
+  /** @internal Use adapter.listen(). */
+  constructor(adapter: Adapter, native: NativeListener) {
+    this._adapter = adapter;
+    this._native = native;
+    const a = native.getLocalAddress();
+    this.address = Object.freeze({ host: a.host, port: a.port });
+  }
+
+  /** @internal */ requestStarted(_e: PendingRequest): void {
+    this._inflight.begin();
+  }
+  /** @internal */ requestDone(_e: PendingRequest): void {
+    this._inflight.end();
+  }
+
+  /** Waits for the next connection request. Rejects with ND_CANCELED when the listener is closed. */
+  async getConnectionRequest(): Promise<Connector> {
+    const op = 'getConnectionRequest';
+    const stack = captureStack(this.getConnectionRequest);
+    try {
+      if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, op, 'listener is closed');
+      this._adapter._checkOpen(op);
+      const connector = new Connector(this._adapter, this._adapter._native.createConnector());
+      connector._state = 'waiting';
+      this._waiting.add(connector);
+      try {
+        await this._adapter._overlapped(K_GET_CONNECTION_REQUEST, op, this, (id) => this._native.getConnectionRequest(id, connector._native),
+          `on ${this.address.host}:${this.address.port}`, stack);
+      } catch (err) {
+        this._waiting.delete(connector);
+        await connector.close();
+        throw err;
+      }
+      this._waiting.delete(connector);
+      if (this._adapter._state !== 'open') {
+        await connector.close();
+        throw misuse(ERR_ND_CLOSED, op, 'adapter closed while waiting for a connection request');
+      }
+      connector._state = 'requested';
+      this._adapter._adopt(connector);
+      return connector;
+    } catch (err) {
+      throw attachStack(asNdError(err, op), stack);
+    }
+  }
+
+  /** Yields connection requests until the listener is closed. */
+  async *[Symbol.asyncIterator](): AsyncIterator<Connector> {
+    while (this._state === 'open') {
+      let connector: Connector;
+      try {
+        connector = await this.getConnectionRequest();
+      } catch (err) {
+        if (this._state !== 'open') return;
+        throw err;
+      }
+      yield connector;
+    }
+  }
+
+  /** Cancels pending getConnectionRequest() calls (they reject with ND_CANCELED), then releases. Idempotent. */
+  close(): Promise<void> {
+    return (this._closing ??= this._close());
+  }
+
+  private async _close(): Promise<void> {
+    this._state = 'closing';
+    try {
+      this._native.cancel();
+    } catch {
+      // Nothing pending.
+    }
+    await this._inflight.idle();
+    await Promise.allSettled([...this._waiting].map((c) => c.close()));
+    this._native.close();
+    this._state = 'closed';
+    this._adapter._forget(this);
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

@@ -1,0 +1,428 @@
+// MemoryRegion: a registered buffer. The region owns the buffer's lifetime: it holds the ArrayBuffer strongly
+// until deregistration has completed (the peer may write into it at any time until then), marks it
+// untransferable, checks it for detachment before each use, and counts the in-flight requests that pin it so
+// deregister() can wait for them.
+
+import { markAsUntransferable } from 'node:worker_threads';
+import {
+  ERR_ND_CLOSED,
+  ERR_ND_DETACHED,
+  ERR_ND_INVALID_ARGUMENT,
+  ERR_ND_OUT_OF_RANGE,
+  ERR_ND_TOO_MANY_SGES,
+  ERR_ND_WRONG_ADAPTER,
+  misuse,
+} from './errors.js';
+import type { NativeMemoryRegion } from './native.js';
+import { InFlight, K_DEREGISTER, type Pins } from './requests.js';
+import type { Adapter } from './adapter.js';
+
+/** What registerMemory() may grant. Default: { localWrite: true, readSink: true }; no remote access. */
+export interface Access {
+  localWrite?: boolean;
+  remoteRead?: boolean;
+  remoteWrite?: boolean;
+  readSink?: boolean;
+}
+
+/** A local scatter/gather entry: `length` bytes at `offset` of `region`. */
+export interface Segment {
+  region: MemoryRegion;
+  offset: number;
+  length: number;
+}
+
+/** What a peer needs to Read or Write a region (or a bound memory window). */
+export interface RemoteMemory {
+  address: bigint;
+  token: number;
+  length: number;
+}
+
+/** Local memory of a request: a region (all of it), a segment, a list of them (one SGE each), or null (zero bytes). */
+export type Local = MemoryRegion | Segment | Array<MemoryRegion | Segment> | null;
+
+export const ND_MR_FLAG_ALLOW_LOCAL_WRITE = 0x1;
+export const ND_MR_FLAG_ALLOW_REMOTE_READ = 0x2;
+export const ND_MR_FLAG_ALLOW_REMOTE_WRITE = 0x5;
+export const ND_MR_FLAG_RDMA_READ_SINK = 0x8;
+
+export function accessFlags(access: Access | undefined, operation: string): number {
+  if (access === undefined) return ND_MR_FLAG_ALLOW_LOCAL_WRITE | ND_MR_FLAG_RDMA_READ_SINK;
+  if (access === null || typeof access !== 'object') {
+    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `access must be an object like { remoteWrite: true }, got ${describe(access)}`);
+  }
+  let flags = 0;
+  if (access.localWrite ?? true) flags |= ND_MR_FLAG_ALLOW_LOCAL_WRITE;
+  if (access.remoteRead) flags |= ND_MR_FLAG_ALLOW_REMOTE_READ;
+  if (access.remoteWrite) flags |= ND_MR_FLAG_ALLOW_REMOTE_WRITE;
+  if (access.readSink ?? true) flags |= ND_MR_FLAG_RDMA_READ_SINK;
+  return flags;
+}
+
+export function describe(value: unknown): string {
+  if (value === null) return 'null';
+  if (Array.isArray(value)) return 'an array';
+  if (typeof value === 'object') return (value as object).constructor?.name ?? 'an object';
+  if (typeof value === 'string') return JSON.stringify(value.length > 40 ? value.slice(0, 40) + '…' : value);
+  return `${typeof value} ${String(value)}`;
+}
+
+export function isDetached(ab: ArrayBuffer, expectedLength: number): boolean {
+  const detached = (ab as { detached?: boolean }).detached;
+  return detached === true || ab.byteLength !== expectedLength;
+}
+
+/** Checks a buffer given to registerMemory() and returns the ArrayBuffer range to register. */
+export function bufferRange(
+  buffer: ArrayBuffer | ArrayBufferView,
+  operation: string,
+): { arrayBuffer: ArrayBuffer; byteOffset: number; byteLength: number } {
+  let arrayBuffer: ArrayBuffer;
+  let byteOffset = 0;
+  let byteLength: number;
+  if (buffer instanceof ArrayBuffer) {
+    arrayBuffer = buffer;
+    byteLength = buffer.byteLength;
+  } else if (ArrayBuffer.isView(buffer)) {
+    const backing = buffer.buffer;
+    if (!(backing instanceof ArrayBuffer)) {
+      throw misuse(
+        ERR_ND_INVALID_ARGUMENT,
+        operation,
+        'a view of a SharedArrayBuffer cannot be registered: use a dedicated ArrayBuffer (new Uint8Array(n)) or allocateMemory(n)',
+      );
+    }
+    if (Buffer.isBuffer(buffer) && buffer.byteLength !== backing.byteLength) {
+      // Buffer.from()/allocUnsafe() slices share Node's 8 KiB pool: registering one would expose and pin
+      // unrelated neighbours to the peer.
+      throw misuse(
+        ERR_ND_INVALID_ARGUMENT,
+        operation,
+        `this Buffer (${buffer.byteLength} bytes) is a slice of a ${backing.byteLength}-byte shared pool; ` +
+          'register a dedicated buffer instead: Buffer.alloc(n), new Uint8Array(n) or adapter.allocateMemory(n)',
+      );
+    }
+    arrayBuffer = backing;
+    byteOffset = buffer.byteOffset;
+    byteLength = buffer.byteLength;
+  } else if (typeof SharedArrayBuffer !== 'undefined' && (buffer as unknown) instanceof SharedArrayBuffer) {
+    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, 'a SharedArrayBuffer cannot be registered: use a dedicated ArrayBuffer or allocateMemory(n)');
+  } else {
+    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `buffer must be an ArrayBuffer or an ArrayBufferView, got ${describe(buffer)}`);
+  }
+  if ((arrayBuffer as { detached?: boolean }).detached === true) {
+    throw misuse(ERR_ND_DETACHED, operation, 'the ArrayBuffer is detached (it was transferred)');
+  }
+  if ((arrayBuffer as { resizable?: boolean }).resizable === true) {
+    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, 'a resizable ArrayBuffer cannot be registered: its memory may move when it grows');
+  }
+  if (byteLength === 0) {
+    throw misuse(
+      arrayBuffer.byteLength === 0 && !(buffer instanceof ArrayBuffer) ? ERR_ND_DETACHED : ERR_ND_INVALID_ARGUMENT,
+      operation,
+      'cannot register zero bytes (ND refuses zero-length regions); a detached buffer also has length 0',
+    );
+  }
+  return { arrayBuffer, byteOffset, byteLength };
+}
+
+export function checkIndex(value: unknown, name: string, operation: string): number {
+  if (typeof value !== 'number' || !Number.isInteger(value)) {
+    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `${name} must be an integer, got ${describe(value)}`);
+  }
+  if (value < 0) throw misuse(ERR_ND_OUT_OF_RANGE, operation, `${name} must not be negative, got ${value}`);
+  return value;
+}
+
+type RegionState = 'registering' | 'registered' | 'deregistering' | 'deregistered';
+
+export class MemoryRegion implements AsyncDisposable {
+  /** View of the registered memory: the same bytes the peer reads and writes. */
+  readonly buffer: Uint8Array;
+  readonly length: number;
+  /** Access the region was registered with. */
+  readonly access: Readonly<Required<Access>>;
+  /** @internal */ readonly _adapter: Adapter;
+  /** @internal */ readonly _native: NativeMemoryRegion;
+  /** @internal */ _state: RegionState = 'registering';
+  // Held strongly until deregistration completes: the provider (and the peer) may touch it until then.
+  private _arrayBuffer: ArrayBuffer | null;
+  private readonly _byteOffset: number;
+  private readonly _abLength: number;
+  private readonly _pins = new InFlight();
+  private _address = 0n;
+  private _localToken = 0;
+  private _remoteToken = 0;
+  private _deregistering: Promise<void> | null = null;
+
+  /** @internal Use adapter.registerMemory() / adapter.allocateMemory(). */
+  constructor(adapter: Adapter, native: NativeMemoryRegion, arrayBuffer: ArrayBuffer, byteOffset: number, byteLength: number, flags: number) {
+    this._adapter = adapter;
+    this._native = native;
+    this._arrayBuffer = arrayBuffer;
+    this._byteOffset = byteOffset;
+    this._abLength = arrayBuffer.byteLength;
+    this.length = byteLength;
+    this.buffer = new Uint8Array(arrayBuffer, byteOffset, byteLength);
+    this.access = Object.freeze({
+      localWrite: (flags & ND_MR_FLAG_ALLOW_LOCAL_WRITE) !== 0,
+      remoteRead: (flags & ND_MR_FLAG_ALLOW_REMOTE_READ) !== 0,
+      remoteWrite: (flags & ND_MR_FLAG_ALLOW_REMOTE_WRITE) === ND_MR_FLAG_ALLOW_REMOTE_WRITE,
+      readSink: (flags & ND_MR_FLAG_RDMA_READ_SINK) !== 0,
+    });
+    // A transfer would free or move memory the provider writes into.
+    markAsUntransferable(arrayBuffer);
+  }
+
+  /** The address peers use as remoteAddress (the registered buffer's first byte). */
+  get address(): bigint {
+    return this._address;
+  }
+  get localToken(): number {
+    return this._localToken;
+  }
+  get remoteToken(): number {
+    return this._remoteToken;
+  }
+  /** True until deregister() was called. */
+  get registered(): boolean {
+    return this._state === 'registered';
+  }
+  /** Requests in flight that use this region. */
+  get inFlight(): number {
+    return this._pins.inFlight;
+  }
+
+  /** @internal */ get _id(): number {
+    return this._native.id;
+  }
+  /** @internal */ get _offsetInArrayBuffer(): number {
+    return this._byteOffset;
+  }
+
+  /** @internal Called once Register completed. */
+  _registered(): void {
+    this._address = this._native.address;
+    this._localToken = this._native.localToken >>> 0;
+    this._remoteToken = this._native.remoteToken >>> 0;
+    this._state = 'registered';
+  }
+
+  /** @internal */ _pin(): void {
+    this._pins.begin();
+  }
+  /** @internal */ _unpin(): void {
+    this._pins.end();
+  }
+
+  /** @internal Throws unless the region can be used by a new request. */
+  _checkUsable(operation: string): void {
+    if (this._state !== 'registered') {
+      throw misuse(ERR_ND_CLOSED, operation, `memory region (${this.length} bytes) is ${this._state === 'registering' ? 'not registered yet' : this._state}`);
+    }
+    if (this._arrayBuffer === null || isDetached(this._arrayBuffer, this._abLength)) {
+      throw misuse(ERR_ND_DETACHED, operation, `the ArrayBuffer of this memory region (${this.length} bytes) was detached`);
+    }
+  }
+
+  /** A local SGE: `length` bytes at `offset` (default: the rest of the region). */
+  slice(offset = 0, length?: number): Segment {
+    const op = 'slice';
+    checkIndex(offset, 'offset', op);
+    const len = length === undefined ? this.length - offset : checkIndex(length, 'length', op);
+    if (offset > this.length || len > this.length - offset) {
+      throw misuse(ERR_ND_OUT_OF_RANGE, op, `segment [${offset}, ${offset + len}) is outside the ${this.length}-byte region`);
+    }
+    return { region: this, offset, length: len };
+  }
+
+  /** What a peer needs to read/write `length` bytes at `offset` of this region. */
+  remote(offset = 0, length?: number): RemoteMemory {
+    const op = 'remote';
+    checkIndex(offset, 'offset', op);
+    const len = length === undefined ? this.length - offset : checkIndex(length, 'length', op);
+    if (offset > this.length || len > this.length - offset) {
+      throw misuse(ERR_ND_OUT_OF_RANGE, op, `range [${offset}, ${offset + len}) is outside the ${this.length}-byte region`);
+    }
+    if (this._state !== 'registered') throw misuse(ERR_ND_CLOSED, op, `memory region is ${this._state}`);
+    return { address: this._address + BigInt(offset), token: this._remoteToken, length: len };
+  }
+
+  /**
+   * Deregisters the region once no request that uses it is in flight, then releases it. Idempotent: every
+   * call returns the same promise. New requests that use the region fail with ERR_ND_CLOSED from the first call.
+   */
+  deregister(): Promise<void> {
+    return (this._deregistering ??= this._deregister());
+  }
+
+  private async _deregister(): Promise<void> {
+    const wasRegistered = this._state === 'registered';
+    this._state = 'deregistering';
+    await this._pins.idle();
+    try {
+      if (wasRegistered) {
+        await this._adapter._overlapped(K_DEREGISTER, 'deregister', null, (id) => this._native.deregister(id),
+          `region of ${this.length} bytes at 0x${this._address.toString(16)}`);
+      }
+    } catch (err) {
+      // Still registered (e.g. ND_DEVICE_BUSY while a memory window is bound): usable again, can retry.
+      this._state = 'registered';
+      this._deregistering = null;
+      throw err;
+    }
+    this._native.close();
+    this._state = 'deregistered';
+    this._arrayBuffer = null;
+    this._adapter._forget(this);
+  }
+
+  /** @internal Adapter teardown after a failed registration. */
+  _abandon(): void {
+    this._state = 'deregistered';
+    this._arrayBuffer = null;
+    this._native.close();
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.deregister();
+  }
+}
+
+export function isSegment(value: unknown): value is Segment {
+  return typeof value === 'object' && value !== null && 'region' in value && (value as Segment).region instanceof MemoryRegion;
+}
+
+/** Result of writeSges(), reused between calls (the data path allocates nothing for one region). */
+export interface SgeList {
+  nSge: number;
+  bytes: number;
+  pins: Pins;
+}
+
+function addSge(
+  scratch: Float64Array,
+  n: number,
+  adapter: Adapter,
+  region: unknown,
+  offset: number,
+  length: number,
+  maxSge: number,
+  operation: string,
+): void {
+  if (!(region instanceof MemoryRegion)) {
+    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `local memory must be a MemoryRegion, a Segment, an array of them or null; got ${describe(region)}`);
+  }
+  if (region._adapter !== adapter) throw misuse(ERR_ND_WRONG_ADAPTER, operation, 'the memory region was registered on another adapter');
+  region._checkUsable(operation);
+  if (offset > region.length || length > region.length - offset) {
+    throw misuse(ERR_ND_OUT_OF_RANGE, operation, `segment [${offset}, ${offset + length}) is outside the ${region.length}-byte region`);
+  }
+  if (length === 0) return; // validated, but no SGE: ND needs none for zero bytes
+  if (n >= maxSge) throw misuse(ERR_ND_TOO_MANY_SGES, operation, `more than ${maxSge} scatter/gather entries (the queue's limit)`);
+  const i = 3 * n;
+  scratch[i] = region._id;
+  scratch[i + 1] = offset;
+  scratch[i + 2] = length;
+}
+
+/**
+ * Validates `local` and writes its SGE triples [regionId, offset, length] into the adapter's scratch array.
+ * Zero-length segments are skipped. Nothing is pinned here: the caller pins `out.pins` once the post is accepted.
+ */
+export function writeSges(adapter: Adapter, scratch: Float64Array, local: unknown, maxSge: number, operation: string, out: SgeList): SgeList {
+  out.nSge = 0;
+  out.bytes = 0;
+  out.pins = null;
+  if (local === null || local === undefined) return out;
+  if (local instanceof MemoryRegion) {
+    addSge(scratch, 0, adapter, local, 0, local.length, maxSge, operation);
+    if (local.length === 0) return out;
+    out.nSge = 1;
+    out.bytes = local.length;
+    out.pins = local;
+    return out;
+  }
+  if (Array.isArray(local)) {
+    const pins: MemoryRegion[] = [];
+    let n = 0;
+    for (const item of local) {
+      let region: unknown;
+      let offset: number;
+      let length: number;
+      if (item instanceof MemoryRegion) {
+        region = item;
+        offset = 0;
+        length = item.length;
+      } else if (typeof item === 'object' && item !== null && 'region' in item) {
+        region = item.region;
+        offset = checkIndex(item.offset, 'segment.offset', operation);
+        length = checkIndex(item.length, 'segment.length', operation);
+      } else {
+        throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `each local entry must be a MemoryRegion or a Segment, got ${describe(item)}`);
+      }
+      // Zero-byte segments are still validated (a closed or foreign region is a mistake) but add no SGE.
+      addSge(scratch, n, adapter, region, offset, length, maxSge, operation);
+      if (length === 0) continue;
+      pins.push(region as MemoryRegion);
+      out.bytes += length;
+      n++;
+    }
+    out.nSge = n;
+    out.pins = pins.length === 0 ? null : pins.length === 1 ? pins[0] : pins;
+    return out;
+  }
+  if (typeof local === 'object' && 'region' in local) {
+    const seg = local as Segment;
+    const offset = checkIndex(seg.offset, 'segment.offset', operation);
+    const length = checkIndex(seg.length, 'segment.length', operation);
+    addSge(scratch, 0, adapter, seg.region, offset, length, maxSge, operation);
+    if (length === 0) return out;
+    out.nSge = 1;
+    out.bytes = length;
+    out.pins = seg.region;
+    return out;
+  }
+  throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `local memory must be a MemoryRegion, a Segment, an array of them or null; got ${describe(local)}`);
+}
+
+/** Checks a RemoteMemory given by the caller. */
+export function checkRemote(remote: unknown, operation: string): RemoteMemory {
+  if (typeof remote !== 'object' || remote === null) {
+    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `remote must be a RemoteMemory { address, token, length }, got ${describe(remote)}`);
+  }
+  const r = remote as RemoteMemory;
+  if (typeof r.address !== 'bigint' || r.address < 0n || r.address > 0xffffffffffffffffn) {
+    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `remote.address must be a bigint in [0, 2^64), got ${describe(r.address)}`);
+  }
+  if (typeof r.token !== 'number' || !Number.isInteger(r.token) || r.token < -0x80000000 || r.token > 0xffffffff) {
+    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `remote.token must be a 32-bit integer, got ${describe(r.token)}`);
+  }
+  checkIndex(r.length, 'remote.length', operation);
+  return r;
+}
+
+/**
+ * RemoteMemory as 16 bytes, for private data or a Send: address u64, token u32, length u32, all big-endian.
+ */
+export function encodeRemote(r: RemoteMemory): Uint8Array {
+  const op = 'encodeRemote';
+  checkRemote(r, op);
+  if (r.length > 0xffffffff) throw misuse(ERR_ND_OUT_OF_RANGE, op, `remote.length ${r.length} does not fit in 32 bits`);
+  const bytes = new Uint8Array(16);
+  const view = new DataView(bytes.buffer);
+  view.setBigUint64(0, r.address, false);
+  view.setUint32(8, r.token >>> 0, false);
+  view.setUint32(12, r.length, false);
+  return bytes;
+}
+
+/** The inverse of encodeRemote(); reads the first 16 bytes (private data may be padded). */
+export function decodeRemote(bytes: Uint8Array): RemoteMemory {
+  const op = 'decodeRemote';
+  if (!(bytes instanceof Uint8Array)) throw misuse(ERR_ND_INVALID_ARGUMENT, op, `expected a Uint8Array, got ${describe(bytes)}`);
+  if (bytes.byteLength < 16) throw misuse(ERR_ND_OUT_OF_RANGE, op, `need 16 bytes, got ${bytes.byteLength}`);
+  const view = new DataView(bytes.buffer, bytes.byteOffset, 16);
+  return { address: view.getBigUint64(0, false), token: view.getUint32(8, false), length: view.getUint32(12, false) };
+}

@@ -1,0 +1,170 @@
+// The per-adapter table of pending requests. Every overlapped ND call and every posted request gets a small
+// reusable id (u32 > 0) that the addon hands back in its completion record; the entry holds what settles it
+// (resolve/reject or the raw-post context), the operation name, the JS stack captured before the native call,
+// and the memory regions the request pins until its completion (success, error or flush).
+
+import type { MemoryRegion } from './memory-region.js';
+
+// Record kinds (native.ts Kind) as plain numbers, here in a leaf module: the class modules import each other in
+// cycles, and a constant read from a module that is still loading would be undefined.
+export const K_RECEIVE = 0;
+export const K_SEND = 1;
+export const K_BIND = 2;
+export const K_INVALIDATE = 3;
+export const K_READ = 4;
+export const K_WRITE = 5;
+export const K_REGISTER = 16;
+export const K_DEREGISTER = 17;
+export const K_CONNECT = 18;
+export const K_COMPLETE_CONNECT = 19;
+export const K_ACCEPT = 20;
+export const K_DISCONNECT = 21;
+export const K_NOTIFY_DISCONNECT = 22;
+export const K_GET_CONNECTION_REQUEST = 23;
+
+
+/** Something whose in-flight requests must settle before it can be released natively. */
+export class InFlight {
+  private count = 0;
+  private waiters: Array<() => void> | null = null;
+
+  get inFlight(): number {
+    return this.count;
+  }
+
+  begin(): void {
+    this.count++;
+  }
+
+  end(): void {
+    if (--this.count === 0 && this.waiters) {
+      const waiters = this.waiters;
+      this.waiters = null;
+      for (const w of waiters) w();
+    }
+  }
+
+  /** Resolves once nothing is in flight (immediately if nothing is). */
+  idle(): Promise<void> {
+    if (this.count === 0) return Promise.resolve();
+    return new Promise((resolve) => (this.waiters ??= []).push(resolve));
+  }
+}
+
+/** Who gets told when a request completes (queue pair, SRQ, connector, listener, memory region, window). */
+export interface RequestOwner {
+  /** Called when a request is started on its behalf (overlapped calls). */
+  requestStarted?(request: PendingRequest): void;
+  /** Called once per request when its completion record arrives (or it is settled at teardown). */
+  requestDone(request: PendingRequest): void;
+}
+
+export type Pins = MemoryRegion | MemoryRegion[] | null;
+
+export class PendingRequest {
+  id = 0;
+  /** Kind.* of native.ts: 0..5 posted requests, 16.. overlapped calls. */
+  kind = 0;
+  operation = '';
+  owner: RequestOwner | null = null;
+  resolve: ((value: any) => void) | null = null;
+  reject: ((reason: unknown) => void) | null = null;
+  /** JS stack captured before the native call (promise API and overlapped calls). */
+  stack: string | undefined = undefined;
+  pins: Pins = null;
+  /** Posted through qp.post(): completion goes to cq.poll() with this context, no Promise. */
+  raw = false;
+  context: unknown = undefined;
+  /** ND_OP_FLAG_SILENT_SUCCESS: no completion on success; retired by the next completion of its queue pair. */
+  silent = false;
+  /** Post order within the owning queue pair (silent-request retirement). */
+  seq = 0;
+  /** Bytes the request covers locally (message context, and Completion.bytes of non-receives). */
+  bytes = 0;
+  remoteAddress: bigint | undefined = undefined;
+  remoteToken = 0;
+  /** Per-kind extra value (e.g. the token a bind returned). */
+  extra = 0;
+  detail: string | undefined = undefined;
+
+  reset(): void {
+    this.kind = 0;
+    this.operation = '';
+    this.owner = null;
+    this.resolve = null;
+    this.reject = null;
+    this.stack = undefined;
+    this.pins = null;
+    this.raw = false;
+    this.context = undefined;
+    this.silent = false;
+    this.seq = 0;
+    this.bytes = 0;
+    this.remoteAddress = undefined;
+    this.remoteToken = 0;
+    this.extra = 0;
+    this.detail = undefined;
+  }
+}
+
+/** Pins the regions a request touches (refcount on each MemoryRegion). */
+export function pin(pins: Pins): void {
+  if (pins === null) return;
+  if (Array.isArray(pins)) for (const r of pins) r._pin();
+  else pins._pin();
+}
+
+export function unpin(pins: Pins): void {
+  if (pins === null) return;
+  if (Array.isArray(pins)) for (const r of pins) r._unpin();
+  else pins._unpin();
+}
+
+export class RequestTable {
+  private readonly entries: Array<PendingRequest | undefined> = [undefined];
+  private readonly freeIds: number[] = [];
+  private readonly spare: PendingRequest[] = [];
+  private live = 0;
+
+  get size(): number {
+    return this.live;
+  }
+
+  /** A fresh entry with an id that no pending request uses. */
+  acquire(): PendingRequest {
+    const entry = this.spare.pop() ?? new PendingRequest();
+    let id = this.freeIds.pop();
+    if (id === undefined) {
+      id = this.entries.length;
+      if (id > 0xffffffff) throw new RangeError('request table exhausted');
+      this.entries.push(undefined);
+    }
+    entry.id = id;
+    this.entries[id] = entry;
+    this.live++;
+    return entry;
+  }
+
+  get(id: number): PendingRequest | undefined {
+    return this.entries[id];
+  }
+
+  /** Frees the id for reuse and recycles the entry. The caller has copied what it still needs from it. */
+  release(entry: PendingRequest): void {
+    const id = entry.id;
+    if (id === 0 || this.entries[id] !== entry) return;
+    this.entries[id] = undefined;
+    this.freeIds.push(id);
+    this.live--;
+    entry.id = 0;
+    entry.reset();
+    if (this.spare.length < 1024) this.spare.push(entry);
+  }
+
+  /** Every pending entry (a snapshot), for teardown. */
+  pending(): PendingRequest[] {
+    const out: PendingRequest[] = [];
+    for (const e of this.entries) if (e) out.push(e);
+    return out;
+  }
+}

@@ -1,0 +1,45 @@
+// The `netdirect` command (dist/cjs/cli.js, built by `npm test`'s pretest).
+import { spawnSync } from 'node:child_process';
+import * as path from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { root } from './helpers';
+
+const cli = (...args: string[]) => spawnSync(process.execPath, [path.join(root, 'dist', 'cjs', 'cli.js'), ...args], { cwd: root, encoding: 'utf8', timeout: 20_000 });
+
+describe('netdirect CLI', () => {
+  it('list shows the built-in provider and its addresses', () => {
+    const r = cli('list');
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^soft \(builtin, ND version 0x00020000\)/m);
+    expect(r.stdout).toMatch(/addresses: .*127\.0\.0\.1/);
+  });
+
+  it('info decodes ND2_ADAPTER_INFO and the adapter flags', () => {
+    const r = cli('info', '127.0.0.1');
+    expect(r.status, r.stderr).toBe(0);
+    for (const field of ['infoVersion', 'maxTransferLength', 'maxInitiatorQueueDepth', 'maxCallerData', 'adapterFlags']) {
+      expect(r.stdout).toContain(field);
+    }
+    expect(r.stdout).toMatch(/\[[x ]\] ND_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED/);
+    const json = JSON.parse(cli('info', '127.0.0.1', '--json').stdout);
+    expect(json.info.adapterFlags).toHaveProperty('inOrderDma');
+    expect(json.provider).toBe('soft');
+  });
+
+  it('doctor and ping are not there yet and say so (exit 2)', () => {
+    const d = cli('doctor');
+    expect(d.status).toBe(2);
+    expect(d.stderr).toMatch(/not implemented yet, see issue #4/);
+    const p = cli('ping', '-s');
+    expect(p.status).toBe(2);
+    expect(p.stderr).toMatch(/not implemented yet, see issue #5/);
+  });
+
+  it('misuse is a usage error, an unknown address an ND error', () => {
+    expect(cli('frobnicate').status).toBe(2);
+    expect(cli('info').status).toBe(2);
+    const r = cli('info', '192.0.2.77');
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/\[(ND|STATUS)_[A-Z_]+\]/);
+  });
+});

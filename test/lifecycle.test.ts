@@ -1,0 +1,197 @@
+// Lifecycle: flush on QP close, adapter.close() with every child kind open, a child process leaving at every
+// lifecycle stage (normally and by process.exit), and a peer killed mid-transfer.
+import { spawn } from 'node:child_process';
+import * as path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NdError, encodeRemote, type Adapter, type CompletionQueue, type Connector, type Listener, type MemoryRegion, type QueuePair } from '../lib/index';
+import { MiB, connectToPeer, fixtures, isSettled, ndError, openLocal, root, startPeer } from './helpers';
+
+function expectNdFailure(result: PromiseSettledResult<unknown>, label: string): void {
+  expect(result.status, label).toBe('rejected');
+  const reason = (result as PromiseRejectedResult).reason;
+  expect(reason, label).toBeInstanceOf(NdError);
+  expect((reason as NdError).status, `${label}: ${(reason as NdError).message}`).not.toBe(0);
+  expect((reason as NdError).code, label).toMatch(/^(ND_|STATUS_)/);
+}
+
+describe('queue pair close', () => {
+  it('completes pending receives as ND_CANCELED and releases their buffers', async () => {
+    const { adapter, cq } = await openLocal();
+    try {
+      const qp = adapter.createQueuePair({ receiveCq: cq, receiveDepth: 16 });
+      const mr = await adapter.allocateMemory(16 * 1024);
+      const receives = Array.from({ length: 10 }, (_, i) => qp.receive(mr.slice(i * 1024, 1024)));
+      expect(mr.inFlight).toBe(10);
+      expect(qp.outstanding.receive).toBe(10);
+      const order: string[] = [];
+      receives.forEach((r) => r.catch(() => order.push('receive')));
+      const deregistered = mr.deregister().then(() => order.push('deregister'));
+      expect(await isSettled(deregistered)).toBe(false); // pinned by the receives
+      await qp.close();
+      const results = await Promise.allSettled(receives);
+      for (const r of results) {
+        expect(r.status).toBe('rejected');
+        const err = (r as PromiseRejectedResult).reason as NdError;
+        expect([err.code, err.status, err.operation]).toEqual(['ND_CANCELED', 0xc0000120, 'receive']);
+      }
+      expect(mr.inFlight).toBe(0);
+      await deregistered;
+      expect(order).toEqual([...new Array(10).fill('receive'), 'deregister']);
+      expect(qp.close()).toBe(qp.close()); // idempotent: the same promise
+    } finally {
+      await adapter.close();
+    }
+  });
+});
+
+describe('adapter.close() with every kind of child open', () => {
+  it('closes children first, settles everything pending, is idempotent', async () => {
+    const peer = await startPeer();
+    try {
+      await peer.call('open');
+      const address = await peer.call('listen');
+      await peer.call('register', { name: 'rx', size: 4096 });
+      const { adapter, cq } = await openLocal();
+      const cq2 = adapter.createCompletionQueue({ depth: 64 });
+      const mr = await adapter.allocateMemory(64 * 1024, { remoteWrite: true, remoteRead: true });
+      const idleQp = adapter.createQueuePair({ receiveCq: cq, initiatorCq: cq2 });
+      const idleReceive = idleQp.receive(mr.slice(0, 100));
+      const { qp, connector } = await connectToPeer(adapter, cq, peer, address, [{ tag: 'r', segs: [{ name: 'rx', offset: 0, length: 64 }] }]);
+      const connectedReceive = qp.receive(mr.slice(100, 100));
+      const disconnected = connector.disconnected;
+      let srqReceive: Promise<unknown> | undefined;
+      if (adapter.info.maxSharedReceiveQueueDepth > 0) {
+        const srq = adapter.createSharedReceiveQueue({ depth: 8 });
+        adapter.createQueuePair({ receiveCq: cq2, srq });
+        srqReceive = srq.receive(mr.slice(200, 100));
+      }
+      const mw = adapter.createMemoryWindow();
+      const idleConnector = adapter.createConnector();
+      const listener = await adapter.listen({});
+      const request = listener.getConnectionRequest();
+      const peerSawDisconnect = peer.call('disconnected');
+
+      const pending = Promise.allSettled([idleReceive, connectedReceive, request, ...(srqReceive ? [srqReceive] : [])]);
+      const closing = adapter.close();
+      expect(adapter.close()).toBe(closing);
+      await closing;
+
+      const settled = await pending;
+      settled.forEach((r, i) => expectNdFailure(r, `pending request ${i}`));
+      await disconnected;
+      expect(mr.registered).toBe(false);
+      expect(mr.inFlight).toBe(0);
+      expect(mw.remoteToken).toBe(0);
+      expect(idleConnector.state).toBe('closed');
+      expect(connector.state).toBe('closed');
+      expect(adapter.open).toBe(false);
+      expect(() => adapter.createCompletionQueue()).toThrow(expect.objectContaining({ code: 'ERR_ND_CLOSED' }));
+      expect((await ndError(qp.send(null))).code).toBe('ERR_ND_CLOSED');
+      await peerSawDisconnect;
+      expect(await peer.call('wait', { tag: 'r' })).toMatchObject({ ok: false, code: 'ND_CANCELED' });
+      expect(await peer.call('ping')).toMatchObject({ pong: true });
+    } finally {
+      await peer.stop();
+    }
+  });
+});
+
+describe('a child process leaving at every lifecycle stage', () => {
+  let adapter: Adapter;
+  let cq: CompletionQueue;
+  let listener: Listener;
+  let target: MemoryRegion;
+  const accepted: Array<{ qp: QueuePair; connector: Connector; receive: Promise<PromiseSettledResult<unknown>>; established: Promise<boolean> }> = [];
+  let serving: Promise<void>;
+
+  beforeAll(async () => {
+    ({ adapter, cq } = await openLocal());
+    target = await adapter.allocateMemory(4 * MiB, { remoteWrite: true });
+    listener = await adapter.listen({});
+    serving = (async () => {
+      for await (const connector of listener) {
+        const qp = adapter.createQueuePair({ receiveCq: cq });
+        const receive = Promise.allSettled([qp.receive(target.slice(0, 64))]).then((r) => r[0]);
+        const established = connector.accept(qp, { privateData: encodeRemote(target.remote()) }).then(
+          () => true,
+          () => false,
+        );
+        accepted.push({ qp, connector, receive, established });
+      }
+    })();
+  });
+
+  afterAll(async () => {
+    await adapter?.close();
+    await serving;
+  });
+
+  const STAGES = ['opened', 'cq', 'registered', 'qp', 'receive-posted', 'listening', 'connecting', 'connected', 'writing', 'deregistering'];
+  // Stages with nothing pending: the process must end by itself. (From 'receive-posted' on, a receive is pending
+  // and keeps the event loop alive, as a pending socket read would.)
+  const IDLE = new Set(['opened', 'cq', 'registered', 'qp']);
+  const cases: Array<[string, string]> = [];
+  for (const stage of STAGES) {
+    cases.push([stage, 'exit'], [stage, 'close']);
+    if (IDLE.has(stage)) cases.push([stage, 'return']);
+  }
+
+  it.each(cases)('stage %s, mode %s: exits cleanly', async (stage, mode) => {
+    const before = accepted.length;
+    const child = spawn(process.execPath, [path.join(fixtures, 'lifecycle.mjs'), stage, mode, `${listener.address.host}:${listener.address.port}`], {
+      cwd: root,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
+    const [code, signal] = await new Promise<[number | null, string | null]>((resolve) => child.on('exit', (c, s) => resolve([c, s])));
+    expect(stdout, stderr).toContain(`stage:${stage}`);
+    expect({ code, signal, stderr }).toEqual({ code: 0, signal: null, stderr: '' });
+    // Connections the child made: our side notices it is gone and settles what it had pending. (If the child
+    // left before the connection was established, the accept fails and the receive waits on an unconnected QP
+    // until we close it.)
+    for (const conn of accepted.slice(before)) {
+      if (!(await conn.established)) await conn.qp.close();
+      expectNdFailure(await conn.receive, `server receive after child ${stage}/${mode}`);
+      await conn.connector.close();
+      await conn.qp.close();
+    }
+    expect(await adapter.stats()).toBeTruthy();
+  });
+});
+
+describe('peer killed mid-transfer', () => {
+  it('every pending request on the survivor settles with an ND error status', async () => {
+    const peer = await startPeer();
+    await peer.call('open');
+    const address = await peer.call('listen');
+    const remote = (await peer.call('register', { name: 'big', size: 8 * MiB, access: { remoteWrite: true, remoteRead: true } })).remote;
+    const { adapter, cq } = await openLocal();
+    try {
+      const mr = await adapter.allocateMemory(8 * MiB);
+      const sink = await adapter.allocateMemory(8 * MiB);
+      const { qp, connector } = await connectToPeer(adapter, cq, peer, address);
+      const receives = Array.from({ length: 16 }, (_, i) => qp.receive(sink.slice(i * 1024, 1024)));
+      const transfers: Promise<unknown>[] = [];
+      for (let i = 0; i < 16; i++) transfers.push(qp.write(mr, remote));
+      for (let i = 0; i < 4; i++) transfers.push(qp.read(sink, remote));
+      const settled = Promise.allSettled([...receives, ...transfers]);
+      peer.child.kill('SIGKILL');
+      const exit = await peer.exited;
+      expect(exit.signal).toBe('SIGKILL');
+      const results = await settled;
+      results.slice(0, receives.length).forEach((r, i) => expectNdFailure(r, `receive ${i}`));
+      for (const [i, r] of results.slice(receives.length).entries()) {
+        if (r.status === 'rejected') expectNdFailure(r, `transfer ${i}`);
+      }
+      await connector.disconnected;
+      expect(mr.inFlight).toBe(0);
+      expect(sink.inFlight).toBe(0);
+      expect(qp.outstanding).toEqual({ receive: 0, initiator: 0 });
+    } finally {
+      await adapter.close();
+    }
+  });
+});

@@ -1,0 +1,187 @@
+// Misuse never crashes: wrong argument types, closed objects, foreign objects and segments out of range give an
+// NdError with an ERR_ND_* code (status 0).
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { NdError, openAdapter, type Adapter, type CompletionQueue, type MemoryRegion, type QueuePair } from '../lib/index';
+import { ndError, ndThrow } from './helpers';
+
+let a: Adapter;
+let b: Adapter;
+let cqA: CompletionQueue;
+let cqB: CompletionQueue;
+let qp: QueuePair;
+let mrA: MemoryRegion;
+let mrB: MemoryRegion;
+const remote = { address: 0x1000n, token: 1, length: 4096 };
+
+function misuse(err: NdError, code: string): void {
+  expect(err.code, err.message).toBe(code);
+  expect(err.status).toBe(0);
+  expect(err.name).toBe('NdError');
+}
+
+beforeAll(async () => {
+  a = await openAdapter('127.0.0.1');
+  b = await openAdapter('127.0.0.1');
+  cqA = a.createCompletionQueue();
+  cqB = b.createCompletionQueue();
+  qp = a.createQueuePair({ receiveCq: cqA, receiveDepth: 4, initiatorDepth: 4, maxReceiveSge: 2, maxInitiatorSge: 2 });
+  mrA = await a.allocateMemory(4096);
+  mrB = await b.allocateMemory(4096);
+});
+
+afterAll(async () => {
+  await a?.close();
+  await b?.close();
+});
+
+describe('wrong argument types', () => {
+  it('openAdapter', async () => {
+    misuse(await ndError(openAdapter(42 as never)), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(openAdapter('127.0.0.1', { completion: 'sometimes' as never })), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(openAdapter('127.0.0.1', { spinMicros: -1 })), 'ERR_ND_OUT_OF_RANGE');
+    misuse(await ndError(openAdapter('127.0.0.1', null as never)), 'ERR_ND_INVALID_ARGUMENT');
+  });
+
+  it('an address no provider serves is an ND error, not a crash', async () => {
+    const err = await ndError(openAdapter('192.0.2.77'));
+    expect(err.code).toMatch(/^ND_|^STATUS_/);
+    expect(err.status).not.toBe(0);
+  });
+
+  it('registerMemory', async () => {
+    misuse(await ndError(a.registerMemory('buffer' as never)), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(a.registerMemory(Buffer.from('from the pool'))), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(a.registerMemory(new SharedArrayBuffer(64) as never)), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(a.registerMemory(new (ArrayBuffer as any)(64, { maxByteLength: 128 }))), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(a.registerMemory(new ArrayBuffer(0))), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(a.registerMemory(new ArrayBuffer(8), 'rw' as never)), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(a.allocateMemory(-1)), 'ERR_ND_OUT_OF_RANGE');
+    misuse(await ndError(a.allocateMemory(1.5)), 'ERR_ND_INVALID_ARGUMENT');
+  });
+
+  it('createQueuePair and createCompletionQueue', () => {
+    misuse(ndThrow(() => a.createQueuePair(undefined as never)), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(ndThrow(() => a.createQueuePair({} as never)), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(ndThrow(() => a.createQueuePair({ receiveCq: mrA as never })), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(ndThrow(() => a.createQueuePair({ receiveCq: cqA, receiveDepth: 0 })), 'ERR_ND_OUT_OF_RANGE');
+    misuse(ndThrow(() => a.createQueuePair({ receiveCq: cqA, receiveDepth: a.info.maxReceiveQueueDepth + 1 })), 'ERR_ND_OUT_OF_RANGE');
+    misuse(ndThrow(() => a.createCompletionQueue({ depth: 'big' as never })), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(ndThrow(() => a.createCompletionQueue({ depth: a.info.maxCompletionQueueDepth + 1 })), 'ERR_ND_OUT_OF_RANGE');
+  });
+
+  it('posting', async () => {
+    misuse(await ndError(qp.receive('memory' as never)), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(qp.receive([mrA, 7] as never)), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(qp.write(mrA, null as never)), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(qp.write(mrA, { address: 1, token: 1, length: 4096 } as never)), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(qp.send(mrA, 'inline' as never)), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(ndThrow(() => qp.post('atomic' as never, mrA)), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(ndThrow(() => qp.post('receive', mrA, undefined, { silent: true })), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(qp.bind(mrA as never, mrA, { read: true })), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(qp.bind(a.createMemoryWindow(), mrA, {})), 'ERR_ND_INVALID_ARGUMENT');
+  });
+
+  it('a connect to a malformed address', async () => {
+    const q = a.createQueuePair({ receiveCq: cqA });
+    misuse(await ndError(a.connect(q, 'no-port')), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(a.connect(q, { host: '127.0.0.1', port: 70000 })), 'ERR_ND_OUT_OF_RANGE');
+    misuse(await ndError(a.connect(mrA as never, '127.0.0.1:1')), 'ERR_ND_INVALID_ARGUMENT');
+    await q.close();
+  });
+});
+
+describe('segments out of range and too many SGEs', () => {
+  it('are refused before reaching the provider', async () => {
+    misuse(ndThrow(() => mrA.slice(4000, 97)), 'ERR_ND_OUT_OF_RANGE');
+    misuse(ndThrow(() => mrA.slice(-1)), 'ERR_ND_OUT_OF_RANGE');
+    misuse(ndThrow(() => mrA.remote(0, 4097)), 'ERR_ND_OUT_OF_RANGE');
+    misuse(await ndError(qp.receive({ region: mrA, offset: 4000, length: 97 })), 'ERR_ND_OUT_OF_RANGE');
+    misuse(await ndError(qp.receive({ region: mrA, offset: 4096, length: 1 })), 'ERR_ND_OUT_OF_RANGE');
+    misuse(await ndError(qp.receive({ region: mrA, offset: 0.5, length: 1 })), 'ERR_ND_INVALID_ARGUMENT');
+    misuse(await ndError(qp.receive([mrA.slice(0, 1), mrA.slice(1, 1), mrA.slice(2, 1)])), 'ERR_ND_TOO_MANY_SGES');
+    misuse(await ndError(qp.write(mrA, remote, { offset: 1 })), 'ERR_ND_OUT_OF_RANGE');
+    misuse(await ndError(qp.write(mrA, { address: 0xfffffffffffff001n, token: 1, length: 8192 })), 'ERR_ND_OUT_OF_RANGE');
+    expect(qp.outstanding).toEqual({ receive: 0, initiator: 0 });
+    expect(mrA.inFlight).toBe(0);
+  });
+});
+
+describe('objects from another adapter', () => {
+  it('are refused with ERR_ND_WRONG_ADAPTER', async () => {
+    misuse(ndThrow(() => a.createQueuePair({ receiveCq: cqB })), 'ERR_ND_WRONG_ADAPTER');
+    misuse(ndThrow(() => a.createQueuePair({ receiveCq: cqA, initiatorCq: cqB })), 'ERR_ND_WRONG_ADAPTER');
+    misuse(await ndError(qp.receive(mrB)), 'ERR_ND_WRONG_ADAPTER');
+    misuse(await ndError(qp.send([mrA.slice(0, 1), mrB.slice(0, 1)])), 'ERR_ND_WRONG_ADAPTER');
+    misuse(await ndError(qp.bind(b.createMemoryWindow(), mrA, { read: true })), 'ERR_ND_WRONG_ADAPTER');
+    misuse(await ndError(b.connect(qp, '127.0.0.1:1')), 'ERR_ND_WRONG_ADAPTER');
+  });
+});
+
+describe('closed objects', () => {
+  it('a closed QP, a deregistered region, a closed CQ, a closed adapter', async () => {
+    const c = await openAdapter('127.0.0.1');
+    const cq = c.createCompletionQueue();
+    const q = c.createQueuePair({ receiveCq: cq });
+    const mr = await c.allocateMemory(128);
+    await q.close();
+    misuse(await ndError(q.receive(mr)), 'ERR_ND_CLOSED');
+    misuse(await ndError(q.send(null)), 'ERR_ND_CLOSED');
+    misuse(ndThrow(() => q.post('send', null)), 'ERR_ND_CLOSED');
+    const q2 = c.createQueuePair({ receiveCq: cq });
+    await mr.deregister();
+    await mr.deregister(); // idempotent
+    misuse(await ndError(q2.receive(mr)), 'ERR_ND_CLOSED');
+    misuse(ndThrow(() => mr.remote()), 'ERR_ND_CLOSED');
+    await cq.close();
+    misuse(ndThrow(() => c.createQueuePair({ receiveCq: cq })), 'ERR_ND_CLOSED');
+    misuse(ndThrow(() => cq.poll()), 'ERR_ND_CLOSED');
+    misuse(await ndError(q2.receive(null)), 'ERR_ND_CLOSED'); // closed with its CQ
+    await c.close();
+    misuse(ndThrow(() => c.createCompletionQueue()), 'ERR_ND_CLOSED');
+    misuse(await ndError(c.allocateMemory(8)), 'ERR_ND_CLOSED');
+    misuse(await ndError(c.listen()), 'ERR_ND_CLOSED');
+    misuse(ndThrow(() => c.stats()), 'ERR_ND_CLOSED');
+    await c.close();
+  });
+});
+
+describe('queue depth', () => {
+  it('posting beyond the depth fails with ND_NO_MORE_ENTRIES, deterministically', async () => {
+    const q = a.createQueuePair({ receiveCq: cqA, receiveDepth: 3 });
+    const posted = [q.receive(mrA.slice(0, 1)), q.receive(mrA.slice(1, 1)), q.receive(mrA.slice(2, 1))];
+    const err = await ndError(q.receive(mrA.slice(3, 1)));
+    expect([err.code, err.status]).toEqual(['ND_NO_MORE_ENTRIES', 0x8000001a]);
+    expect(err.message).toMatch(/3 outstanding of depth 3/);
+    expect(() => q.post('receive', mrA.slice(3, 1))).toThrow(expect.objectContaining({ code: 'ND_NO_MORE_ENTRIES' }));
+    await q.close();
+    expect((await Promise.allSettled(posted)).every((r) => r.status === 'rejected')).toBe(true);
+  });
+});
+
+describe('connection state misuse', () => {
+  it('posting on an unconnected QP fails with an ND status, accept on an idle connector is refused', async () => {
+    const q = a.createQueuePair({ receiveCq: cqA });
+    const err = await ndError(q.send(mrA));
+    expect(err.code).toMatch(/^ND_/);
+    const connector = a.createConnector();
+    misuse(await ndError(connector.accept(q)), 'ERR_ND_BUSY');
+    misuse(await ndError(connector.completeConnect()), 'ERR_ND_BUSY');
+    await connector.close();
+    misuse(await ndError(connector.connect(q, '127.0.0.1:1')), 'ERR_ND_CLOSED');
+    await q.close();
+  });
+
+  it('an aborted connect rejects with ERR_ND_ABORTED', async () => {
+    const q = a.createQueuePair({ receiveCq: cqA });
+    const listener = await b.listen({});
+    const controller = new AbortController();
+    const connecting = a.connect(q, listener.address, { signal: controller.signal });
+    controller.abort();
+    const err = await ndError(connecting);
+    expect(err.code).toBe('ERR_ND_ABORTED');
+    expect(err.name).toBe('AbortError');
+    expect((await ndError(a.connect(q, listener.address, { signal: AbortSignal.abort() }))).code).toBe('ERR_ND_ABORTED');
+    await listener.close();
+    await q.close();
+  });
+});

@@ -1,0 +1,140 @@
+// Completion delivery: the poller thread hands many completions to JS per crossing; in manual mode nothing
+// completes until cq.poll(), which settles promise-API requests and returns raw completions of qp.post().
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Adapter, CompletionQueue, MemoryRegion, QueuePair, RawCompletion, RemoteMemory } from '../lib/index';
+import { Peer, connectToPeer, isSettled, ndError, openLocal, startPeer } from './helpers';
+// @ts-expect-error plain ESM helper shared with the peer process
+import { fillSegments } from './fixtures/pattern.mjs';
+
+let peer: Peer;
+let address: { host: string; port: number };
+let remote: RemoteMemory;
+
+beforeAll(async () => {
+  peer = await startPeer();
+  await peer.call('open');
+  address = await peer.call('listen');
+  remote = (await peer.call('register', { name: 'target', size: 1024 * 1024, access: { remoteWrite: true, remoteRead: true } })).remote;
+  await peer.call('register', { name: 'rx', size: 4096 });
+});
+
+afterAll(async () => {
+  await peer?.stop();
+});
+
+const tick = () => new Promise<void>((r) => setImmediate(r));
+
+/** Polls until `done()` (manual mode: polling is how completions arrive). */
+async function pollUntil(cq: CompletionQueue, done: () => boolean, out: RawCompletion[] = []): Promise<RawCompletion[]> {
+  while (!done()) {
+    out.push(...cq.poll(64));
+    if (!done()) await tick();
+  }
+  return out;
+}
+
+describe("completion: 'thread'", () => {
+  it('delivers many completions per JS-thread crossing', async () => {
+    const { adapter, cq } = await openLocal('thread');
+    try {
+      const { qp } = await connectToPeer(adapter, cq, peer, address);
+      const mr = await adapter.allocateMemory(64 * 1024);
+      const before = adapter.stats();
+      const writes = Array.from({ length: 256 }, (_, i) => qp.write(mr.slice(i * 64, 64), remote, { offset: i * 64 }));
+      await Promise.all(writes);
+      const after = adapter.stats();
+      const completions = after.completions - before.completions;
+      const batches = after.batches - before.batches;
+      expect(completions).toBeGreaterThanOrEqual(256);
+      expect(batches).toBeGreaterThan(0);
+      expect(batches, `${completions} completions in ${batches} batches`).toBeLessThan(completions);
+      expect(after.requests).toBe(0);
+    } finally {
+      await adapter.close();
+    }
+  });
+
+  it('raw completions of qp.post() wait for cq.poll()', async () => {
+    const { adapter, cq } = await openLocal('thread');
+    try {
+      const { qp } = await connectToPeer(adapter, cq, peer, address);
+      const mr = await adapter.allocateMemory(4096);
+      qp.post('write', mr.slice(0, 100), remote, { context: 7 });
+      // A promise request posted after it completes after it (in order); by then the raw one was taken too.
+      await qp.write(mr.slice(0, 1), remote);
+      const raw = await pollUntil(cq, () => qp.outstanding.initiator === 0);
+      const got = raw.length ? raw : cq.poll();
+      expect(got).toEqual([{ type: 'write', status: 0, bytes: 100, context: 7, qp }]);
+    } finally {
+      await adapter.close();
+    }
+  });
+});
+
+describe("completion: 'manual'", () => {
+  let adapter: Adapter;
+  let cq: CompletionQueue;
+  let qp: QueuePair;
+  let mr: MemoryRegion;
+
+  beforeAll(async () => {
+    ({ adapter, cq } = await openLocal('manual'));
+    ({ qp } = await connectToPeer(adapter, cq, peer, address));
+    mr = await adapter.allocateMemory(64 * 1024);
+  });
+
+  afterAll(async () => {
+    await adapter?.close();
+  });
+
+  it('a promise-API Write settles only when cq.poll() dequeues it', async () => {
+    fillSegments(mr.buffer, [{ offset: 0, length: 4096 }], 31);
+    const before = adapter.stats();
+    const write = qp.write(mr.slice(0, 4096), remote, { offset: 8 });
+    // The data lands at the peer without anyone polling here (the provider progresses on its own)...
+    while ((await peer.call('check', { name: 'target', segs: [{ offset: 8, length: 4096 }], seed: 31 })) !== -1) await tick();
+    // ...but the completion is still on the CQ.
+    expect(await isSettled(write)).toBe(false);
+    expect(adapter.stats().completions).toBe(before.completions); // nothing crossed from a poller thread
+    let settled = false;
+    write.then(() => (settled = true));
+    const raw = await pollUntil(cq, () => settled);
+    expect(raw).toEqual([]); // promise-API completions are not returned as raw ones
+    expect(await write).toEqual({ type: 'write', status: 0, bytes: 4096 });
+  });
+
+  it('qp.post() + cq.poll(): raw completions carry the context; silent ones produce none', async () => {
+    qp.post('write', mr.slice(0, 64), remote, { context: 1, silent: true });
+    qp.post('write', mr.slice(64, 64), remote, { context: 2, silent: true });
+    qp.post('write', mr.slice(128, 64), remote, { context: 3 });
+    qp.post('read', mr.slice(1024, 64), remote, { context: { label: 'read' } });
+    expect(qp.outstanding.initiator).toBe(4);
+    expect(mr.inFlight).toBe(4);
+    const raw = await pollUntil(cq, () => qp.outstanding.initiator === 0);
+    expect(raw.map((c) => [c.type, c.status, c.bytes, c.context, c.qp === qp])).toEqual([
+      ['write', 0, 64, 3, true],
+      ['read', 0, 64, { label: 'read' }, true],
+    ]);
+    expect(mr.inFlight).toBe(0);
+  });
+
+  it('receives complete through poll too, and a Send from the peer fills them', async () => {
+    const got = qp.receive(mr.slice(2048, 512));
+    qp.post('receive', mr.slice(4096, 512), undefined, { context: 'raw-receive' });
+    await peer.call('fill', { name: 'rx', segs: [{ offset: 0, length: 300 }], seed: 5 });
+    await peer.call('post', { tag: 's1', op: 'send', segs: [{ name: 'rx', offset: 0, length: 300 }] });
+    await peer.call('post', { tag: 's2', op: 'send', segs: [{ name: 'rx', offset: 0, length: 20 }] });
+    let settled = false;
+    got.then(() => (settled = true));
+    const raw = await pollUntil(cq, () => settled && qp.outstanding.receive === 0);
+    expect(await got).toEqual({ type: 'receive', status: 0, bytes: 300 });
+    expect(raw).toEqual([{ type: 'receive', status: 0, bytes: 20, context: 'raw-receive', qp }]);
+    expect(await peer.call('wait', { tag: 's1' })).toMatchObject({ ok: true });
+  });
+
+  it('closing the adapter with a receive pending settles it (close drains the CQ itself)', async () => {
+    const pending = qp.receive(mr.slice(0, 16));
+    await adapter.close();
+    expect((await ndError(pending)).code).toBe('ND_CANCELED');
+  });
+});
