@@ -1,6 +1,6 @@
 #!/usr/bin/env node
 'use strict';
-// `npm run prebuildify`: build the addon with cmake-js and store it as prebuilds/<platform>-<arch>/netdirect.<libc>.node,
+// `npm run prebuild`: build the addon with cmake-js and store it as prebuilds/<platform>-<arch>/netdirect.<libc>.node,
 // where node-gyp-build finds it when build/ is absent (and `npm install` then skips the source build).
 //
 // prebuildify has no cmake-js backend: it spawns its "node-gyp" command as

@@ -16,7 +16,7 @@ describe('package.json', () => {
     expect(pkg.scripts.install).not.toMatch(/node-gyp(?!-build)/);
   });
 
-  it('has no accidental npm pre-hooks (a "prebuild" script would run before every "build")', () => {
+  it('has no accidental npm pre-hooks ("prebuild" is prebuildify: so there is no "build" script, "compile" instead)', () => {
     const intended = ['pretest']; // pretest: npm test compiles the addon and dist/ first
     const hooks = Object.keys(pkg.scripts).filter((n) => n.startsWith('pre') && n.slice(3) in pkg.scripts);
     expect(hooks.filter((n) => !intended.includes(n))).toEqual([]);
