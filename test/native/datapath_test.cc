@@ -579,6 +579,14 @@ void test_post_errors() {
     return p.a->Write(nullptr, &s, 1, tgt.addr(), tgt.token(), 0) == ND_SUCCESS;
   }));
   CHECK(!p.ea.closed.load());
+  // A's receive (posted before connecting) still pins m: Deregister waits until the flush completes it.
+  OVERLAPPED dov{};
+  CHECK_ST(m.mr->Deregister(&dov), ND_PENDING);
+  CHECK_ST(p.a->Flush(), ND_SUCCESS);
+  CHECK_ST(m.mr->GetOverlappedResult(&dov, TRUE), ND_SUCCESS);
+  HRESULT dh = tgt.mr->Deregister(&dov);  // pending only while the last Writes await confirmation
+  if (dh == ND_PENDING) dh = tgt.mr->GetOverlappedResult(&dov, TRUE);
+  CHECK_ST(dh, ND_SUCCESS);
 }
 
 // Access violations: the initiator's request fails with ND_ACCESS_VIOLATION, the target's receive is
