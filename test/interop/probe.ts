@@ -72,6 +72,8 @@ export function probeArgs(o: {
   size?: number;
   count?: number;
   timeoutS?: number;
+  firstDelayMs?: number;
+  provoke?: string;
 }): string[] {
   const a: string[] = [];
   if (o.crc) a.push('--crc');
@@ -81,6 +83,8 @@ export function probeArgs(o: {
   if (o.size) a.push('--size', String(o.size));
   if (o.count !== undefined) a.push('--count', String(o.count));
   a.push('--timeout', String(o.timeoutS ?? 20));
+  if (o.firstDelayMs) a.push('--first-delay-ms', String(o.firstDelayMs));
+  if (o.provoke) a.push('--provoke', o.provoke);
   if ((o.size ?? 64) > 4096 || (o.count ?? 1) > 10) a.push('--quiet');
   return a;
 }

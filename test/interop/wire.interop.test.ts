@@ -102,6 +102,13 @@ function fpdu(ulpdu: Buffer, crc: 'good' | 'bad'): Buffer {
   return Buffer.concat([body, trailer]);
 }
 
+// rping -s on siw loses its first RDMA Read when our first FPDU follows siw's MPA Reply at once: siw then
+// never puts the Read Request on the wire (a guest-side capture shows our Send ACKed and nothing after it)
+// and rping hangs. Measured here: 8 of 15 runs with no pause, 0 of 15 with 50 ms. siw's own initiator
+// never sends that fast (rping posts its Send after the ESTABLISHED event), so we pause like it does; the
+// wire format under test is unaffected.
+const RPING_SERVER_SETTLE_MS = 50;
+
 interface Case {
   name: string;
   role: 'initiator' | 'responder';
@@ -112,6 +119,8 @@ interface Case {
   size: number;
   count: number;
   expect: { crc: boolean; p2p: boolean; rtr: string };
+  /** Instead of rping: make siw send a Terminate and check it (initiator only). */
+  provoke?: 'bad-stag' | 'bad-crc';
 }
 
 // Grouped by siw configuration so each needs one siw reload.
@@ -131,6 +140,9 @@ const CASES: Case[] = [
   { name: 'responder, siw P2P (peer_to_peer=1): we pick Write RTR', role: 'responder', siw: { peer_to_peer: 1 }, size: 64, count: 3, expect: { crc: false, p2p: true, rtr: 'write' } },
   { name: 'responder, siw P2P: we accept Read RTR only', role: 'responder', siw: { peer_to_peer: 1 }, rtr: 'read', size: 64, count: 3, expect: { crc: false, p2p: true, rtr: 'read' } },
   { name: 'responder, siw P2P + siw asks CRC', role: 'responder', siw: { peer_to_peer: 1, mpa_crc_required: 1 }, size: 64, count: 3, expect: { crc: true, p2p: true, rtr: 'write' } },
+  // siw's Terminates, decoded: DDP/tagged/invalid STag with the copied DDP header, and LLP/MPA/CRC error.
+  { name: 'Terminate from siw: RDMA Write to an unknown STag', role: 'initiator', siw: 'pristine', provoke: 'bad-stag', size: 64, count: 0, expect: { crc: false, p2p: false, rtr: 'none' } },
+  { name: 'Terminate from siw: FPDU with a bad CRC', role: 'initiator', siw: 'pristine', provoke: 'bad-crc', crc: true, size: 64, count: 0, expect: { crc: true, p2p: false, rtr: 'none' } },
 ];
 
 interface Outcome {
@@ -166,7 +178,15 @@ describe.skipIf(!ready)('wire codecs vs Linux siw (rping over the siw-vm guest)'
     await vm.reloadSiw(c.siw);
     const pcap = path.join(artifacts, `${slug}.pcap`);
     const verbose = c.size <= 4096 ? ' -v' : '';
-    const args = probeArgs({ crc: c.crc, p2p: c.p2p, rtr: c.rtr, size: c.size, count: c.count });
+    const args = probeArgs({
+      crc: c.crc,
+      p2p: c.p2p,
+      rtr: c.rtr,
+      size: c.size,
+      count: c.count,
+      firstDelayMs: c.role === 'initiator' ? RPING_SERVER_SETTLE_MS : 0,
+      provoke: c.provoke,
+    });
     let probe: ProbeRun;
     let guestExit: number | null = null;
     let guest: { before: string; klog: string };
@@ -177,17 +197,19 @@ describe.skipIf(!ready)('wire codecs vs Linux siw (rping over the siw-vm guest)'
       const inner = `rping -s -a 0.0.0.0 -p 7174 -S ${c.size}${verbose}; echo rps-exit=$?`;
       await vm.check(
         `${GUEST_RESET}; rm -f /tmp/rps.log; bgrun rps bash -c '${inner}' >/dev/null; ` +
-          `for i in $(seq 150); do netstat -tln | grep -q ':7174 ' && exit 0; sleep 0.1; done; echo 'rping -s is not listening'; exit 1`,
+          `end=$(($(date +%s) + 15)); while [ $(date +%s) -lt $end ]; do netstat -tln | grep -q ':7174 ' && exit 0; sleep 0.1; done; ` +
+          `echo 'rping -s is not listening'; cat /tmp/rps.log; exit 1`,
         45_000,
       );
       cap = await Capture.start(pcap, [17174]);
       try {
         probe = await runInitiator(probeExe, '127.0.0.1', 17174, args);
+        fs.writeFileSync(path.join(artifacts, `${slug}.probe.log`), probe.log);
       } finally {
         capStats = await cap.stop();
       }
       const g = await vm.run(
-        `for i in $(seq 300); do grep -q '^rps-exit=' /tmp/rps.log && break; sleep 0.1; done; cat /tmp/rps.log; ` +
+        `end=$(($(date +%s) + 20)); while [ $(date +%s) -lt $end ]; do grep -q '^rps-exit=' /tmp/rps.log && break; sleep 0.1; done; cat /tmp/rps.log; ` +
           `grep -q '^rps-exit=' /tmp/rps.log || kill -9 $(cat /tmp/rps.pid); ${GUEST_DMESG}`,
         60_000,
       );
@@ -263,6 +285,18 @@ describe.skipIf(!ready)('wire codecs vs Linux siw (rping over the siw-vm guest)'
       expect(s!.error, ctxText).toBe('');
       expect(s!.pass, ctxText).toBe(true);
       expect(o.probe.code, ctxText).toBe(0);
+      if (c.provoke) {
+        // The probe checked the Terminate's code, copied header and segment length (both layouts, see
+        // wire_probe.cc); tshark must decode it as a well-formed Terminate.
+        expect(s!.terminate).toBe(true);
+        expect(s!.negotiated).toMatchObject({ v2: true, rev: 2, ...c.expect });
+        expect(o.verdict.terminates).toBe(1);
+        expect(o.verdict.malformed).toBe(0);
+        expect(o.verdict.expertErrors).toEqual([]);
+        expect(o.verdict.badCrc).toBe(c.provoke === 'bad-crc' ? 1 : 0);
+        expect(o.dropped).toBe(0);
+        return;
+      }
       expect(s!.terminate).toBe(false);
       expect(s!.pings).toBe(c.count);
       expect(s!.negotiated).toMatchObject({ v2: true, rev: 2, ...c.expect });
@@ -313,6 +347,8 @@ describe.skipIf(!ready)('wire codecs vs Linux siw (rping over the siw-vm guest)'
   });
 });
 
-describe.skipIf(ready)('wire codecs vs Linux siw', () => {
-  it.skip(`skipped: ${skipReason}`, () => {});
-});
+if (!ready) {
+  describe('wire codecs vs Linux siw', () => {
+    it.skip(`skipped: ${skipReason}`, () => {});
+  });
+}

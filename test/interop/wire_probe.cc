@@ -18,6 +18,8 @@
 //   --bind ADDR      listen address (default 127.0.0.1)
 //   --quiet          fewer hex dumps
 //   --first-delay-ms N  initiator: wait N ms after the MPA Reply before the first FPDU (default 0)
+//   --provoke KIND   initiator: instead of rping, send a Write to an unknown STag (bad-stag) or a Send with a
+//                    corrupted CRC (bad-crc, needs CRC on) and check siw's Terminate with our decoder
 //
 // Prints a log, then one "SUMMARY {json}" line and a last line "RESULT PASS" or "RESULT FAIL <why>".
 // Exit status 0 on PASS, 1 on FAIL, 2 on bad usage. All traffic is on the given loopback address.
@@ -67,6 +69,7 @@ struct Options {
   int timeout_s = 20;
   bool quiet = false;
   int first_delay_ms = 0;  // initiator: pause between the MPA Reply and our first FPDU
+  std::string provoke;     // initiator: "bad-stag" or "bad-crc": make siw send a Terminate, check it
 };
 
 // Fake buffer identities we advertise to the peer. Non-zero STags everywhere (iwarp-facts §7.5).
@@ -158,7 +161,8 @@ std::string rtr_name(uint8_t rtr) {
 std::string describe_frame(const w::MpaFrame& f) {
   std::string s = fmt("%s rev=%u M=%d C=%d R=%d E=%d rsvd=0x%x pd_len=%u", 
                       f.kind == w::MpaFrameKind::kRequest ? "Request" : "Reply", f.rev, f.markers,
-                      f.crc, f.reject, f.enhanced, f.reserved_flags, f.pd_length);
+                      f.crc, f.reject, f.enhanced, f.reserved_flags,
+                      f.pd_length ? f.pd_length : static_cast<unsigned>(w::mpa_frame_size(f) - w::kMpaHeaderSize));
   if (f.v2) {
     s += fmt(" v2{IRD=%u ORD=%u P2P=%d RTR=%s}", f.params.ird, f.params.ord, f.params.p2p,
              rtr_name(f.params.rtr).c_str());
@@ -329,10 +333,24 @@ class Wire {
       if (ts.ok && t.ddp_hdr) d += " ddp_hdr " + hex(t.ddp_hdr, t.ddp_hdr_len);
       g_stats.terminate_desc = d;
       hexdump("RX Terminate", raw, total);
-      fail("siw sent a Terminate: " + d);
+      if (!expect_terminate_) fail("siw sent a Terminate: " + d);
+      if (!ts.ok) fail("decode_terminate_body refused siw's Terminate");
+      if (f->h.msn != w::kMsnFirst || f->h.mo != 0 || !f->h.last) {
+        fail(fmt("Terminate MSN %u MO %u L=%d, expected MSN 1 MO 0 L=1", f->h.msn, f->h.mo, f->h.last));
+      }
+      last_term_ = t;
+      last_term_raw_ = f->raw;
     }
     return true;
   }
+
+  // Provocation mode: a Terminate is the expected outcome; read() returns it instead of failing.
+  void expect_terminate() { expect_terminate_ = true; }
+  // The decoded body of the last Terminate (its header pointers alias last_term_raw()).
+  const w::TerminateInfo& last_terminate() const { return last_term_; }
+  const std::vector<uint8_t>& last_terminate_raw() const { return last_term_raw_; }
+  // Sends raw bytes (a deliberately broken FPDU).
+  void send_raw(const std::vector<uint8_t>& b) { c_->send_all(b.data(), b.size()); }
 
   // Reads one FPDU, failing on EOF.
   void expect(Fpdu* f, const char* what) {
@@ -491,6 +509,9 @@ class Wire {
   uint32_t expect_send_msn_ = w::kMsnFirst;
   uint32_t expect_rreq_msn_ = w::kMsnFirst;
   std::map<std::string, int> dumped_;
+  bool expect_terminate_ = false;
+  w::TerminateInfo last_term_;
+  std::vector<uint8_t> last_term_raw_;
 };
 
 void put_info(uint8_t* out, uint64_t buf, uint32_t stag, uint32_t size) {
@@ -534,11 +555,114 @@ void drain_until_eof(Conn* c, Wire* wire, bool we_close) {
     g_stats.peer_closed_cleanly = true;
     logf("peer closed the connection (FIN)");
   } catch (const ProbeError& e) {
-    if (g_stats.terminate_rx) throw;
+    if (std::string(e.what()).rfind("siw sent a Terminate", 0) == 0) throw;
     // A reset after our FIN is not a protocol error of ours; note it.
     g_stats.notes.push_back(std::string("close: ") + e.what());
     logf("close: %s", e.what());
   }
+}
+
+// ---- provocations: make siw send a Terminate and check it with our decoder -------------------------
+void provoke_terminate(const Options& o, Conn* c, Wire* wire, const w::MpaNegotiated& neg) {
+  wire->expect_terminate();
+  w::TermCode want;
+  std::vector<uint8_t> sent_ddp_hdr;  // the header siw should copy into its Terminate
+  uint16_t sent_ulpdu_len = 0;
+  if (o.provoke == "bad-stag") {
+    // A 16-byte RDMA Write to an STag siw never issued: DDP / tagged / invalid STag (iwarp-facts §3.5).
+    uint8_t data[16];
+    std::memset(data, 0x5a, sizeof data);
+    w::DdpHeader h;
+    h.opcode = w::RdmapOpcode::kWrite;
+    h.stag = 0x00dead00;
+    h.to = 0x1000;
+    h.last = true;
+    wire->send(h, nullptr, 0, data, sizeof data);
+    sent_ddp_hdr.resize(w::kDdpTaggedHdrSize);
+    w::encode_ddp_header(h, sent_ddp_hdr.data());
+    sent_ulpdu_len = static_cast<uint16_t>(w::kDdpTaggedHdrSize + sizeof data);
+    want = w::term_code(w::DdpTaggedErr::kInvalidStag);
+  } else if (o.provoke == "bad-crc") {
+    if (!neg.crc) fail("--provoke bad-crc needs CRC negotiated (--crc)");
+    // rping's first Send with one CRC bit flipped: LLP / MPA / CRC error.
+    uint8_t info[kRpingInfoSize];
+    put_info(info, kStartTo, kStartStag, o.size);
+    w::DdpHeader h;
+    h.opcode = w::RdmapOpcode::kSend;
+    h.qn = w::kQnSend;
+    h.msn = w::kMsnFirst;
+    const size_t ulen = w::kDdpUntaggedHdrSize + sizeof info;
+    std::vector<uint8_t> out(w::fpdu_size(ulen));
+    size_t off = w::encode_fpdu_header(h, static_cast<uint16_t>(ulen), out.data());
+    std::memcpy(out.data() + off, info, sizeof info);
+    off += sizeof info;
+    off += w::encode_fpdu_trailer(crc32c_update(kCrc32cInit, out.data(), off), ulen, true, out.data() + off);
+    out[off - 1] ^= 0x01;
+    hexdump("TX Send with a corrupted CRC", out.data(), out.size());
+    wire->send_raw(out);
+    want = w::term_code(w::LlpErr::kCrcError);
+  } else {
+    fail("unknown --provoke " + o.provoke);
+  }
+  Fpdu f;
+  bool got = false;
+  // siw may skip the Terminate and just close (iwarp-facts §7.14); then there is nothing to decode.
+  while (wire->read(&f, "siw's Terminate")) {
+    if (f.h.opcode == w::RdmapOpcode::kTerminate) {
+      got = true;
+      break;
+    }
+  }
+  if (!got) fail("siw closed without a Terminate");
+  const w::TerminateInfo& t = wire->last_terminate();
+  const std::vector<uint8_t>& raw = wire->last_terminate_raw();
+  const size_t body_off = w::kMpaLenSize + w::kDdpUntaggedHdrSize;
+  const size_t body_len = w::peek_mpa_len(raw.data()) - w::kDdpUntaggedHdrSize;
+  const uint8_t* b = raw.data() + body_off;
+  logf("Terminate control word %02x %02x %02x %02x; our decoder: layer %u etype %u code 0x%02x M=%d D=%d R=%d",
+       b[0], b[1], b[2], b[3], t.code.layer, t.code.etype, t.code.code, t.m, t.d, t.r);
+  // siw declares the control word as C bitfields of a __be32 (iwarp.h struct iwarp_terminate); on a
+  // little-endian CPU that puts Layer in the LOW nibble of byte 0 (EType in the high one) and M/D/R in
+  // bits 0/1/2 of byte 2, instead of RFC 5040's Layer-high-nibble and M/D/R = 0x80/0x40/0x20.
+  const w::TermCode rfc = t.code;
+  const w::TermCode siw_x86{static_cast<uint8_t>(b[0] & 0x0F), static_cast<uint8_t>(b[0] >> 4), b[1]};
+  const bool siw_m = (b[2] & 0x01) != 0, siw_d = (b[2] & 0x02) != 0, siw_r = (b[2] & 0x04) != 0;
+  std::string layout;
+  if (rfc == want && (t.m || t.d || !(siw_m || siw_d))) layout = "rfc5040";
+  else if (siw_x86 == want) layout = "siw-le-bitfields";
+  else {
+    fail(fmt("Terminate code: RFC reading %u/%u/0x%02x, siw-LE reading %u/%u/0x%02x; expected %u/%u/0x%02x",
+             rfc.layer, rfc.etype, rfc.code, siw_x86.layer, siw_x86.etype, siw_x86.code, want.layer, want.etype,
+             want.code));
+  }
+  const bool m = layout == "rfc5040" ? t.m : siw_m;
+  const bool d = layout == "rfc5040" ? t.d : siw_d;
+  logf("Terminate layout %s: M=%d D=%d R=%d", layout.c_str(), m, d, layout == "rfc5040" ? t.r : siw_r);
+  g_stats.notes.push_back(fmt("terminate layout %s: ctrl %02x%02x%02x%02x", layout.c_str(), b[0], b[1], b[2], b[3]));
+  if (!sent_ddp_hdr.empty()) {
+    // DDP Segment Length, then the copied DDP header.
+    if (!m || !d || body_len < 4 + 2 + sent_ddp_hdr.size()) fail("Terminate without the copied DDP header");
+    const uint16_t seg_len = w::get_be16(b + 4);
+    if (std::memcmp(b + 6, sent_ddp_hdr.data(), sent_ddp_hdr.size()) != 0) {
+      fail("the DDP header copied into the Terminate is not the one we sent: " + hex(b + 6, sent_ddp_hdr.size()));
+    }
+    // siw reports the segment's payload length (ULPDU length minus the DDP/RDMAP header, siw_qp.c).
+    g_stats.notes.push_back(fmt("terminate DDP segment length %u (our ULPDU length %u, payload %zu)", seg_len,
+                                sent_ulpdu_len, sent_ulpdu_len - sent_ddp_hdr.size()));
+    logf("Terminate DDP segment length %u (ULPDU %u); copied DDP header matches", seg_len, sent_ulpdu_len);
+  }
+  if (layout == "rfc5040") {
+    // Then our encoder must reproduce the body byte for byte from what we decoded.
+    uint8_t body[w::kTermMaxBody];
+    const size_t n = w::encode_terminate_body(t, body, sizeof body);
+    if (n == 0 || n != body_len || std::memcmp(body, b, n) != 0) {
+      hexdump("siw's Terminate body", b, body_len);
+      hexdump("our re-encoding", body, n);
+      fail("encode_terminate_body does not reproduce siw's Terminate body");
+    }
+  }
+  g_stats.notes.push_back("terminate verified: " + g_stats.terminate_desc);
+  drain_until_eof(c, wire, /*we_close=*/false);
 }
 
 // ---- initiator: MPA Request + rping client --------------------------------------------------------
@@ -619,6 +743,11 @@ void run_initiator(const Options& o) {
     } else {
       fail("negotiated an RTR type we cannot send: " + rtr_name(neg.rtr));
     }
+  }
+
+  if (!o.provoke.empty()) {
+    provoke_terminate(o, &c, &wire, neg);
+    return;
   }
 
   for (int ping = 0; ping < o.count; ++ping) {
@@ -890,6 +1019,7 @@ int main(int argc, char** argv) {
     else if (a == "--timeout") o.timeout_s = std::atoi(next());
     else if (a == "--bind") bind_addr = next();
     else if (a == "--first-delay-ms") o.first_delay_ms = std::atoi(next());
+    else if (a == "--provoke") o.provoke = next();
     else if (a == "--rtr") {
       const std::string v = next();
       o.rtr = 0;

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# The siw interop tier (issue #5): netdirect's iWARP wire against Linux soft-iWARP (siw) in a qemu guest.
+# Installs what the tier needs (qemu-system-x86, tcpdump, tshark, the siw-vm guest build), then runs
+# `vitest --config test/interop/vitest.interop.config.mts` with NETDIRECT_INTEROP=1 (missing pieces are errors,
+# not skips). Run as root from a clone with shared/ beside it (as CI lays it out), after `npm ci`.
+# Usage: bash .ci/interop.sh           (SIW_VM_TOOLS overrides where shared/tools/siw-vm is)
+set -euo pipefail
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+start=$SECONDS
+step() { printf '\n=== interop: %s (%ds)\n' "$*" "$((SECONDS - start))"; }
+
+TOOLS=${SIW_VM_TOOLS:-}
+if [ -z "$TOOLS" ]; then
+  for d in ../shared/tools/siw-vm /work/shared/tools/siw-vm; do
+    if [ -x "$d/start" ]; then TOOLS=$(cd "$d" && pwd); break; fi
+  done
+fi
+[ -n "$TOOLS" ] && [ -x "$TOOLS/start" ] || { echo "interop: shared/tools/siw-vm not found (set SIW_VM_TOOLS)" >&2; exit 1; }
+export SIW_VM_TOOLS=$TOOLS
+[ "$(id -u)" -eq 0 ] || { echo "interop: must run as root (qemu guest build, tcpdump)" >&2; exit 1; }
+
+# --- 1. Host packages: only what is missing. tshark's debconf question is answered non-interactively.
+step "host packages"
+missing=()
+command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
+command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
+command -v tshark >/dev/null 2>&1 || missing+=(tshark)
+command -v g++ >/dev/null 2>&1 || missing+=(g++)
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "installing: ${missing[*]}"
+  apt-get update -q
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+else
+  echo "qemu-system-x86_64, tcpdump, tshark, g++ already present"
+fi
+echo "qemu:   $(qemu-system-x86_64 --version | head -n1)"
+echo "tshark: $(tshark --version 2>/dev/null | head -n1)"
+
+# --- 2. The guest (kernel + siw.ko + rdma-core initramfs); returns at once when ~/.cache/siw-vm has it.
+step "siw-vm build"
+timeout 1500 "$TOOLS/build"
+
+# --- 3. The tier. Its global setup boots the guest once (or reuses a running one) and stops what it booted.
+step "vitest (interop tier)"
+if [ ! -x node_modules/.bin/vitest ]; then
+  echo "interop: node_modules/.bin/vitest missing: run npm ci first" >&2
+  exit 1
+fi
+NETDIRECT_INTEROP=1 timeout 2400 node_modules/.bin/vitest run --config test/interop/vitest.interop.config.mts
+
+step "done"
