@@ -1,11 +1,16 @@
 // Provider discovery. Built-in: the software provider, linked in (binding/soft/). System providers (the
-// Winsock catalog's ND v2 entries: WSCEnumProtocols -> LoadLibrary -> DllGetClassObject) are the Windows
-// build's job; until that lands every other name or path is refused with ND_NOT_SUPPORTED.
+// Winsock catalog's ND v2 entries: WSCEnumProtocols -> LoadLibrary -> DllGetClassObject, and provider DLLs
+// by path) exist on Windows only (providers_win.cc); elsewhere every other name or path is refused with
+// ND_NOT_SUPPORTED.
 #include "providers.h"
 
 #include <cstdio>
 
 #include "soft/provider.h"
+
+#ifdef _WIN32
+#include "providers_win.h"
+#endif
 
 namespace netdirect {
 
@@ -15,7 +20,7 @@ constexpr const char* kSoftName = "soft";
 
 bool IsSoftSpec(const std::string& spec) {
 #ifdef _WIN32
-  return spec == kSoftName;  // 'auto' on Windows means the system providers (catalog discovery, later)
+  return spec == kSoftName;  // 'auto' on Windows means the system providers (providers_win.cc)
 #else
   return spec == kSoftName || spec == "auto" || spec.empty();
 #endif
@@ -37,7 +42,13 @@ std::vector<ProviderInfo> ListProviders() {
   soft.kind = "builtin";
   soft.guid = GuidString(NETDIRECT_SOFT_PROVIDER_ID);
   soft.ndVersion = ND_VERSION_2;
+#ifdef _WIN32
+  std::vector<ProviderInfo> list = ListSystemProviders();
+  list.insert(list.begin(), soft);
+  return list;
+#else
   return {soft};
+#endif
 }
 
 HRESULT GetProvider(const std::string& spec, NdPtr<IND2Provider>* provider, std::string* resolvedName,
@@ -52,13 +63,13 @@ HRESULT GetProvider(const std::string& spec, NdPtr<IND2Provider>* provider, std:
     return ND_SUCCESS;
   }
 #ifdef _WIN32
-  *why = "provider '" + spec + "': system ND v2 providers are not supported by this build yet";
+  return GetSystemProvider(spec, provider, resolvedName, why);
 #else
   *why = "provider '" + spec +
          "': only the built-in software provider ('soft' or 'auto') exists on this platform; system ND v2 "
          "providers (DLLs) are loaded on Windows only";
-#endif
   return ND_NOT_SUPPORTED;
+#endif
 }
 
 HRESULT OpenAdapter(IND2Provider* provider, const sockaddr* address, ULONG addressLength,

