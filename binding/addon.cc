@@ -164,6 +164,9 @@ Napi::Object AddressObject(Napi::Env env, const sockaddr* sa) {
 
 // ---- module functions ------------------------------------------------------------------------------------
 
+// bench_tcp.cc: the native TCP baseline of ndbench (--compare tcp).
+void InitBenchTcp(Napi::Env env, Napi::Object exports);
+
 namespace {
 
 Napi::Value SetErrorFactory(const Napi::CallbackInfo& info) {
@@ -238,6 +241,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("listAddresses", Napi::Function::New(env, ListAddresses, "listAddresses"));
   exports.Set("hardwareCrc32c", Napi::Function::New(env, HardwareCrc32c, "hardwareCrc32c"));
   exports.Set("Adapter", data->adapterCtor.Value());
+  InitBenchTcp(env, exports);
   return exports;
 }
 

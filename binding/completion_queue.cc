@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "soft/provider.h"
+
 namespace netdirect {
 
 Napi::Function CompletionQueue::Define(Napi::Env env) {
@@ -23,6 +25,13 @@ CompletionQueue::CompletionQueue(const Napi::CallbackInfo& info)
   TagObject(info.This().As<Napi::Object>(), kTag);
   Attach(init);
   if (adapter_->poller()->armsCqs()) adapter_->poller()->AddCq(state_);
+  // Manual mode: the JS thread polls in a loop; a provider that can use that (extension, optional) may
+  // progress its connections on it instead of waking a thread of its own per message.
+  if (adapter_->manual()) {
+    void* hint = nullptr;
+    if (SUCCEEDED(cq_->QueryInterface(IID_INDPollingHint, &hint)) && hint != nullptr)
+      pollingHint_ = NdPtr<INDPollingHint>::Adopt(static_cast<INDPollingHint*>(hint));
+  }
 }
 
 CompletionQueue::~CompletionQueue() {
@@ -39,7 +48,9 @@ void CompletionQueue::ReleaseNd(bool /*teardown*/) {
   }
   state_->Unref();
   state_ = nullptr;
+  pollingHint_.reset();
   cq_.reset();
+  empty_.Reset();
 }
 
 Napi::Value CompletionQueue::GetDepth(const Napi::CallbackInfo& info) {
@@ -55,9 +66,13 @@ Napi::Value CompletionQueue::Poll(const Napi::CallbackInfo& info) {
   uint32_t max = ArgU32(info, 0);
   constexpr ULONG kChunk = 64;
   ND2_RESULT results[kChunk];
-  Batch batch;
-  batch.words.reserve(static_cast<size_t>(std::min<uint32_t>(max, kChunk)) * kRecordWords);
+  Batch& batch = pollBatch_;
+  batch.words.clear();
+  batch.counted = 0;
   uint32_t got = 0;
+  // Manual mode: this thread polls in a loop (INDPollingHint, when the provider offers it).
+  INDPollingHint* hint = pollingHint_.get();
+  if (hint != nullptr) hint->SetPollingThread(TRUE);
   while (got < max) {
     const ULONG want = std::min<ULONG>(kChunk, max - got);
     const ULONG n = cq_->GetResults(results, want);
@@ -65,10 +80,16 @@ Napi::Value CompletionQueue::Poll(const Napi::CallbackInfo& info) {
     got += n;
     if (n < want) break;
   }
+  if (hint != nullptr) hint->SetPollingThread(FALSE);
   adapter_->SubPending(batch.counted);
+  if (batch.words.empty()) {
+    // Length 0: nothing to mutate, so one shared array serves every empty poll.
+    if (empty_.IsEmpty()) empty_ = Napi::Persistent(Napi::Uint32Array::New(env, 0));
+    return empty_.Value();
+  }
   Napi::Uint32Array records = Napi::Uint32Array::New(env, batch.words.size());
-  if (!batch.words.empty())
-    std::copy(batch.words.begin(), batch.words.end(), records.Data());
+  std::copy(batch.words.begin(), batch.words.end(), records.Data());
+  if (batch.words.capacity() > 4096 * kRecordWords) batch.words = std::vector<uint32_t>();  // a huge poll(max)
   return records;
 }
 

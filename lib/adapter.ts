@@ -217,7 +217,13 @@ export class Adapter implements AsyncDisposable {
     const op = 'allocateMemory';
     checkIndex(length, 'length', op);
     if (length === 0) throw misuse(ERR_ND_OUT_OF_RANGE, op, 'length must be at least 1');
-    return this.registerMemory(new ArrayBuffer(length), access);
+    let buffer: ArrayBuffer;
+    try {
+      buffer = new ArrayBuffer(length); // RangeError above the engine's limit or when memory is short
+    } catch {
+      throw misuse(ERR_ND_OUT_OF_RANGE, op, `cannot allocate ${length} bytes`);
+    }
+    return this.registerMemory(buffer, access);
   }
 
   createMemoryWindow(): MemoryWindow {

@@ -1,17 +1,18 @@
 #!/usr/bin/env node
 // The `netdirect` command: `netdirect list` (providers and their addresses) and `netdirect info <address>`
-// (the adapter's ND2_ADAPTER_INFO, decoded). `doctor` and `ping` come with later issues.
+// (the adapter's ND2_ADAPTER_INFO, decoded), `netdirect ping` (rping-compatible, lib/ping.ts). `doctor` comes later.
 
 import { listAddresses, listProviders, openAdapter } from './discovery.js';
 import { NdError, hex32 } from './errors.js';
 import type { AdapterInfo } from './adapter.js';
+import { ping, PingUsageError, PING_USAGE } from './ping.js';
 
 const USAGE = `usage: netdirect <command>
   list                 providers (name, kind, GUID, DLL path) and the addresses each serves
   info <address>       the ND2_ADAPTER_INFO of the adapter that serves <address>, decoded
                        options: --provider <name|dll path>   --json
   doctor [--json]      setup checks (not implemented yet: issue #4)
-  ping ...             rping-compatible ping (not implemented yet: issue #5)`;
+  ping -s|-c ...       rping-compatible ping (rdma-core rping's protocol), both roles: netdirect ping -h`;
 
 const FLAG_NAMES: Array<[keyof AdapterInfo['adapterFlags'], string]> = [
   ['inOrderDma', 'ND_ADAPTER_FLAG_IN_ORDER_DMA_SUPPORTED'],
@@ -100,8 +101,19 @@ export async function main(argv: string[]): Promise<number> {
         console.error('netdirect doctor: not implemented yet, see issue #4');
         return 2;
       case 'ping':
-        console.error('netdirect ping: not implemented yet, see issue #5');
-        return 2;
+        if (args.includes('-h') || args.includes('--help')) {
+          console.log(PING_USAGE);
+          return 0;
+        }
+        try {
+          return await ping(args);
+        } catch (err) {
+          if (err instanceof PingUsageError) {
+            console.error(`netdirect ping: ${err.message}\n${PING_USAGE}`);
+            return 2;
+          }
+          throw err;
+        }
       case undefined:
       case '-h':
       case '--help':

@@ -26,13 +26,14 @@ describe('netdirect CLI', () => {
     expect(json.provider).toBe('soft');
   });
 
-  it('doctor and ping are not there yet and say so (exit 2)', () => {
+  it('doctor is not there yet and says so (exit 2); ping without a role is a usage error', () => {
     const d = cli('doctor');
     expect(d.status).toBe(2);
     expect(d.stderr).toMatch(/not implemented yet, see issue #4/);
-    const p = cli('ping', '-s');
+    const p = cli('ping', '-v');
     expect(p.status).toBe(2);
-    expect(p.stderr).toMatch(/not implemented yet, see issue #5/);
+    expect(p.stderr).toMatch(/needs -s \(server\) or -c \(client\)/);
+    expect(cli('ping', '-c', '-a', '127.0.0.1', '-S', '25').status).toBe(2);
   });
 
   it('misuse is a usage error, an unknown address an ND error', () => {

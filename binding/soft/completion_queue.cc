@@ -128,8 +128,60 @@ bool SoftCompletionQueue::push(const ND2_RESULT& result, bool solicited) {
   return true;
 }
 
+void SoftCompletionQueue::add_source(ProgressSource* s) {
+  std::lock_guard<std::mutex> lock(src_mu_);
+  sources_.push_back(s);
+  have_sources_.store(true, std::memory_order_relaxed);
+}
+
+void SoftCompletionQueue::remove_source(ProgressSource* s) {
+  std::lock_guard<std::mutex> lock(src_mu_);
+  for (size_t i = 0; i < sources_.size(); ++i) {
+    if (sources_[i] == s) {
+      sources_[i] = sources_.back();
+      sources_.pop_back();
+      break;
+    }
+  }
+  have_sources_.store(!sources_.empty(), std::memory_order_relaxed);
+}
+
+namespace {
+thread_local bool t_inline_progress = false;
+constexpr size_t kMaxInlineSources = 8;  // queue pairs on one CQ beyond which GetResults drives none inline
+}  // namespace
+
+HRESULT SoftCompletionQueue::QueryInterface(REFIID riid, VOID** ppv) {
+  if (ppv != nullptr && IsEqualGUID(riid, IID_INDPollingHint)) {
+    AddRef();
+    *ppv = static_cast<INDPollingHint*>(this);
+    return S_OK;
+  }
+  return ComObject::QueryInterface(riid, ppv);
+}
+
+HRESULT SoftCompletionQueue::SetPollingThread(BOOL polling) {
+  t_inline_progress = polling != FALSE;
+  return ND_SUCCESS;
+}
+
 ULONG SoftCompletionQueue::GetResults(ND2_RESULT results[], ULONG nResults) {
   if (results == nullptr || nResults == 0) return 0;
+  ULONG n = take(results, nResults);
+  if (n == 0 && t_inline_progress && have_sources_.load(std::memory_order_relaxed)) {
+    // Empty: drive the connections' receive progress on this thread (inline progress), then look again.
+    // Only for a few connections: each costs a receive call per empty poll; many are the engine's (epoll).
+    std::unique_lock<std::mutex> lock(src_mu_, std::try_to_lock);
+    if (lock.owns_lock() && sources_.size() <= kMaxInlineSources) {
+      for (ProgressSource* s : sources_) s->poll_progress();
+      lock.unlock();
+      n = take(results, nResults);
+    }
+  }
+  return n;
+}
+
+ULONG SoftCompletionQueue::take(ND2_RESULT results[], ULONG nResults) {
   std::lock_guard<std::mutex> lock(mu_);
   ULONG n = 0;
   const size_t size = ring_.size();

@@ -15,14 +15,22 @@
 #include <mutex>
 #include <vector>
 
+#include "nd/netdirect_ext.h"
 #include "soft/object.h"
 
 namespace netdirect::soft {
 
 class SoftAdapter;
 
-class SoftCompletionQueue final : public ComObject<IND2CompletionQueue> {
+class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public INDPollingHint {
  public:
+  // IUnknown, for both interfaces: INDPollingHint is answered besides the ComObject's own ids.
+  HRESULT ND_CALL QueryInterface(REFIID riid, VOID** ppv) override;
+  ULONG ND_CALL AddRef() override { return ComObject::AddRef(); }
+  ULONG ND_CALL Release() override { return ComObject::Release(); }
+  // INDPollingHint (nd/netdirect_ext.h): marks the calling thread for inline progress.
+  HRESULT ND_CALL SetPollingThread(BOOL polling) override;
+
   // ND_INVALID_PARAMETER_3 if depth is 0 or above limits::kMaxCqDepth.
   static HRESULT create(SoftAdapter* adapter, HANDLE file, ULONG depth, SoftCompletionQueue** out);
 
@@ -41,6 +49,23 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue> {
   bool push(const ND2_RESULT& result, bool solicited);
   // True once the CQ overran: its QPs must fail.
   bool failed() const { return overrun_.load(std::memory_order_acquire); }
+
+  // Inline progress: a queue pair completing into this CQ lets a GetResults caller that found the CQ empty
+  // (a thread polling anyway: the JS thread in manual mode, the poller in its spin window) read and place
+  // its input itself, so a completion or a placed Write needs no engine-thread wake-up. Never blocks: a
+  // source that is busy (the engine thread holds it) is skipped.
+  class ProgressSource {
+   public:
+    virtual void poll_progress() = 0;
+
+   protected:
+    ~ProgressSource() = default;
+  };
+  // Called without the source's own locks held; remove_source waits for a GetResults round in progress.
+  void add_source(ProgressSource* s);
+  void remove_source(ProgressSource* s);
+  // Per thread, off by default: only threads that poll in a loop drive progress inline (a thread that polls
+  // once per wake-up, like the poller, would take the socket from the engine and then sleep).
   SoftAdapter* adapter() const { return adapter_; }
   // Entries currently queued (tests).
   ULONG count() const;
@@ -69,6 +94,12 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue> {
   size_t count_ = 0;
   std::vector<Waiter> waiters_;
   std::atomic<bool> overrun_{false};
+  // Inline progress sources (lock order: src_mu_ before any QP lock; only ever try-locked by GetResults).
+  std::mutex src_mu_;
+  std::vector<ProgressSource*> sources_;
+  std::atomic<bool> have_sources_{false};
+
+  ULONG take(ND2_RESULT results[], ULONG nResults);
 };
 
 }  // namespace netdirect::soft

@@ -389,16 +389,19 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
           c.peer = peer_;
           attached_ = true;
           was_connected_ = true;
-          if (!c.mpa.p2p) {
-            st_ = St::kEstablished;
-            complete(accept_ov_, ND_SUCCESS);
-          }
+          const bool established = !c.mpa.p2p;
+          if (established) st_ = St::kEstablished;
           SoftQueuePair* qp = qp_;
           lock.unlock();  // Engine::remove (in release_socket) must not run under a lock on_io takes
           c.socket = ch->release_socket();
           c.mss = net::tcp_mss(c.socket);
           channel_.reset();
           qp->attach(c, this);
+          if (established) {
+            // Only now: the application may post as soon as Accept completes (as in do_complete_connect).
+            lock.lock();
+            complete(accept_ov_, ND_SUCCESS);
+          }
           return;
         }
         if (ev == cm::MpaEvent::kFailed) {

@@ -230,38 +230,125 @@ size_t encode_terminate_body(const TerminateInfo& t, uint8_t* out, size_t cap) {
   return off;
 }
 
-DecodeStatus decode_terminate_body(const uint8_t* body, size_t len, TerminateInfo* out) {
-  if (len < kTermCtrlSize) return fail(term_code(LlpErr::kMarkerLengthMismatch));
-  const uint32_t w = get_be32(body);
-  TerminateInfo t;
-  t.code = term_control_code(w);
-  t.m = (w & kTermFlagM) != 0;
-  t.d = (w & kTermFlagD) != 0;
-  t.r = (w & kTermFlagR) != 0;
+bool term_code_defined(TermCode c) {
+  switch (static_cast<TermLayer>(c.layer)) {
+    case TermLayer::kRdmap:
+      switch (static_cast<RdmapEtype>(c.etype)) {
+        case RdmapEtype::kLocalCatastrophic: return c.code == 0x00;
+        case RdmapEtype::kRemoteProtection:
+          return c.code <= 0x04 || c.code == 0x09 || c.code == 0xFF;
+        case RdmapEtype::kRemoteOperation: return (c.code >= 0x05 && c.code <= 0x08) || c.code == 0xFF;
+      }
+      return false;
+    case TermLayer::kDdp:
+      switch (static_cast<DdpEtype>(c.etype)) {
+        case DdpEtype::kCatastrophic: return c.code == 0x00;
+        case DdpEtype::kTagged: return c.code <= 0x04;
+        case DdpEtype::kUntagged: return c.code >= 0x01 && c.code <= 0x06;
+        default: return false;
+      }
+    case TermLayer::kLlp:
+      return c.etype == static_cast<uint8_t>(LlpEtype::kMpa) && c.code >= 0x01 && c.code <= 0x07;
+  }
+  return false;
+}
+
+namespace {
+
+// Parses what follows the control word for the given flags; false if the body is too short for them.
+bool parse_terminate_rest(const uint8_t* body, size_t len, TerminateInfo* t, size_t* consumed) {
   size_t off = kTermCtrlSize;
-  if (t.m || t.d) {
-    if (len < off + kTermSegLenSize) return fail(term_code(LlpErr::kMarkerLengthMismatch));
-    t.ddp_seg_len = get_be16(body + off);
+  if (t->m || t->d) {
+    if (len < off + kTermSegLenSize) return false;
+    t->ddp_seg_len = get_be16(body + off);
     off += kTermSegLenSize;
   }
-  if (t.d) {
-    if (len < off + kMinCtrlBytes) return fail(term_code(LlpErr::kMarkerLengthMismatch));
-    const size_t hl =
-        (body[off] & kDdpFlagTagged) != 0 ? kDdpTaggedHdrSize : kDdpUntaggedHdrSize;
-    if (len < off + hl) return fail(term_code(LlpErr::kMarkerLengthMismatch));
-    t.ddp_hdr = body + off;
-    t.ddp_hdr_len = hl;
+  if (t->d) {
+    if (len < off + kMinCtrlBytes) return false;
+    const size_t hl = (body[off] & kDdpFlagTagged) != 0 ? kDdpTaggedHdrSize : kDdpUntaggedHdrSize;
+    if (len < off + hl) return false;
+    t->ddp_hdr = body + off;
+    t->ddp_hdr_len = hl;
     off += hl;
   }
   // R: a Read Request body follows when the sender included it (siw copies it only for Read Requests).
-  if (t.r && len >= off + kRdmapReadReqSize) {
-    t.rdmap_hdr = body + off;
-    t.rdmap_hdr_len = kRdmapReadReqSize;
+  if (t->r && len >= off + kRdmapReadReqSize) {
+    t->rdmap_hdr = body + off;
+    t->rdmap_hdr_len = kRdmapReadReqSize;
     off += kRdmapReadReqSize;
   }
-  *out = t;
+  *consumed = off;
+  return true;
+}
+
+}  // namespace
+
+// Two layouts of the control word are in use (issue #5 item 4, "follow what interoperates"):
+//  * RFC 5040 §4.8: Layer in the high nibble of byte 0, EType in the low one, ErrCode byte 1, M/D/R the top
+//    three bits of byte 2 (0x80/0x40/0x20), the rest reserved (zero). We send this layout.
+//  * Linux siw (drivers/infiniband/sw/siw/iwarp.h, struct iwarp_terminate) declares the word as C bitfields
+//    layer:4 etype:4 ecode:8 flag_m:1 flag_d:1 flag_r:1 reserved:13; on little-endian CPUs (x86) that puts
+//    Layer in the LOW nibble of byte 0, EType in the high one, and M/D/R in bits 0/1/2 of byte 2. Observed
+//    against siw of Linux 6.1 (test/interop, wire_probe.cc): RDMA Write to an unknown STag → control word
+//    11 00 03 00 (DDP/tagged/invalid STag, M+D); FPDU with a bad CRC → 02 02 00 00 (LLP/MPA/CRC error). Its
+//    "DDP Segment Length" holds the terminated segment's payload length, not its ULPDU length (we do not
+//    rely on that field). siw itself only logs the Terminates it receives, so sending RFC is safe.
+// We accept both: each reading is plausible if its reserved bits are zero, its Layer is 0..2 and the body is
+// long enough for its flags; when both are plausible and differ, the one whose code the RFCs define wins.
+// One plausible reading (or two that agree) is used; otherwise
+// the Terminate is marked unreliable (RFC reading kept for logs, no copied headers) and the receiver must not
+// attribute it to a particular request (classify_terminate → oldest request, ND_REMOTE_ERROR).
+DecodeStatus decode_terminate_body(const uint8_t* body, size_t len, TerminateInfo* out) {
+  if (len < kTermCtrlSize) return fail(term_code(LlpErr::kMarkerLengthMismatch));
+  const uint32_t w = get_be32(body);
+  TerminateInfo rfc;
+  rfc.layout = TermLayout::kRfc5040;
+  rfc.code = term_control_code(w);
+  rfc.m = (w & kTermFlagM) != 0;
+  rfc.d = (w & kTermFlagD) != 0;
+  rfc.r = (w & kTermFlagR) != 0;
+  size_t rfc_used = 0;
+  const bool rfc_word = (w & kTermReservedMask) == 0 && rfc.code.layer <= 2;
+  const bool rfc_len = parse_terminate_rest(body, len, &rfc, &rfc_used);
+  const bool rfc_ok = rfc_word && rfc_len;
+  TerminateInfo siw;
+  siw.layout = TermLayout::kSiwLe;
+  siw.code = TermCode{static_cast<uint8_t>(body[0] & kNibble), static_cast<uint8_t>(body[0] >> 4), body[1]};
+  siw.m = (body[2] & 0x01) != 0;
+  siw.d = (body[2] & 0x02) != 0;
+  siw.r = (body[2] & 0x04) != 0;
+  size_t siw_used = 0;
+  const bool siw_ok = (body[2] & 0xF8) == 0 && body[3] == 0 && siw.code.layer <= 2 &&
+                      parse_terminate_rest(body, len, &siw, &siw_used);
+  const bool agree = rfc.code == siw.code && rfc.m == siw.m && rfc.d == siw.d && rfc.r == siw.r;
+  bool use_rfc = rfc_ok && (!siw_ok || agree);
+  bool use_siw = siw_ok && !rfc_ok;
+  if (rfc_ok && siw_ok && !agree) {
+    // Both readings fit the bits: the one whose code the RFCs define wins (02 02 00 00 is LLP/CRC for siw,
+    // an undefined RDMAP code for RFC); if both or neither are defined, it stays ambiguous.
+    const bool rd = term_code_defined(rfc.code);
+    const bool sd = term_code_defined(siw.code);
+    use_rfc = rd && !sd;
+    use_siw = sd && !rd;
+  }
+  if (!use_rfc && !use_siw && rfc_word && !rfc_len && !siw_ok) {
+    return fail(term_code(LlpErr::kMarkerLengthMismatch));  // an RFC Terminate cut short
+  }
   DecodeStatus s;
-  s.consumed = off;
+  if (use_rfc) {
+    *out = rfc;
+    s.consumed = rfc_used;
+  } else if (use_siw) {
+    *out = siw;
+    s.consumed = siw_used;
+  } else {
+    TerminateInfo t;
+    t.layout = TermLayout::kAmbiguous;
+    t.reliable = false;
+    t.code = rfc.code;
+    *out = t;
+    s.consumed = kTermCtrlSize;
+  }
   return s;
 }
 

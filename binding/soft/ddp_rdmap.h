@@ -225,9 +225,18 @@ struct ReadRequest {
   uint64_t src_to = 0;
 };
 
+// Layout of a received Terminate control word (see decode_terminate_body).
+enum class TermLayout : uint8_t {
+  kRfc5040,    // Layer[31:28] EType[27:24] ErrCode[23:16] M/D/R = 0x8000/0x4000/0x2000 (what we send)
+  kSiwLe,      // Linux siw on little-endian CPUs: Layer/EType nibbles swapped, M/D/R = 0x0100/0x0200/0x0400
+  kAmbiguous,  // both readings plausible but different, or neither: code is the RFC reading, unreliable
+};
+
 // Terminate body (follows the 18-byte untagged header, §3.3). Copied headers point into a caller buffer.
 struct TerminateInfo {
   TermCode code;
+  TermLayout layout = TermLayout::kRfc5040;  // set by decode_terminate_body
+  bool reliable = true;  // false: code/flags may be misread — do not attribute the error to a request
   bool m = false;                     // ddp_seg_len valid
   bool d = false;                     // ddp_hdr present
   bool r = false;                     // rdmap_hdr present
@@ -279,7 +288,12 @@ size_t terminate_body_size(const TerminateInfo& t);
 // Returns bytes written, 0 if cap is too small or the copied header lengths are invalid.
 size_t encode_terminate_body(const TerminateInfo& t, uint8_t* out, size_t cap);
 
+// True if (layer, etype, code) is a combination RFC 5040 §7 / RFC 5041 §7 / RFC 5044 + 6581 define.
+bool term_code_defined(TermCode c);
+
 // Decodes a Terminate body; copied-header pointers alias the input. DDP hdr size comes from its T bit.
+// Accepts RFC 5040's control word layout and Linux siw's (TermLayout); out->reliable is false when the
+// layout cannot be told apart, and then out carries no copied headers.
 DecodeStatus decode_terminate_body(const uint8_t* body, size_t len, TerminateInfo* out);
 
 // ---- FPDU framing math (§1.4, §1.8) ---------------------------------------------------------------

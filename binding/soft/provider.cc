@@ -65,3 +65,4 @@ extern "C" HRESULT NdSoftGetProvider(REFIID iid, VOID** ppProvider) {
 }
 
 extern "C" bool NdSoftHardwareCrc32c() { return netdirect::soft::crc32c_hardware(); }
+

@@ -20,11 +20,14 @@ constexpr uint32_t kRtrStag = 1;         // STag of RTRs and internal zero-lengt
 constexpr int kIovPerFpduMax = static_cast<int>(limits::kMaxSge) + 2;  // header, pieces, trailer
 constexpr int kSendIovMax = 1024;        // IOV_MAX on Linux
 constexpr uint64_t kNoOffender = ~uint64_t{0};
+constexpr uint64_t kConfirmBatch = 32;   // unconfirmed requests that justify a second confirmation Read in flight
 }  // namespace
 
 void SoftQueuePair::tx_set_want_write_locked(bool want) {
   if (want == want_write_ || sock_ == net::kInvalidSocket) return;
   want_write_ = want;
+  // Nothing while an inline poller drives the connection (queue_pair.cc poll_progress): it retries the send.
+  if (rx_inline_) return;
   adapter_->engine().modify(sock_, this, Engine::kRead | (want ? Engine::kWrite : 0));
 }
 
@@ -41,6 +44,14 @@ void SoftQueuePair::tx_progress_locked() {
 
 bool SoftQueuePair::needs_confirmation_locked() const {
   return ord_ > 0 && last_unconfirmed_ > confirm_requested_;
+}
+
+bool SoftQueuePair::confirm_read_outstanding_locked() const {
+  for (uint32_t i = 0; i < orq_count_; ++i) {
+    const OutRead& o = orq_[(orq_head_ + i) % orq_.size()];
+    if (o.internal && o.confirm_seq > 0) return true;  // (the RTR Read confirms nothing)
+  }
+  return false;
 }
 
 bool SoftQueuePair::tx_fill_locked() {
@@ -74,6 +85,7 @@ bool SoftQueuePair::tx_fill_locked() {
       if (h.last) {
         r.state = SqState::kTransmitted;
         last_unconfirmed_ = sq_next_ + 1;
+        if (!(r.flags & ND_OP_FLAG_SILENT_SUCCESS)) last_signaled_unconfirmed_ = sq_next_ + 1;
         ++sq_next_;
         b.sq_done = sq_next_;
         tx_kind_ = TxKind::kNone;
@@ -188,8 +200,17 @@ bool SoftQueuePair::tx_next_message_locked() {
         return true;
     }
   }
-  // 4. Idle with unconfirmed Writes/Sends: an internal zero-length Read confirms them.
-  if (needs_confirmation_locked() && orq_count_ < ord_) {
+  // 4. Idle with unconfirmed Writes/Sends: an internal zero-length Read confirms them. While one is already
+  //    on its way, later requests wait for its response (which issues the next one) unless a batch of
+  //    kConfirmBatch has built up: a stream of small Writes then costs one Read round trip per batch instead
+  //    of a Read Request + Read Response per Write. A lone signaled Write still gets its Read at once.
+  //    Silent requests produce no completion on success (a failure still comes back as a Terminate naming
+  //    the offender), so they alone only call for a Read once a batch of them holds send-queue slots.
+  const uint64_t unconfirmed = last_unconfirmed_ - confirm_requested_;
+  const bool signaled = last_signaled_unconfirmed_ > confirm_requested_;
+  const uint64_t silent_batch = std::max<uint64_t>(1, std::min<uint64_t>(kConfirmBatch, sq_depth_ / 2));
+  if (needs_confirmation_locked() && orq_count_ < ord_ &&
+      (signaled ? !confirm_read_outstanding_locked() || unconfirmed >= kConfirmBatch : unconfirmed >= silent_batch)) {
     OutRead& o = orq_[(orq_head_ + orq_count_) % orq_.size()];
     o = OutRead{0, sq_next_, true, ++tx_read_msn_, kRtrStag, 0, 0, 0};
     ++orq_count_;

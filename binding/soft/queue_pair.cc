@@ -3,6 +3,7 @@
 #include "soft/queue_pair.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
 #include <new>
 
@@ -17,6 +18,14 @@ namespace netdirect::soft {
 namespace {
 constexpr uint64_t kNoOffender = ~uint64_t{0};
 constexpr uint32_t kLingerMs = 2000;  // how long a closing socket drains before it is closed anyway
+constexpr uint32_t kInlineLeaseMs = 1;  // inline progress: the engine takes reading back this long after the
+constexpr uint64_t kInlineLeaseNs = 1000000;  // last inline poll (checked every kInlineLeaseMs)
+
+uint64_t now_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
 }  // namespace
 
 HRESULT SoftQueuePair::create(SoftAdapter* adapter, SoftCompletionQueue* receiveCq, SoftCompletionQueue* initiatorCq,
@@ -66,6 +75,7 @@ SoftQueuePair::SoftQueuePair(SoftAdapter* adapter, SoftCompletionQueue* rcq, Sof
 }
 
 SoftQueuePair::~SoftQueuePair() {
+  remove_progress_sources();  // normally done when the socket closed
   // Released without a flush (never connected, or after teardown): give back every pin, no completions.
   for (uint64_t s = sq_head_; s < sq_tail_; ++s) release_local_sges(stags_, sq_sges(s), sq_at(s).nsge);
   for (uint64_t s = rq_head_; s < rq_tail_; ++s) {
@@ -147,7 +157,12 @@ HRESULT SoftQueuePair::post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND
   r.remote_addr = raddr;
   r.remote_token = rtoken;
   ++sq_tail_;
-  tx_progress_locked();
+  // Doorbell batching: while an inline poller is active (it polls in a loop), the first post after a poll goes
+  // out at once (latency), later ones behind requests that still await their completion stay queued: the
+  // poller's next empty GetResults transmits them all in one gather send (poll_progress), and the lease check
+  // does if polling stops. Without an inline poller every post goes out now.
+  if (!(rx_inline_ && posted_since_poll_ && sq_sent_ > sq_head_)) tx_progress_locked();
+  posted_since_poll_ = rx_inline_;
   return ND_SUCCESS;
 }
 
@@ -431,10 +446,79 @@ void SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
     kick_teardown();
     return;
   }
+  add_progress_sources();
   lock.lock();
   tx_progress_locked();
   lock.unlock();
   kick_teardown();
+}
+
+void SoftQueuePair::add_progress_sources() {
+  if (sources_added_.exchange(true)) return;
+  rcq_->add_source(this);
+  if (icq_ != rcq_) icq_->add_source(this);
+}
+
+void SoftQueuePair::remove_progress_sources() {
+  if (!sources_added_.exchange(false)) return;
+  rcq_->remove_source(this);  // waits for a GetResults round that may be inside poll_progress()
+  if (icq_ != rcq_) icq_->remove_source(this);
+}
+
+void SoftQueuePair::inline_lease_check() {
+  std::lock_guard<std::mutex> lock(mu_);
+  inline_timer_ = 0;
+  if (sock_ == net::kInvalidSocket || !rx_inline_) return;
+  if (now_ns() - inline_last_ns_ >= kInlineLeaseNs || state_ != State::kConnected) {
+    // Nobody polls any more: the engine reads again (level-triggered: input that is already there is
+    // reported at once), and requests left queued by doorbell batching go out.
+    rx_inline_ = false;
+    adapter_->engine().modify(sock_, this, Engine::kRead | (want_write_ ? Engine::kWrite : 0));
+    tx_progress_locked();
+    return;
+  }
+  inline_timer_ = adapter_->engine().add_timer(kInlineLeaseMs, [this] { inline_lease_check(); });
+}
+
+void SoftQueuePair::poll_progress() {
+  // Called by GetResults with the CQ's source lock held (the QP is registered, so its connection holds a
+  // reference). Never blocks: when the engine thread is in on_io it makes the progress anyway.
+  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return;
+  if (sock_ == net::kInvalidSocket || state_ != State::kConnected || rx_state_ == RxState::kDrain) return;
+  inline_last_ns_ = now_ns();
+  posted_since_poll_ = false;
+  if (!rx_inline_) {
+    // Take the connection over from the engine: no EPOLLIN/EPOLLOUT wake-ups while this thread keeps polling
+    // (it reads, and continues a send blocked on a full socket, itself).
+    rx_inline_ = true;
+    adapter_->engine().modify(sock_, this, 0);
+    if (inline_timer_ == 0) {
+      inline_timer_ = adapter_->engine().add_timer(kInlineLeaseMs, [this] { inline_lease_check(); });
+    }
+  }
+  rx_progress_locked();
+  if (state_ == State::kConnected) {
+    if (rcq_->failed() || icq_->failed()) {
+      fail_locked(ND_INTERNAL_ERROR, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+    } else {
+      complete_ready_locked();
+      // Answers Read Requests that just arrived (the peer's confirmation Reads), sends what doorbell batching
+      // queued, continues a send blocked on a full socket (one EAGAIN send when it still is).
+      tx_progress_locked();
+    }
+  }
+  const bool events = event_rtr_pending_ || event_closed_pending_;
+  lock.unlock();
+  kick_teardown();
+  if (events) {
+    // ConnectionEvents callbacks belong to the engine thread.
+    AddRef();
+    adapter_->engine().post([this] {
+      fire_events();
+      Release();
+    });
+  }
 }
 
 void SoftQueuePair::disconnect(std::function<void()> done) {
@@ -493,6 +577,10 @@ void SoftQueuePair::run_teardown() {
     s = sock_;
     if (s == net::kInvalidSocket) return;
     close_now = peer_eof_;
+    if (rx_inline_) {
+      rx_inline_ = false;  // draining / closing is the engine's job again
+      adapter_->engine().modify(s, this, Engine::kRead | (want_write_ ? Engine::kWrite : 0));
+    }
     if (!close_now) {
       // Let a Terminate (or the last bytes) reach the peer: shut down our direction and drain until the
       // peer closes, instead of closing with unread data (which resets the connection).
@@ -519,11 +607,17 @@ void SoftQueuePair::close_socket_now() {
       adapter_->engine().cancel_timer(linger_timer_);
       linger_timer_ = 0;
     }
+    if (inline_timer_ != 0) {
+      adapter_->engine().cancel_timer(inline_timer_);
+      inline_timer_ = 0;
+    }
+    rx_inline_ = false;
     linger_ = false;
     dones.swap(disconnect_done_);
     release = self_ref_;
     self_ref_ = false;
   }
+  remove_progress_sources();
   adapter_->engine().remove(s, this);
   net::close_socket(s, false);
   for (auto& d : dones) {

@@ -7,6 +7,12 @@
 // guards the QP; lock order QP -> SRQ -> StagTable -> CQ. Posting threads transmit directly while the
 // socket accepts data (low latency); on EAGAIN the engine continues on EPOLLOUT. Socket close, Engine::
 // remove and ConnectionEvents callbacks happen on the engine thread with mu_ released.
+// Inline progress: a thread that polls a CQ in a loop (INDPollingHint, nd/netdirect_ext.h: the JS thread in manual
+// mode) and finds it empty runs the QP's receive/transmit progress itself (poll_progress, try-lock only)
+// and, while it keeps polling, takes the connection from the engine (no EPOLLIN/EPOLLOUT interest, so a
+// message wakes no thread); an engine timer hands it back ~1-2 ms after the last inline poll. While that
+// poller is active, a post behind requests still awaiting completion is only queued (doorbell batching):
+// the next empty poll sends everything queued in one gather send.
 // Request rings (send queue, receive queue, inline buffers, outstanding/inbound Read queues, FPDU header
 // scratch) are allocated at creation/attach; nothing is heap-allocated per request.
 //
@@ -27,7 +33,11 @@
 // confirmed and completes ND_SUCCESS. When the send queue goes idle with unconfirmed requests and no
 // already-issued Read covers them, the QP issues an internal zero-length Read Request (sink and source
 // STag 1, one ORD slot, never reported to the application); responders answer zero-length Reads without
-// STag checks (siw does, and so do we). On a Terminate the requests before the offender complete
+// STag checks (siw does, and so do we). While one confirmation Read is in flight, a new one is only issued
+// once 32 more requests are unconfirmed; otherwise its response triggers the next (streams of small
+// Writes: one Read round trip per batch, not per Write). Silent requests (no completion on success) alone
+// only call for a Read once min(32, depth/2) of them are unconfirmed; a failure among them still arrives
+// as a Terminate and is reported on the offender. On a Terminate the requests before the offender complete
 // ND_SUCCESS (Reads only if their response arrived), the offender gets the mapped status (Writes matched
 // by STag/TO of the copied DDP header, Sends by MSN, Reads by Read MSN/order), the rest ND_CANCELED.
 // With a negotiated ORD of 0 no Read can be issued: Writes/Sends then complete on transmission (a
@@ -57,6 +67,7 @@
 #include <mutex>
 #include <vector>
 
+#include "soft/completion_queue.h"
 #include "soft/connection.h"
 #include "soft/engine.h"
 #include "soft/object.h"
@@ -69,7 +80,9 @@ class SoftCompletionQueue;
 class SoftMemoryWindow;
 class StagTable;
 
-class SoftQueuePair final : public ComObject<IND2QueuePair>, private Engine::Handler {
+class SoftQueuePair final : public ComObject<IND2QueuePair>,
+                            private Engine::Handler,
+                            private SoftCompletionQueue::ProgressSource {
  public:
   // ND_INVALID_PARAMETER_2/_3 for missing CQs (checked by the adapter), _5 receive depth (0 without SRQ or
   // above limits), _6 initiator depth, _7 receive SGEs, _8 initiator SGEs, _9 inline size.
@@ -192,7 +205,23 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>, private Engine::Han
   void tx_batch_done_locked();
   void tx_set_want_write_locked(bool want);
   bool needs_confirmation_locked() const;
+  bool confirm_read_outstanding_locked() const;  // an internal confirmation Read awaits its response
   void send_terminate_locked(wire::TermCode code, const uint8_t* ulpdu, size_t avail, uint16_t ulpdu_len);
+
+  // ---- queue_pair.cc: inline progress (a GetResults caller of rcq_/icq_ found it empty) ----
+  // Same work as on_io(kRead) when mu_ is free; ConnectionEvents callbacks still run on the engine thread.
+  void poll_progress() override;
+  void add_progress_sources();
+  void remove_progress_sources();
+  std::atomic<bool> sources_added_{false};  // registered with rcq_/icq_ (changed without mu_)
+  // While an inline poller is active the engine watches neither EPOLLIN nor EPOLLOUT (a message wakes no
+  // engine thread; the poller reads, and continues blocked sends, itself); a lease timer on the engine gives
+  // the connection back to it within ~2 ms of the last inline poll.
+  bool rx_inline_ = false;              // guarded by mu_
+  uint64_t inline_last_ns_ = 0;         // steady clock of the last inline poll
+  uint64_t inline_timer_ = 0;           // the lease check (engine timer id), 0 = none
+  bool posted_since_poll_ = false;      // doorbell batching: a post went out since the last inline poll
+  void inline_lease_check();            // engine thread
 
   // ---- qp_rx.cc ----
   void on_io(uint32_t events) override;
@@ -206,6 +235,7 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>, private Engine::Han
   bool rx_drain_locked();           // discards input; true when the lingering socket can be closed
   void rx_read_response_done_locked();
   bool rx_place_pieces(const LocalSge* sge, uint32_t nsge, uint64_t offset, uint32_t len);
+  void rx_discard_locked(uint32_t len);  // payload goes to a scratch sink (internal Read Responses)
 
   // ---- fixed after creation ----
   SoftAdapter* adapter_;
@@ -235,6 +265,7 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>, private Engine::Han
   uint64_t confirmed_seq_ = 0;          // < confirmed: peer processed it
   uint64_t confirm_requested_ = 0;      // an issued Read covers < this
   uint64_t last_unconfirmed_ = 0;       // seq + 1 of the latest transmitted Write/Send
+  uint64_t last_signaled_unconfirmed_ = 0;  // the same for Writes/Sends without ND_OP_FLAG_SILENT_SUCCESS
 
   // ---- receive queue (own, when no SRQ) ----
   std::vector<RecvRequest> rq_;

@@ -40,6 +40,9 @@ size_t build_terminate_fpdu(TermCode code, const uint8_t* ulpdu, size_t avail, u
 TermVerdict classify_terminate(const TerminateInfo& t) {
   TermVerdict v;
   v.status = ND_REMOTE_ERROR;
+  // A control word we cannot read with confidence (RFC vs siw layout, ddp_rdmap.cc) names nobody: the
+  // oldest unconfirmed request fails ND_REMOTE_ERROR, the rest are canceled.
+  if (!t.reliable) return v;
   DdpHeader copied;
   bool have_hdr = false;
   if (t.d && t.ddp_hdr != nullptr) {

@@ -42,7 +42,8 @@ struct TermVerdict {
 
 // Classifies a decoded Terminate (nd2-facts §3.5): remote access violations of our Writes (DDP tagged
 // errors) and Reads (RDMAP remote protection) → ND_ACCESS_VIOLATION; every other remote error (no
-// receive posted, message too long, IRD exceeded, CRC, ...) → ND_REMOTE_ERROR.
+// receive posted, message too long, IRD exceeded, CRC, ...) → ND_REMOTE_ERROR. An unreliable decode
+// (t.reliable false: RFC and siw control-word layouts disagree) → kNone, ND_REMOTE_ERROR.
 TermVerdict classify_terminate(const wire::TerminateInfo& t);
 
 // Short human-readable name of a Terminate code ("DDP tagged 0x01 base or bounds"), for logs/tests.

@@ -83,6 +83,19 @@ export interface NdSide {
 }
 
 const immediate = () => new Promise<void>((r) => setImmediate(r));
+
+/** Thread mode: how long the JS thread watches memory synchronously before it lets the event loop turn. */
+export const SPIN_BEFORE_YIELD_NS = BigInt(Number(process.env.NDBENCH_SPIN_NS ?? 20_000));
+
+/** Spins on `b[i] !== v` for at most SPIN_BEFORE_YIELD_NS; true once b[i] === v (or stop is set). */
+function spinFor(b: Uint8Array, i: number, v: number, stop: number): boolean {
+  if (SPIN_BEFORE_YIELD_NS === 0n) return b[i] === v || (stop >= 0 && b[stop] !== 0);
+  const until = process.hrtime.bigint() + SPIN_BEFORE_YIELD_NS;
+  for (let k = 0; ; k++) {
+    if (b[i] === v || (stop >= 0 && b[stop] !== 0)) return true;
+    if ((k & 63) === 63 && process.hrtime.bigint() >= until) return false;
+  }
+}
 const now = () => process.hrtime.bigint();
 
 class Stall {
@@ -331,7 +344,7 @@ async function writeLatClient(side: NdSide, a: PhaseArgs): Promise<Stats> {
       const t0 = now();
       const p = qp.write(local, remote);
       p.catch(() => undefined);
-      while (b[last] !== t) {
+      while (!spinFor(b, last, t, -1)) {
         await immediate();
         stall.check();
       }
@@ -373,6 +386,7 @@ async function writeLatServer(side: NdSide, size: number): Promise<void> {
       qp.post('write', local, remote, { silent: !signaled });
     } else {
       while (b[last] !== t) {
+        if (spinFor(b, last, t, stop) && b[last] === t) break;
         if (b[stop] !== 0) return inflight.drain();
         await immediate();
         stall.check();

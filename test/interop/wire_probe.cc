@@ -624,20 +624,30 @@ void provoke_terminate(const Options& o, Conn* c, Wire* wire, const w::MpaNegoti
   // siw declares the control word as C bitfields of a __be32 (iwarp.h struct iwarp_terminate); on a
   // little-endian CPU that puts Layer in the LOW nibble of byte 0 (EType in the high one) and M/D/R in
   // bits 0/1/2 of byte 2, instead of RFC 5040's Layer-high-nibble and M/D/R = 0x80/0x40/0x20.
-  const w::TermCode rfc = t.code;
+  // Both readings computed here independently of decode_terminate_body, which must agree (below).
+  const uint32_t word = w::get_be32(b);
+  const w::TermCode rfc = w::term_control_code(word);
+  const bool rfc_m = (word & w::kTermFlagM) != 0, rfc_d = (word & w::kTermFlagD) != 0;
   const w::TermCode siw_x86{static_cast<uint8_t>(b[0] & 0x0F), static_cast<uint8_t>(b[0] >> 4), b[1]};
   const bool siw_m = (b[2] & 0x01) != 0, siw_d = (b[2] & 0x02) != 0, siw_r = (b[2] & 0x04) != 0;
   std::string layout;
-  if (rfc == want && (t.m || t.d || !(siw_m || siw_d))) layout = "rfc5040";
+  if (rfc == want && (rfc_m || rfc_d || !(siw_m || siw_d))) layout = "rfc5040";
   else if (siw_x86 == want) layout = "siw-le-bitfields";
   else {
     fail(fmt("Terminate code: RFC reading %u/%u/0x%02x, siw-LE reading %u/%u/0x%02x; expected %u/%u/0x%02x",
              rfc.layer, rfc.etype, rfc.code, siw_x86.layer, siw_x86.etype, siw_x86.code, want.layer, want.etype,
              want.code));
   }
-  const bool m = layout == "rfc5040" ? t.m : siw_m;
-  const bool d = layout == "rfc5040" ? t.d : siw_d;
-  logf("Terminate layout %s: M=%d D=%d R=%d", layout.c_str(), m, d, layout == "rfc5040" ? t.r : siw_r);
+  const bool m = layout == "rfc5040" ? rfc_m : siw_m;
+  const bool d = layout == "rfc5040" ? rfc_d : siw_d;
+  logf("Terminate layout %s: M=%d D=%d R=%d", layout.c_str(), m, d, layout == "rfc5040" ? (word & w::kTermFlagR) != 0 : siw_r);
+  // The provider's decoder (binding/soft/ddp_rdmap.cc) must read siw's Terminate the same way, reliably.
+  if (!t.reliable || t.code != want || t.m != m || t.d != d) {
+    fail(fmt("decode_terminate_body read %u/%u/0x%02x M=%d D=%d reliable=%d layout=%d; expected %u/%u/0x%02x M=%d D=%d",
+             t.code.layer, t.code.etype, t.code.code, t.m, t.d, t.reliable, static_cast<int>(t.layout), want.layer,
+             want.etype, want.code, m, d));
+  }
+  g_stats.notes.push_back(fmt("decode_terminate_body layout %s", t.layout == w::TermLayout::kSiwLe ? "siw-le" : t.layout == w::TermLayout::kRfc5040 ? "rfc5040" : "ambiguous"));
   g_stats.notes.push_back(fmt("terminate layout %s: ctrl %02x%02x%02x%02x", layout.c_str(), b[0], b[1], b[2], b[3]));
   if (!sent_ddp_hdr.empty()) {
     // DDP Segment Length, then the copied DDP header.

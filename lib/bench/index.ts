@@ -1,0 +1,49 @@
+// netdirect/bench: the benchmark library the `ndbench` CLI is built on.
+
+export {
+  TESTS,
+  BASELINES,
+  DEFAULT_PORT,
+  USAGE,
+  UsageError,
+  allSizes,
+  isLatency,
+  mpiRank,
+  parseArgs,
+  tcpMode,
+  type Baseline,
+  type BenchOptions,
+  type Format,
+  type TestName,
+} from './options.js';
+export {
+  LAT_MEASURE_TAIL,
+  bandwidthStats,
+  headline,
+  isLatencyStats,
+  latencyStats,
+  median,
+  percentile,
+  toGbits,
+  type BandwidthStats,
+  type LatencyStats,
+  type Stats,
+} from './stats.js';
+export {
+  REPORT_SCHEMA,
+  RESULT_LINE,
+  addResult,
+  formatJson,
+  formatReport,
+  newReport,
+  osuPrinter,
+  perftestPrinter,
+  validateReport,
+  type Printer,
+  type Report,
+  type SizeResult,
+} from './report.js';
+export { renderSvg } from './plot.js';
+export { baselineClient, baselineServer, loadTcpAddon, patternOf, statsOf, type PhaseParams, type RawResult } from './baselines.js';
+export { defaultIo, runClient, runLoopback, runServer, type RunIo } from './run.js';
+export { main } from './main.js';

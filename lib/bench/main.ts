@@ -1,0 +1,40 @@
+// The ndbench command as a function (the bin, lib/bench/cli.ts, only calls it): parse, pick the role, run.
+// Exit codes: 0 done, 1 the benchmark failed, 2 usage error.
+
+import { USAGE, UsageError, parseArgs } from './options.js';
+import { defaultIo, runClient, runLoopback, runServer, type RunIo } from './run.js';
+
+export async function main(argv: string[], io: RunIo = defaultIo): Promise<number> {
+  let o;
+  try {
+    o = parseArgs(argv);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.err(`ndbench: ${err.message}\n${USAGE}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  if (o === null) {
+    io.out(USAGE);
+    return 0;
+  }
+  // The software provider reads its CRC setting from the environment; --loopback's server inherits it.
+  if (o.crc !== undefined) process.env.NETDIRECT_SOFT_CRC = o.crc === 'on' ? '1' : '0';
+  try {
+    if (o.loopbackChild) {
+      await runServer(o, io, (port) => process.send?.({ port }));
+    } else if (o.loopback) {
+      await runLoopback(o, argv, io);
+    } else if (o.server === undefined && o.test !== 'reg_mr') {
+      await runServer(o, io);
+    } else {
+      await runClient(o, io);
+    }
+    return 0;
+  } catch (err) {
+    io.err(`ndbench: ${(err as Error).message}\n`);
+    if (process.env.NDBENCH_DEBUG) io.err(`${(err as Error).stack}\n`);
+    return 1;
+  }
+}

@@ -1,0 +1,180 @@
+#!/usr/bin/env node
+'use strict';
+// `npm run bench`: issue #6's fixed suite. Every row is one `ndbench ... --loopback --format json` run per
+// repetition (a fresh server and client process each time); ratios are taken within each run (netdirect and its
+// baselines measured back to back, same sizes and counts), then the medians over the repetitions are printed
+// with the issue's target beside each row.
+//   node scripts/bench.js [--reps N] [--quick] [--only id,id] [--json out.json]
+// --quick: tiny counts, to check that the suite runs (figures meaningless).
+
+const { spawnSync } = require('node:child_process');
+const fs = require('node:fs');
+const os = require('node:os');
+const path = require('node:path');
+
+const root = path.resolve(__dirname, '..');
+const cli = path.join(root, 'dist', 'cjs', 'bench', 'cli.js');
+
+function arg(name, fallback) {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : fallback;
+}
+const quick = process.argv.includes('--quick');
+const reps = Number(arg('--reps', quick ? 1 : 5));
+const only = arg('--only', '') ? arg('--only', '').split(',') : null;
+const jsonOut = arg('--json', undefined);
+const q = (full, small) => String(quick ? small : full);
+
+const KiB = 1024;
+const MiB = 1024 * 1024;
+
+// kind: which figure of the report is the row's value. target: [comparator, value, against] where against is
+// 'abs' (the figure itself) or a baseline name (the ratio netdirect/baseline of that run).
+const ROWS = [
+  { id: 'lat-thread', label: 'write_lat 8 B, poller thread', args: ['write_lat', '-s', '8', '-n', q(5000, 50), '--compare', 'tcp,node-net'],
+    targets: [['<=', 2.0, 'tcp', '≤ 2× TCP half-RTT'], ['<=', 0.4, 'node-net', '≥ 2.5× lower than net']] },
+  { id: 'lat-manual', label: 'write_lat 8 B, --completion manual', args: ['write_lat', '-s', '8', '-n', q(5000, 50), '--completion', 'manual', '--compare', 'tcp,node-net'],
+    targets: [['<=', 1.3, 'tcp', '≤ 1.3× TCP half-RTT (busy-poll)'], ['<=', 0.4, 'node-net', '≥ 2.5× lower than net']] },
+  { id: 'bw-4k', label: 'write_bw 4 KiB, CRC off', args: ['write_bw', '-s', String(4 * KiB), '-n', q(20000, 50), '--crc', 'off', '--compare', 'tcp,node-net'],
+    targets: [['>=', 2.0, 'node-net', '≥ 2× net']] },
+  { id: 'bw-64k-off', label: 'write_bw 64 KiB, CRC off', args: ['write_bw', '-s', String(64 * KiB), '-n', q(5000, 50), '--crc', 'off', '--compare', 'tcp,node-net'], targets: [] },
+  { id: 'bw-1m-off', label: 'write_bw 1 MiB, CRC off', args: ['write_bw', '-s', String(MiB), '-n', q(1000, 20), '--crc', 'off', '--compare', 'tcp,node-net'],
+    targets: [['>=', 0.9, 'tcp', '≥ 0.9× TCP stream'], ['>=', 1.0, 'node-net', '≥ 1.0× net']] },
+  { id: 'bw-64k-on', label: 'write_bw 64 KiB, CRC on', args: ['write_bw', '-s', String(64 * KiB), '-n', q(5000, 50), '--crc', 'on', '--compare', 'tcp'], targets: [] },
+  { id: 'bw-1m-on', label: 'write_bw 1 MiB, CRC on', args: ['write_bw', '-s', String(MiB), '-n', q(1000, 20), '--crc', 'on', '--compare', 'tcp'],
+    targets: [['>=', 0.85, 'tcp', '≥ 0.85× TCP stream']] },
+  { id: 'read-1m', label: 'read_bw 1 MiB', args: ['read_bw', '-s', String(MiB), '-n', q(1000, 20), '--compare', 'tcp'], targets: [] },
+  { id: 'send-lat', label: 'send_lat 8 B', args: ['send_lat', '-s', '8', '-n', q(5000, 50), '--compare', 'tcp'], targets: [] },
+  { id: 'msg-rate', label: 'message rate, 8 B writes, post()+poll()', figure: 'MsgRate', args: ['write_bw', '-s', '8', '-n', q(200000, 200), '--completion', 'manual', '--compare', 'tcp'],
+    targets: [['>=', 1.0, 'abs', '≥ 1.0 Mpps']] },
+  { id: 'reg-mr', label: 'registerMemory 4 KiB', args: ['reg_mr', '-s', String(4 * KiB), '-n', q(2000, 20)], targets: [['<=', 5, 'abs', '≤ 5 µs median']] },
+  { id: 'qp-1', label: '1 QP writing, 64 KiB (reference for 1,000)', args: ['write_bw', '-s', String(64 * KiB), '-n', q(20000, 100)], targets: [] },
+  { id: 'qp-1000', label: '1,000 QPs writing, 64 KiB, aggregate', args: ['write_bw', '-s', String(64 * KiB), '-q', q(1000, 10), '-n', q(20, 10), '-t', '4'],
+    targets: [['>=', 0.8, 'qp-1', '≥ 0.8× one QP']], extra: 'rss_per_idle_qp_bytes', extraTarget: ['<=', 65536, '≤ 64 KiB per idle QP'] },
+];
+
+function median(values) {
+  const a = values.filter((v) => Number.isFinite(v)).sort((x, y) => x - y);
+  if (a.length === 0) return NaN;
+  const m = a.length >> 1;
+  return a.length % 2 ? a[m] : (a[m - 1] + a[m]) / 2;
+}
+
+function runOnce(row) {
+  const tmp = path.join(os.tmpdir(), `ndbench-suite-${process.pid}-${row.id}.json`);
+  const res = spawnSync(process.execPath, [cli, ...row.args, '--loopback', '--format', 'json', '--json', tmp, '--no-progress', '--timeout', '60'], {
+    cwd: root,
+    encoding: 'utf8',
+    timeout: 15 * 60 * 1000,
+    maxBuffer: 64 * MiB,
+  });
+  if (res.status !== 0) throw new Error(`${row.label}: ndbench exited ${res.status ?? res.signal}\n${res.stderr}`);
+  const report = JSON.parse(fs.readFileSync(tmp, 'utf8'));
+  fs.rmSync(tmp, { force: true });
+  return report;
+}
+
+function figureOf(row, report) {
+  const r = report.results[0];
+  const s = r.netdirect;
+  if (row.figure) return s[row.figure];
+  return report.kind === 'latency' ? s.t_typical : s.BW_average;
+}
+
+const unitOf = (row, report) => (row.figure === 'MsgRate' ? 'Mpps' : report.kind === 'latency' ? 'µs' : 'MiB/s');
+const fmt = (v, d = 2) => (Number.isFinite(v) ? (Math.abs(v) >= 1000 ? v.toFixed(0) : v.toFixed(d)) : 'n/a');
+const met = (cmp, v, t) => (!Number.isFinite(v) ? '?' : (cmp === '<=' ? v <= t : v >= t) ? 'yes' : 'NO');
+
+function main() {
+  if (!fs.existsSync(cli)) {
+    console.error(`bench: ${path.relative(root, cli)} is missing: run \`npm run build\` first`);
+    process.exit(1);
+  }
+  const rows = ROWS.filter((r) => !only || only.includes(r.id));
+  const started = new Date();
+  console.error(`bench: ${rows.length} rows × ${reps} repetitions; load average ${os.loadavg().map((v) => v.toFixed(2)).join(' ')}`);
+  const collected = new Map();
+  // Interleave repetitions across rows so that a noisy period hits every row a little, not one row a lot.
+  for (let rep = 0; rep < reps; rep++) {
+    for (const row of rows) {
+      if (process.stderr.isTTY) process.stderr.write(`\rbench: repetition ${rep + 1}/${reps}: ${row.label}\x1b[K`);
+      const report = runOnce(row);
+      const c = collected.get(row.id) ?? { row, reports: [] };
+      c.reports.push(report);
+      collected.set(row.id, c);
+    }
+  }
+  if (process.stderr.isTTY) process.stderr.write('\r\x1b[K');
+  const table = [];
+  for (const { row, reports } of collected.values()) {
+    const values = reports.map((r) => figureOf(row, r));
+    const unit = unitOf(row, reports[0]);
+    const baseline = {};
+    const ratio = {};
+    for (const b of ['tcp', 'node-net']) {
+      if (!reports[0].options.compare.includes(b)) continue;
+      baseline[b] = median(reports.map((r) => {
+        const s = r.results[0].baselines[b];
+        return row.figure ? s[row.figure] : r.kind === 'latency' ? s.t_typical : s.BW_average;
+      }));
+      ratio[b] = median(reports.map((r) => r.results[0].ratios[b]));
+    }
+    const entry = { id: row.id, label: row.label, unit, median: median(values), min: Math.min(...values), max: Math.max(...values), n: values.length, baseline, ratio, checks: [] };
+    for (const [cmp, t, against, text] of row.targets) {
+      let v;
+      if (against === 'abs') v = entry.median;
+      else if (against === 'tcp' || against === 'node-net') v = ratio[against];
+      else {
+        // Another row of this suite, repetition by repetition (runs of the same repetition are adjacent in time).
+        const other = collected.get(against);
+        v = other ? median(values.map((x, i) => x / figureOf(other.row, other.reports[i] ?? other.reports[0]))) : NaN;
+      }
+      entry.checks.push({ target: text, value: v, met: met(cmp, v, t) });
+    }
+    if (row.extra) {
+      const v = median(reports.map((r) => r.extra?.[row.extra]));
+      entry.extra = { [row.extra]: v };
+      entry.checks.push({ target: row.extraTarget[2], value: v, met: met(row.extraTarget[0], v, row.extraTarget[1]), unit: 'B' });
+    }
+    table.push(entry);
+  }
+  const lines = [];
+  lines.push(`netdirect ${require(path.join(root, 'package.json')).version} — npm run bench, ${started.toISOString()}, ${os.cpus().length} CPUs, load ${os.loadavg().map((v) => v.toFixed(2)).join(' ')}`);
+  lines.push(`medians over ${reps} repetitions (each a fresh --loopback run); ratios = netdirect / baseline within each run, then the median`);
+  lines.push('');
+  const head = ['metric', 'netdirect median [min–max]', 'tcp', 'nd/tcp', 'node-net', 'nd/node-net', 'target', 'value', 'met'];
+  const body = [];
+  for (const e of table) {
+    const checks = e.checks.length ? e.checks : [{ target: '—', value: NaN, met: '' }];
+    checks.forEach((c, i) => {
+      body.push([
+        i === 0 ? e.label : '',
+        i === 0 ? `${fmt(e.median)} ${e.unit} [${fmt(e.min)}–${fmt(e.max)}]` : '',
+        i === 0 && e.baseline.tcp !== undefined ? `${fmt(e.baseline.tcp)} ${e.unit}` : '',
+        i === 0 && e.ratio.tcp !== undefined ? fmt(e.ratio.tcp) : '',
+        i === 0 && e.baseline['node-net'] !== undefined ? `${fmt(e.baseline['node-net'])} ${e.unit}` : '',
+        i === 0 && e.ratio['node-net'] !== undefined ? fmt(e.ratio['node-net']) : '',
+        c.target,
+        Number.isFinite(c.value) ? fmt(c.value) + (c.unit ? ` ${c.unit}` : '') : c.value === undefined ? '' : 'n/a',
+        c.met,
+      ]);
+    });
+  }
+  const widths = head.map((h, i) => Math.max(h.length, ...body.map((r) => r[i].length)));
+  const line = (cells) => '| ' + cells.map((c, i) => c.padEnd(widths[i])).join(' | ') + ' |';
+  lines.push(line(head));
+  lines.push('|' + widths.map((w) => '-'.repeat(w + 2)).join('|') + '|');
+  for (const r of body) lines.push(line(r));
+  lines.push('');
+  lines.push('Units: latency µs (half round trip, median = perftest t_typical); bandwidth MiB/s (2^20 B/s); message rate Mpps.');
+  lines.push('Baselines: tcp = native C++ TCP (blocking; busy-polling for --completion manual rows), node-net = Node net; same pattern, sizes and counts.');
+  console.log(lines.join('\n'));
+  if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ date: started.toISOString(), reps, rows: table }, null, 2) + '\n');
+}
+
+try {
+  main();
+} catch (err) {
+  process.stderr.write(`\nbench: ${err.message}\n`);
+  process.exit(1);
+}

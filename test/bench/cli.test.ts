@@ -1,0 +1,166 @@
+// The ndbench command end to end (dist/cjs/bench/cli.js, built by `npm test`'s pretest): tiny --loopback runs of
+// every test in both completion modes, the baselines, every output format, --json and --plot. Figures are never
+// asserted (benchmarks are not tests): only that they exist, are positive and are laid out as promised.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { RESULT_LINE, validateReport } from '../../lib/bench/report';
+import { parseXml } from './xml';
+
+const root = path.resolve(__dirname, '..', '..');
+const cli = process.env.NDBENCH_TEST_CLI ?? path.join(root, 'dist', 'cjs', 'bench', 'cli.js');
+const dir = mkdtempSync(path.join(tmpdir(), 'ndbench-test-'));
+
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function ndbench(...args: string[]) {
+  const r = spawnSync(process.execPath, [cli, ...args], { cwd: root, encoding: 'utf8', timeout: 90_000 });
+  return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr, out: `${r.stdout}\n${r.stderr}` };
+}
+
+/** Numeric rows of a perftest table: the lines after the column header (starting ' #bytes'), to RESULT_LINE. */
+function rows(stdout: string): number[][] {
+  const lines = stdout.split('\n');
+  const h = lines.findIndex((l) => l.startsWith(' #bytes'));
+  expect(h, stdout).toBeGreaterThan(0);
+  const out: number[][] = [];
+  for (const l of lines.slice(h + 1)) {
+    if (l === RESULT_LINE) break;
+    out.push(l.trim().split(/\s+/).map(Number));
+  }
+  return out;
+}
+
+describe('ndbench command line', { timeout: 120_000 }, () => {
+  it('--help prints the usage; misuse exits 2 with the reason', () => {
+    const help = ndbench('--help');
+    expect(help.status).toBe(0);
+    expect(help.stdout).toMatch(/^usage: ndbench <test> \[server-host\] \[options\]/);
+    for (const opt of ['--loopback', '--compare', '--plot', '--completion', '--crc', '--report_gbits', '-a, --all']) expect(help.stdout).toContain(opt);
+    const bad = ndbench('write_lat', '--compare', 'udp');
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/--compare must be one of tcp\|node-net/);
+    expect(ndbench('nonsense').status).toBe(2);
+  });
+
+  it('a client with no server fails with a message, not a hang', () => {
+    const r = ndbench('write_lat', '127.0.0.1', '-p', '1', '--timeout', '1');
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/cannot reach the ndbench server at 127\.0\.0\.1:1/);
+  });
+});
+
+describe('ndbench --loopback, every test, both completion modes', { timeout: 120_000 }, () => {
+  const tests = ['write_lat', 'write_bw', 'read_lat', 'read_bw', 'send_lat', 'send_bw'];
+  for (const completion of ['thread', 'manual']) {
+    it.each(tests)(`%s --completion ${completion}`, (test) => {
+      const r = ndbench(test, '--loopback', '-s', '64', '-n', '20', '--completion', completion, '--timeout', '20');
+      expect(r.status, r.out).toBe(0);
+      expect(r.stdout).toContain(test.endsWith('lat') ? 'Latency Test' : 'BW Test');
+      const table = rows(r.stdout);
+      expect(table).toHaveLength(1);
+      expect(table[0][0]).toBe(64);
+      expect(table[0]).toHaveLength(test.endsWith('lat') ? 9 : 5);
+      expect(table[0].every((v) => Number.isFinite(v) && v >= 0)).toBe(true);
+      expect(table[0][test.endsWith('lat') ? 4 : 3]).toBeGreaterThan(0);
+    });
+  }
+});
+
+// The printed figures are rounded (2 decimals), so the printed ratio matches their quotient only to a
+// relative precision: compare relatively, not to a fixed number of decimals.
+function expectRatio(printed: number, nd: number, base: number) {
+  const exact = nd / base;
+  expect(Math.abs(printed - exact), `ratio ${printed} vs ${nd}/${base}`).toBeLessThanOrEqual(0.01 * exact + 0.01);
+}
+
+describe('ndbench baselines in the same run', { timeout: 120_000 }, () => {
+  it('--compare tcp,node-net prints each baseline and the ratio beside netdirect\'s figure (latency)', () => {
+    const r = ndbench('write_lat', '--loopback', '-s', '8', '-n', '30', '--compare', 'tcp,node-net', '--timeout', '20');
+    expect(r.status, r.out).toBe(0);
+    expect(r.stdout).toMatch(/tcp\[usec\]\s+nd\/tcp\s+node-net\[usec\]\s+nd\/node-net/);
+    const [row] = rows(r.stdout);
+    expect(row).toHaveLength(13);
+    expect(row[9]).toBeGreaterThan(0);
+    expectRatio(row[10], row[4], row[9]);
+    expect(row[11]).toBeGreaterThan(0);
+    expectRatio(row[12], row[4], row[11]);
+  });
+
+  it('bandwidth: --compare tcp in OSU format, and send_bw/read_bw patterns', () => {
+    for (const test of ['write_bw', 'read_bw', 'send_bw']) {
+      const r = ndbench(test, '--loopback', '-s', '4096', '-n', '50', '--compare', 'tcp', '--format', 'osu', '--timeout', '20');
+      expect(r.status, r.out).toBe(0);
+      const line = r.stdout.split('\n').find((l) => /^4096\s/.test(l))!;
+      const [size, nd, tcp, ratio] = line.trim().split(/\s+/).map(Number);
+      expect(size).toBe(4096);
+      expect(nd).toBeGreaterThan(0);
+      expect(tcp).toBeGreaterThan(0);
+      expectRatio(ratio, nd, tcp);
+    }
+  });
+});
+
+describe('ndbench reports and pictures', { timeout: 120_000 }, () => {
+  it('--format json and --json: the schema, units and ratios', () => {
+    const file = path.join(dir, 'r.json');
+    const r = ndbench('send_lat', '--loopback', '-s', '16', '-n', '20', '--compare', 'node-net', '--format', 'json', '--json', file, '--timeout', '20');
+    expect(r.status, r.out).toBe(0);
+    const printed = JSON.parse(r.stdout);
+    const saved = JSON.parse(readFileSync(file, 'utf8'));
+    expect(saved).toEqual(printed);
+    expect(validateReport(saved)).toEqual([]);
+    expect(saved).toMatchObject({ tool: 'ndbench', test: 'send_lat', verb: 'Send', kind: 'latency' });
+    expect(saved.units.latency).toMatch(/usec/);
+    expect(saved.results[0].ratios['node-net']).toBeGreaterThan(0);
+  });
+
+  it('-a sweep with --plot: a valid SVG with every size, netdirect and the baseline', () => {
+    const svgFile = path.join(dir, 'sweep.svg');
+    const jsonFile = path.join(dir, 'sweep.json');
+    const r = ndbench('write_bw', '--loopback', '-a', '-n', '5', '-t', '4', '--compare', 'tcp', '--plot', svgFile, '--json', jsonFile, '--timeout', '30');
+    expect(r.status, r.out).toBe(0);
+    expect(rows(r.stdout).map((x) => x[0])).toEqual(Array.from({ length: 23 }, (_, i) => 2 ** (i + 1)));
+    const doc = parseXml(readFileSync(svgFile, 'utf8'));
+    expect(doc.root).toBe('svg');
+    expect(doc.text).toContain('netdirect');
+    expect(doc.text).toContain('tcp');
+    expect(doc.text).toContain('8M');
+    expect(doc.elements.filter((e) => e === 'circle').length).toBeGreaterThanOrEqual(2 * 2 * 23);
+    expect(validateReport(JSON.parse(readFileSync(jsonFile, 'utf8')))).toEqual([]);
+  });
+
+  it('-D runs by time and prints perftest\'s duration columns; --report_gbits', () => {
+    const lat = ndbench('write_lat', '--loopback', '-s', '8', '-D', '0.3', '--timeout', '20');
+    expect(lat.status, lat.out).toBe(0);
+    expect(lat.stdout).toContain(' #bytes        #iterations       t_avg[usec]    tps average');
+    const bw = ndbench('write_bw', '--loopback', '-s', '65536', '-D', '0.3', '--report_gbits', '--timeout', '20');
+    expect(bw.status, bw.out).toBe(0);
+    expect(bw.stdout).toContain('BW average[Gb/sec]');
+    expect(rows(bw.stdout)[0][1]).toBeGreaterThan(0);
+  });
+
+  it('-q: several QPs writing, with the RSS growth per idle QP in the JSON; reg_mr', () => {
+    const file = path.join(dir, 'q.json');
+    const r = ndbench('write_bw', '--loopback', '-s', '4096', '-n', '10', '-q', '8', '--json', file, '--timeout', '20');
+    expect(r.status, r.out).toBe(0);
+    expect(r.stdout).toMatch(/Number of qps\s+: 8/);
+    const rep = JSON.parse(readFileSync(file, 'utf8'));
+    expect(rep.results[0].netdirect.n_iterations).toBe(80);
+    expect(rep.extra.rss_per_idle_qp_bytes).toBeTypeOf('number');
+    const reg = ndbench('reg_mr', '-s', '4096', '-n', '20');
+    expect(reg.status, reg.out).toBe(0);
+    expect(reg.stdout).toContain('RegisterMemory Latency Test');
+    expect(rows(reg.stdout)[0][4]).toBeGreaterThan(0);
+  });
+
+  it('--crc on|off reaches both sides (the run succeeds either way)', () => {
+    for (const crc of ['on', 'off']) {
+      const r = ndbench('write_bw', '--loopback', '-s', '65536', '-n', '20', '--crc', crc, '--timeout', '20');
+      expect(r.status, r.out).toBe(0);
+      expect(r.stdout).toContain(`MPA CRC32c      : ${crc.toUpperCase()}`);
+    }
+  });
+});
