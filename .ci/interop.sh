@@ -47,6 +47,8 @@ if [ ! -x node_modules/.bin/vitest ]; then
   echo "interop: node_modules/.bin/vitest missing: run npm ci first" >&2
   exit 1
 fi
-NETDIRECT_INTEROP=1 timeout 2400 node_modules/.bin/vitest run --config test/interop/vitest.interop.config.mts
+mkdir -p build
+NETDIRECT_INTEROP=1 timeout 2400 node_modules/.bin/vitest run --config test/interop/vitest.interop.config.mts \
+  --reporter=default --reporter=json --outputFile.json=build/vitest-interop-report.json
 
 step "done"
