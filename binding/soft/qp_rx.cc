@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <new>
 
 #include "soft/adapter.h"
 #include "soft/completion_queue.h"
@@ -63,8 +64,9 @@ void SoftQueuePair::on_io(uint32_t events) {
 }
 
 bool SoftQueuePair::rx_drain_locked() {
+  uint8_t sink[4096];
   for (int i = 0; i < kRxBudget; ++i) {
-    const ptrdiff_t n = net::recv_bytes(sock_, rx_scratch_, sizeof rx_scratch_);
+    const ptrdiff_t n = net::recv_bytes(sock_, sink, sizeof sink);
     if (n > 0) continue;
     if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) return false;
     // End of stream or a dead socket: a lingering close is over; otherwise close without lingering.
@@ -85,31 +87,87 @@ void SoftQueuePair::rx_fail_locked(TermCode code, HRESULT recv_status, const uin
 }
 
 void SoftQueuePair::rx_progress_locked() {
-  for (int budget = 0; budget < kRxBudget; ++budget) {
+  if (state_ != State::kConnected || rx_state_ == RxState::kDrain) return;
+  if (!rx_stage_) {
+    rx_stage_.reset(new (std::nothrow) uint8_t[kRxStage]);
+    if (!rx_stage_) {
+      fail_locked(ND_INSUFFICIENT_RESOURCES, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+      return;
+    }
+  }
+  uint8_t* const stage = rx_stage_.get();
+  int syscalls = 0;
+  bool drained = false;  // the last receive returned less than asked: the socket is (very likely) empty
+  for (;;) {
     if (state_ != State::kConnected || rx_state_ == RxState::kDrain) return;
     if (rx_state_ == RxState::kHeader) {
       if (rx_have_ < rx_need_) {
-        const ptrdiff_t n = net::recv_bytes(sock_, rx_buf_ + rx_have_, rx_need_ - rx_have_);
-        if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) return;
-        if (n <= 0) {
-          // Peer closed (orderly at an FPDU boundary) or the connection broke: cancel everything.
-          peer_eof_ = true;
-          fail_locked(n == 0 && rx_have_ == 0 ? ND_SUCCESS : ND_CONNECTION_ABORTED, true, false, kNoOffender,
-                      ND_CANCELED, ND_CANCELED);
-          return;
+        if (rx_stage_pos_ == rx_stage_end_) {
+          // Level-triggered readiness (engine) or the next inline poll picks up anything that arrives later.
+          if (drained || syscalls++ >= kRxBudget) return;
+          const ptrdiff_t n = net::recv_bytes(sock_, stage, kRxStage);
+          if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) return;
+          if (n <= 0) {
+            // Peer closed (orderly at an FPDU boundary) or the connection broke: cancel everything.
+            peer_eof_ = true;
+            fail_locked(n == 0 && rx_have_ == 0 ? ND_SUCCESS : ND_CONNECTION_ABORTED, true, false, kNoOffender,
+                        ND_CANCELED, ND_CANCELED);
+            return;
+          }
+          rx_stage_pos_ = 0;
+          rx_stage_end_ = static_cast<size_t>(n);
+          drained = rx_stage_end_ < kRxStage;
         }
-        rx_have_ += static_cast<size_t>(n);
+        // Exactly the header bytes still needed (a control FPDU is taken whole, nothing beyond it).
+        const size_t take = std::min(rx_need_ - rx_have_, rx_stage_end_ - rx_stage_pos_);
+        std::memcpy(rx_buf_ + rx_have_, stage + rx_stage_pos_, take);
+        rx_stage_pos_ += take;
+        rx_have_ += take;
         if (rx_have_ < rx_need_) continue;
       }
       if (!rx_header_locked()) return;
       continue;
     }
-    // Payload (possibly empty) + trailer + the next FPDU's first bytes in one call.
+    if (rx_stage_pos_ < rx_stage_end_) {
+      // Payload (possibly empty) + trailer from the staging buffer; CRC over the bytes as placed.
+      const uint8_t* src = stage + rx_stage_pos_;
+      size_t avail = rx_stage_end_ - rx_stage_pos_;
+      while (avail > 0 && rx_piece_pos_ < rx_piece_count_) {
+        iovec& p = rx_piece_[rx_piece_pos_];
+        const size_t take = std::min(avail, p.iov_len);
+        std::memcpy(p.iov_base, src, take);
+        if (crc_) rx_crc_ = crc32c_update(rx_crc_, p.iov_base, take);
+        p.iov_base = static_cast<uint8_t*>(p.iov_base) + take;
+        p.iov_len -= take;
+        src += take;
+        avail -= take;
+        if (p.iov_len == 0) ++rx_piece_pos_;
+      }
+      const size_t t = std::min(avail, rx_trailer_len_ - rx_trailer_have_);
+      std::memcpy(rx_trailer_ + rx_trailer_have_, src, t);
+      rx_trailer_have_ += t;
+      avail -= t;
+      rx_stage_pos_ = rx_stage_end_ - avail;
+      if (rx_trailer_have_ < rx_trailer_len_) continue;  // staging buffer used up
+      rx_have_ = 0;
+      rx_need_ = kPeek;
+      if (!rx_segment_done_locked()) return;
+      continue;
+    }
+    // Staging buffer empty: the rest of the payload straight into the target, the trailer, and a read-ahead
+    // into the staging buffer (a whole one behind a small FPDU; only a header's worth behind a large one, so
+    // that the next large payload is not copied).
+    if (drained || syscalls++ >= kRxBudget) return;
     iovec iov[limits::kMaxSge + 3];
     int cnt = 0;
-    for (int i = rx_piece_pos_; i < rx_piece_count_; ++i) iov[cnt++] = rx_piece_[i];
+    size_t rest = rx_trailer_len_ - rx_trailer_have_;
+    for (int i = rx_piece_pos_; i < rx_piece_count_; ++i) {
+      iov[cnt++] = rx_piece_[i];
+      rest += rx_piece_[i].iov_len;
+    }
     iov[cnt++] = iovec{rx_trailer_ + rx_trailer_have_, rx_trailer_len_ - rx_trailer_have_};
-    iov[cnt++] = iovec{rx_buf_, kPeek};
+    const size_t ahead = rx_ulpdu_len_ <= kRxSmallFpdu ? kRxStage : kPeek;
+    iov[cnt++] = iovec{stage, ahead};
     const ptrdiff_t n = net::recv_iov(sock_, iov, cnt);
     if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) return;
     if (n <= 0) {
@@ -117,6 +175,9 @@ void SoftQueuePair::rx_progress_locked() {
       fail_locked(ND_CONNECTION_ABORTED, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
       return;
     }
+    // Short read behind a small FPDU: the socket is empty. Within a large payload keep reading (more of a
+    // stream is usually arriving while we copy; going back to epoll would cost a sleep and a wake-up).
+    drained = ahead == kRxStage && static_cast<size_t>(n) < rest + ahead;
     size_t left = static_cast<size_t>(n);
     while (left > 0 && rx_piece_pos_ < rx_piece_count_) {
       iovec& p = rx_piece_[rx_piece_pos_];
@@ -132,7 +193,9 @@ void SoftQueuePair::rx_progress_locked() {
     rx_trailer_have_ += t;
     left -= t;
     if (rx_trailer_have_ < rx_trailer_len_) continue;
-    rx_have_ = left;  // read-ahead bytes of the next FPDU are already in rx_buf_
+    rx_stage_pos_ = 0;
+    rx_stage_end_ = left;  // read-ahead bytes of what follows are in the staging buffer
+    rx_have_ = 0;
     rx_need_ = kPeek;
     if (!rx_segment_done_locked()) return;
   }

@@ -44,11 +44,16 @@
 // remote error is then only visible as a Terminate / connection loss, as on hardware without this scheme).
 //
 // ---- Receive -----------------------------------------------------------------------------------------
-// A small state machine reads each FPDU header into a buffer, checks it (DDP/RDMAP validity, MSN/MO,
-// STag/key/rights/bounds incl. 64-bit wrap), then scatters the payload with recv_iov directly into the
-// target (registered memory of the Write's STag, the posted receive, or the Read's SGE list), then the
-// trailer together with the next FPDU's first 16 bytes in the same call. CRC32c runs over the placed bytes.
-// Read Requests and Terminates are read whole into the buffer.
+// A small state machine takes each FPDU header into a buffer, checks it (DDP/RDMAP validity, MSN/MO,
+// STag/key/rights/bounds incl. 64-bit wrap), then places the payload into the target (registered memory of
+// the Write's STag, the posted receive, or the Read's SGE list). Staged receive: one recv of up to 4 KiB
+// into a per-QP staging buffer (allocated on first use) usually holds many small FPDUs; headers, payloads
+// and trailers are copied out of it one FPDU after another. When the staging buffer runs dry inside an
+// FPDU, the rest of the payload goes with recv_iov straight into the target, then the trailer, then a
+// read-ahead into the staging buffer (a whole buffer behind a small FPDU, only 16 bytes behind one with a
+// ULPDU over 2 KiB, so large payloads stay zero-copy). CRC32c runs over the placed bytes. A short read of a
+// small FPDU ends the progress call (the socket is empty; no extra EAGAIN receive). Read Requests and
+// Terminates are taken whole into the header buffer.
 //
 // ---- Errors ------------------------------------------------------------------------------------------
 // A check failure sends a Terminate with the RFC code (best effort, as siw), fails the matching local
@@ -64,6 +69,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -350,7 +356,14 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   bool rx_in_write_ = false;            // a Write message is partly received
   uint32_t rx_write_stag_ = 0;
   uint64_t rx_write_next_to_ = 0;
-  uint8_t rx_scratch_[4096];            // drain buffer
+  // Staging buffer (allocated on first receive progress): small FPDUs arrive many per recv and are parsed
+  // and copied from here; bytes [rx_stage_pos_, rx_stage_end_) are received but not yet consumed. Large
+  // payloads still go straight from the socket into their targets (recv_iov), with only a short read-ahead.
+  static constexpr size_t kRxStage = 4096;
+  static constexpr size_t kRxSmallFpdu = 2048;  // FPDUs up to this ULPDU length: read ahead a whole stage
+  std::unique_ptr<uint8_t[]> rx_stage_;
+  size_t rx_stage_pos_ = 0;
+  size_t rx_stage_end_ = 0;
 
   // ---- teardown ----
   bool teardown_scheduled_ = false;
