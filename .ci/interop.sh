@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The siw interop tier (issue #5): netdirect's iWARP wire against Linux soft-iWARP (siw) in a qemu guest.
-# Installs what the tier needs (qemu-system-x86, tcpdump, tshark, the siw-vm guest build), then runs
-# `vitest --config test/interop/vitest.interop.config.mts` with NETDIRECT_INTEROP=1 (missing pieces are errors,
-# not skips). Run as root from a clone with shared/ beside it (as CI lays it out), after `npm ci`.
+# Installs what the tier needs (qemu-system-x86, tcpdump, tshark, g++, libibverbs-dev + librdmacm-dev for
+# test/interop/verbs_peer.c, the siw-vm guest build), then runs `vitest --config test/interop/vitest.interop.config.mts`
+# with NETDIRECT_INTEROP=1 (missing pieces are errors, not skips). Run as root from a clone with shared/ beside it (as CI lays it out), after `npm ci`.
 # Usage: bash .ci/interop.sh           (SIW_VM_TOOLS overrides where shared/tools/siw-vm is)
 set -euo pipefail
 
@@ -27,15 +27,20 @@ command -v qemu-system-x86_64 >/dev/null 2>&1 || missing+=(qemu-system-x86)
 command -v tcpdump >/dev/null 2>&1 || missing+=(tcpdump)
 command -v tshark >/dev/null 2>&1 || missing+=(tshark)
 command -v g++ >/dev/null 2>&1 || missing+=(g++)
+# verbs.interop.test.ts builds test/interop/verbs_peer.c (librdmacm + libibverbs, rdma-core 44 like the guest).
+command -v cc >/dev/null 2>&1 || missing+=(gcc)
+[ -f /usr/include/infiniband/verbs.h ] || missing+=(libibverbs-dev)
+[ -f /usr/include/rdma/rdma_cma.h ] || missing+=(librdmacm-dev)
 if [ ${#missing[@]} -gt 0 ]; then
   echo "installing: ${missing[*]}"
   apt-get update -q
   DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 else
-  echo "qemu-system-x86_64, tcpdump, tshark, g++ already present"
+  echo "qemu-system-x86_64, tcpdump, tshark, g++, cc, libibverbs-dev, librdmacm-dev already present"
 fi
 echo "qemu:   $(qemu-system-x86_64 --version | head -n1)"
 echo "tshark: $(tshark --version 2>/dev/null | head -n1)"
+echo "verbs:  $(dpkg-query -W -f='libibverbs-dev ${Version}, ' libibverbs-dev 2>/dev/null)$(dpkg-query -W -f='librdmacm-dev ${Version}' librdmacm-dev 2>/dev/null)"
 
 # --- 2. The guest (kernel + siw.ko + rdma-core initramfs); returns at once when ~/.cache/siw-vm has it.
 step "siw-vm build"

@@ -105,10 +105,14 @@ export function parseExpert(text: string): ExpertItem[] {
   return items;
 }
 
-/** Decodes a capture with tshark (two passes) and summarizes what an interop test asserts on. */
-export async function tsharkVerdict(file: string): Promise<TsharkVerdict> {
+/**
+ * Decodes a capture with tshark (two passes) and summarizes what an interop test asserts on. extraArgs go to
+ * both passes (e.g. `--disable-protocol rpcordma`: its heuristic claims arbitrary Send payloads).
+ */
+export async function tsharkVerdict(file: string, extraArgs: string[] = []): Promise<TsharkVerdict> {
   // Pass 1: per-frame fields, then the expert statistics (printed after the last frame).
   const out = await tshark([
+    ...extraArgs,
     '-r', file, '-T', 'fields', '-E', 'occurrence=a', '-e', 'frame.number', '-e', '_ws.malformed',
     '-e', 'iwarp_mpa.key.req', '-e', 'iwarp_mpa.key.rep', '-e', 'iwarp_mpa.ulpdulength', '-e', 'iwarp_rdma.opcode',
     '-z', 'expert',
@@ -131,7 +135,7 @@ export async function tsharkVerdict(file: string): Promise<TsharkVerdict> {
   }
   const expert = parseExpert(statsAt < 0 ? '' : lines.slice(statsAt).join('\n'));
   // Pass 2: the CRC verdict is only in the field's text ("Good CRC32" / "Bad CRC32, should be ...").
-  const verbose = await tshark(['-r', file, '-V', '-Y', 'iwarp_mpa']);
+  const verbose = await tshark([...extraArgs, '-r', file, '-V', '-Y', 'iwarp_mpa']);
   const goodCrc = (verbose.match(/Good CRC32/g) ?? []).length;
   const badCrc = (verbose.match(/Bad CRC32/g) ?? []).length;
   const expertErrors = expert.filter((e) => e.severity === 'Errors');

@@ -31,6 +31,48 @@ function freePort(): Promise<number> {
 
 const artifacts = fs.mkdtempSync(path.join(process.env.NETDIRECT_INTEROP_ARTIFACTS ?? os.tmpdir(), 'nd-loopback-'));
 
+async function runCase(c: { crc: boolean; size: number; count: number }, attempt: number): Promise<boolean> {
+  const port = await freePort();
+  const env = { ...process.env, NETDIRECT_SOFT_CRC: c.crc ? '1' : '0' };
+  const pcap = path.join(artifacts, `nd-nd-${c.size}-crc${c.crc ? 1 : 0}-${attempt}.pcap`);
+  const cap = await Capture.start(pcap, [port]);
+  let stats: Awaited<ReturnType<Capture['stop']>>;
+  const server = new Background(process.execPath, [CLI, 'ping', '-s', '-a', '127.0.0.1', '-p', String(port), '-S', String(c.size)], {
+    timeoutMs: 120_000,
+    env,
+  });
+  try {
+    await server.waitFor(/listening on/, 15_000, 'netdirect ping -s to listen');
+    const client = await runCmd(process.execPath, [CLI, 'ping', '-c', '-a', '127.0.0.1', '-p', String(port), '-C', String(c.count), '-S', String(c.size), '-V'], {
+      timeoutMs: 90_000,
+      env,
+    });
+    expect(client.code, client.stderr).toBe(0);
+    const s = await server.exited;
+    expect(s.code, s.stderr).toBe(0);
+  } finally {
+    stats = await cap.stop();
+    await server.stop('SIGKILL').catch(() => {});
+  }
+  if (stats.dropped > 0 && attempt < 3) return false;
+  const v = await tsharkVerdict(pcap);
+  fs.writeFileSync(`${pcap}.tshark.json`, JSON.stringify({ capture: stats, ...v }, null, 2));
+  const text = JSON.stringify({ capture: stats, ...v, artifacts: pcap });
+  expect(stats.dropped, text).toBe(0);
+  expect(v.mpaRequests, text).toBe(1);
+  expect(v.mpaReplies, text).toBe(1);
+  expect(v.malformed, text).toBe(0);
+  expect(v.expertErrors, text).toEqual([]);
+  expect(v.unexpectedWarnings, text).toEqual([]);
+  expect(v.terminates, text).toBe(0);
+  // Per ping at least: client Send, Read Request, Read Response, server Send, client Send, Write,
+  // server Send (rping's sequence, iwarp-facts §5).
+  expect(v.fpdus, text).toBeGreaterThanOrEqual(7 * c.count);
+  expect(v.badCrc, text).toBe(0);
+  if (c.crc) expect(v.goodCrc, text).toBe(v.fpdus);
+  return true;
+}
+
 describe.skipIf(!runHere)('netdirect ↔ netdirect on loopback, decoded by tshark', () => {
   const cases = [
     { crc: true, size: 4096, count: 60 },
@@ -39,43 +81,11 @@ describe.skipIf(!runHere)('netdirect ↔ netdirect on loopback, decoded by tshar
   ];
   for (const c of cases) {
     it(`ping ${c.size} B × ${c.count}, CRC ${c.crc ? 'on' : 'off'}: zero malformed, no expert errors${c.crc ? ', every CRC good' : ''}`, async () => {
-      const port = await freePort();
-      const env = { ...process.env, NETDIRECT_SOFT_CRC: c.crc ? '1' : '0' };
-      const pcap = path.join(artifacts, `nd-nd-${c.size}-crc${c.crc ? 1 : 0}.pcap`);
-      const cap = await Capture.start(pcap, [port]);
-      let stats: Awaited<ReturnType<Capture['stop']>>;
-      const server = new Background(process.execPath, [CLI, 'ping', '-s', '-a', '127.0.0.1', '-p', String(port), '-S', String(c.size)], {
-        timeoutMs: 120_000,
-        env,
-      });
-      try {
-        await server.waitFor(/listening on/, 15_000, 'netdirect ping -s to listen');
-        const client = await runCmd(process.execPath, [CLI, 'ping', '-c', '-a', '127.0.0.1', '-p', String(port), '-C', String(c.count), '-S', String(c.size), '-V'], {
-          timeoutMs: 90_000,
-          env,
-        });
-        expect(client.code, client.stderr).toBe(0);
-        const s = await server.exited;
-        expect(s.code, s.stderr).toBe(0);
-      } finally {
-        stats = await cap.stop();
-        await server.stop('SIGKILL').catch(() => {});
+      // A capture that lost packets (tcpdump on a busy 2-core machine) cannot be judged: run the case again.
+      for (let attempt = 1; ; attempt++) {
+        const done = await runCase(c, attempt);
+        if (done || attempt >= 3) return;
       }
-      const v = await tsharkVerdict(pcap);
-      fs.writeFileSync(`${pcap}.tshark.json`, JSON.stringify({ capture: stats, ...v }, null, 2));
-      const text = JSON.stringify({ capture: stats, ...v, artifacts: pcap });
-      expect(stats.dropped, text).toBe(0);
-      expect(v.mpaRequests, text).toBe(1);
-      expect(v.mpaReplies, text).toBe(1);
-      expect(v.malformed, text).toBe(0);
-      expect(v.expertErrors, text).toEqual([]);
-      expect(v.unexpectedWarnings, text).toEqual([]);
-      expect(v.terminates, text).toBe(0);
-      // Per ping at least: client Send, Read Request, Read Response, server Send, client Send, Write,
-      // server Send (rping's sequence, iwarp-facts §5).
-      expect(v.fpdus, text).toBeGreaterThanOrEqual(7 * c.count);
-      expect(v.badCrc, text).toBe(0);
-      if (c.crc) expect(v.goodCrc, text).toBe(v.fpdus);
     });
   }
 });
