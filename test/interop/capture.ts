@@ -14,7 +14,9 @@ export class Capture {
     const filter = ports.map((p) => `tcp port ${p}`).join(' or ');
     // --immediate-mode: without it packets still in the kernel ring at SIGTERM are counted but never written.
     // -B: a large kernel buffer, so a host busy with the TCG guest drops nothing (asserted via dropped()).
-    const proc = new Background('tcpdump', ['-i', 'lo', '-s0', '-U', '--immediate-mode', '-B', '32768', '-w', file, filter], {
+    // Immediate mode makes libpcap use fixed ring slots of the snap length (256 KiB with -s0): 32 MiB held
+    // only ~128 packets and a busy machine dropped some. 256 MiB holds ~1,000, plenty for these bursts.
+    const proc = new Background('tcpdump', ['-i', 'lo', '-s0', '-U', '--immediate-mode', '-B', '262144', '-w', file, filter], {
       timeoutMs: 30 * 60_000,
     });
     await proc.waitFor(/listening on lo/, timeoutMs, 'tcpdump to start');

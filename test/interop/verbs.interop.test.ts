@@ -178,7 +178,16 @@ describe.skipIf(!ready)('RDMA Write/Read/Send: netdirect vs a verbs program on L
     it(name, async () => {
       const t0 = Date.now();
       const slug = `${String(i + 1).padStart(2, '0')}-nd-${c.role}-crc${c.crc ? 1 : 0}`;
-      const r = await runCase(c, 1000 + 97 * i, slug);
+      let r = await runCase(c, 1000 + 97 * i, slug);
+      // Seen once in 9 runs (CRC on, siw sending a 1 MiB Send): siw put an FPDU on the wire whose CRC32c does not
+      // match its bytes — tshark's independent check says "Bad CRC32" on that siw frame — and we answered, as
+      // RFC 5044 requires, with Terminate LLP/CRC error and closed. siw 6.1 transmits with zero copy
+      // (zcopy_tx=Y), which can let bytes change after the CRC was computed. That run proves our CRC check, not
+      // a fault of ours: run the case once more. Lost capture packets (busy machine) also warrant one more run.
+      if ((r.nd.code !== 0 && r.verdict.badCrc > 0) || r.dropped > 0) {
+        process.stderr.write(`[interop] ${slug}: ${r.verdict.badCrc > 0 ? 'a frame with a bad CRC from siw' : 'capture dropped packets'}; running the case again\n`);
+        r = await runCase(c, 2000 + 97 * i, `${slug}-again`);
+      }
       wall.push(`${slug} ${Date.now() - t0} ms`);
       const text = `--- nd_peer (exit ${r.nd.code}, ${r.nd.ms} ms)\n${r.nd.stdout.slice(-3000)}${r.nd.stderr.slice(-2000)}\n--- verbs_peer (exit ${r.verbsExit})\n${r.verbsLog.slice(-3000)}`;
       // Both sides: every step of every round done and its data checked, clean end, exit 0.
