@@ -5,29 +5,17 @@
 // every FPDU's CRC32c verified by Wireshark. Issue #5 item 3 (the netdirect ↔ siw captures are in
 // ping.interop.test.ts and wire.interop.test.ts). Needs tcpdump and tshark, not the guest.
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { Capture, tsharkVerdict } from './capture';
-import { Background, haveCommand, runCmd } from './proc';
+import { Background, haveCommand, runCmd, freePort } from './proc';
 import { interopMode, repoRoot } from './siw-vm';
 
 const CLI = path.join(repoRoot, 'dist', 'cjs', 'cli.js');
 const tools = (await haveCommand('tcpdump')) && (await haveCommand('tshark'));
 const runHere = tools && process.getuid?.() === 0;
 if (!runHere && interopMode() === 'required') throw new Error('NETDIRECT_INTEROP=1 but tcpdump/tshark (as root) are missing');
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 const artifacts = fs.mkdtempSync(path.join(process.env.NETDIRECT_INTEROP_ARTIFACTS ?? os.tmpdir(), 'nd-loopback-'));
 

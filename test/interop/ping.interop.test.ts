@@ -6,13 +6,13 @@
 //   netdirect client: host `netdirect ping -c -a 127.0.0.1 -p 17174` → slirp → guest `rping -s` on 7174
 //   netdirect server: host `netdirect ping -s -p P` ← slirp ← guest `rping -c -a 10.0.2.2 -p P`
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Capture, tsharkVerdict, type TsharkVerdict } from './capture';
 import type { SiwVmContext } from './global-setup';
-import { Background, runCmd, type CmdResult } from './proc';
+import { Background, runCmd, type CmdResult, freePort } from './proc';
+import { rpingText } from './rping';
 import { GUEST_DMESG, GUEST_HOST_IP, GUEST_RESET, kernelProblems, repoRoot, SiwVm, splitKernelLog, type SiwParams } from './siw-vm';
 
 const ctx = inject('siwVm') as SiwVmContext | undefined;
@@ -21,28 +21,6 @@ const skipReason = !ctx ? 'the interop tier is not set up here: run `npm run tes
 const CLI = path.join(repoRoot, 'dist', 'cjs', 'cli.js');
 const GUEST_PORT = 7174;
 const HOST_TO_GUEST_PORT = 17174;
-
-/** rping's buffer for ping n (iwarp-facts §5), as the server prints it with -v. */
-function rpingText(ping: number, size: number): string {
-  let s = `rdma-ping-${ping}: `;
-  let c = 65 + (ping % 58);
-  while (s.length < size - 1) {
-    s += String.fromCharCode(c);
-    if (++c > 122) c = 65;
-  }
-  return s.slice(0, size - 1);
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

@@ -1,6 +1,7 @@
 // Child processes for the interop tier: every command has a timeout, and on timeout we kill the process
 // group we created (never anything by name).
 import { spawn, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import * as net from 'node:net';
 
 export interface CmdResult {
   code: number | null;
@@ -171,4 +172,16 @@ export class Background {
 export async function haveCommand(name: string): Promise<boolean> {
   const r = await runCmd('bash', ['-c', `command -v "$1" >/dev/null 2>&1`, 'x', name], { timeoutMs: 5000 });
   return r.code === 0;
+}
+
+/** A TCP port that is free on 127.0.0.1 right now (the kernel picks it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
 }

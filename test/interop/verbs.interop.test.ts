@@ -12,13 +12,12 @@
 // through the siw-vm `run` command (base64 in the command line, checked with md5sum).
 import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Capture, tsharkVerdict, type TsharkVerdict } from './capture';
 import type { SiwVmContext } from './global-setup';
-import { Background, runCmd, type CmdResult } from './proc';
+import { Background, runCmd, type CmdResult, freePort } from './proc';
 import { GUEST_DMESG, GUEST_HOST_IP, interopMode, kernelProblems, repoRoot, SiwVm, splitKernelLog } from './siw-vm';
 
 const ctx = inject('siwVm') as SiwVmContext | undefined;
@@ -53,17 +52,6 @@ const CASES: Case[] = [
   { role: 'server', crc: false },
   { role: 'server', crc: true },
 ];
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 function roundLines(steps: string[]): string[] {
   return SIZES.flatMap((n, r) => steps.map((s) => `round ${r} size ${n}: ${s}`));

@@ -5,40 +5,19 @@
 // The probe (wire_probe.cc) uses only the codecs and plain sockets. As MPA initiator it plays rping's
 // client against `rping -s`; as MPA responder it plays rping's server for `rping -c -a 10.0.2.2`.
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Capture, tsharkVerdict, type TsharkVerdict } from './capture';
 import type { SiwVmContext } from './global-setup';
 import { buildProbe, probeArgs, runInitiator, startResponder, type ProbeRun } from './probe';
+import { freePort } from './proc';
+import { rpingText } from './rping';
 import { GUEST_DMESG, GUEST_HOST_IP, GUEST_RESET, kernelProblems, SiwVm, splitKernelLog, type SiwParams } from './siw-vm';
 
 const ctx = inject('siwVm') as SiwVmContext | undefined;
 const ready = ctx?.ready === true;
 const skipReason = !ctx ? 'the interop tier is not set up here: run `npm run test:interop`' : ctx.reason;
-
-/** rping's buffer for ping n (iwarp-facts §5), as the server prints it with -v. */
-function rpingText(ping: number, size: number): string {
-  let s = `rdma-ping-${ping}: `;
-  let c = 65 + (ping % 58);
-  while (s.length < size - 1) {
-    s += String.fromCharCode(c);
-    if (++c > 122) c = 65;
-  }
-  return s.slice(0, size - 1);
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 const sum = (m: Record<string, number>): number => Object.values(m).reduce((a, b) => a + b, 0);
 
