@@ -44,16 +44,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   }
 
   static std::shared_ptr<ConnectorCore> make(SoftAdapter* adapter, HANDLE file) {
-    Engine* engine = &adapter->engine();
-    auto* raw = new (std::nothrow) ConnectorCore(adapter, file);
-    if (raw == nullptr) return nullptr;
-    return std::shared_ptr<ConnectorCore>(raw, [engine](ConnectorCore* c) {
-      if (engine->in_engine_thread()) {
-        delete c;
-      } else {
-        engine->post([c] { delete c; });
-      }
-    });
+    return adapter->engine().own_on_engine(new (std::nothrow) ConnectorCore(adapter, file));
   }
 
   Engine& engine() { return adapter_->engine(); }

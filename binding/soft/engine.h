@@ -59,6 +59,20 @@ class Engine {
   bool cancel_timer(uint64_t id);
 
   bool in_engine_thread() const { return std::this_thread::get_id() == thread_id_.load(); }
+
+  // Owns `raw` (nullptr stays nullptr) in a shared_ptr whose last release destroys it on this engine's thread,
+  // so an object whose handlers run there is never destroyed under one of them.
+  template <typename T>
+  std::shared_ptr<T> own_on_engine(T* raw) {
+    if (raw == nullptr) return nullptr;
+    return std::shared_ptr<T>(raw, [this](T* c) {
+      if (in_engine_thread()) {
+        delete c;
+      } else {
+        post([c] { delete c; });
+      }
+    });
+  }
   // Busy-poll window in microseconds before the engine blocks (0 = block at once).
   void set_spin_micros(uint32_t us) { spin_us_.store(us); }
 

@@ -34,16 +34,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
   }
 
   static std::shared_ptr<ListenerCore> make(SoftAdapter* adapter, HANDLE file) {
-    Engine* engine = &adapter->engine();
-    auto* raw = new (std::nothrow) ListenerCore(adapter, file);
-    if (raw == nullptr) return nullptr;
-    return std::shared_ptr<ListenerCore>(raw, [engine](ListenerCore* c) {
-      if (engine->in_engine_thread()) {
-        delete c;
-      } else {
-        engine->post([c] { delete c; });
-      }
-    });
+    return adapter->engine().own_on_engine(new (std::nothrow) ListenerCore(adapter, file));
   }
 
   Engine& engine() { return adapter_->engine(); }
