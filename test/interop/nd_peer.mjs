@@ -84,6 +84,8 @@ async function main() {
     for (const m of [mem, sendBuf, readBuf, ...rbuf, done]) cleanup.push(() => m.deregister());
 
     // Two receives always posted (a Send with none posted ends an iWARP connection); they complete in order.
+    // A completed receive's bytes are copied out and its buffer re-posted at once: the peer may send its DONE
+    // and the next round's Send back to back, before this side has looked at either.
     const posted = [];
     const settled = [];
     const postReceive = (i) => {
@@ -91,13 +93,12 @@ async function main() {
       p.catch((err) => settled.push(`receive: ${err?.code ?? err}`));
       posted.push({ i, p });
     };
-    let pendingRepost = -1;
     const receiveNext = async (what) => {
-      if (pendingRepost >= 0) postReceive(pendingRepost);
       const { i, p } = posted.shift();
       const c = await request(p, what);
-      pendingRepost = i;
-      return { buf: rbuf[i].buffer, bytes: c.bytes };
+      const copy = Buffer.from(rbuf[i].buffer.subarray(0, c.bytes));
+      postReceive(i);
+      return { buf: copy, bytes: c.bytes };
     };
     postReceive(0);
     postReceive(1);

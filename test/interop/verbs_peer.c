@@ -84,7 +84,7 @@ struct peer {
   struct cqw scq, rcq;
   struct ibv_qp *qp;
   size_t max;
-  uint8_t *mem, *sendbuf, *readbuf, *rbuf[2], done[4];
+  uint8_t *mem, *sendbuf, *readbuf, *rbuf[2], *rcopy, done[4];
   struct ibv_mr *mem_mr, *send_mr, *read_mr, *rbuf_mr[2], *done_mr;
   int next_rbuf;  // the receive buffer the next receive completion lands in
 };
@@ -143,18 +143,19 @@ static void post_recv(struct peer *p, int i) {
   if (ibv_post_recv(p->qp, &wr, &bad)) fail("ibv_post_recv: %s", strerror(errno));
 }
 
-// Waits for the next receive (they complete in order), returns its buffer and length; re-posts that buffer
-// after the caller has looked at it (next call).
-static int pending_repost = -1;
+// Waits for the next receive (they complete in order), copies what it holds to p->rcopy and re-posts that
+// buffer at once, so two receives stay posted whatever the caller does next: the peer may send its DONE and the
+// next round's Send back to back, and a Send that finds no receive posted ends an iWARP connection.
 static uint8_t *recv_next(struct peer *p, uint32_t *len, const char *what) {
-  if (pending_repost >= 0) post_recv(p, pending_repost);
   int i = p->next_rbuf;
   struct ibv_wc wc;
   wait_wc(&p->rcq, IBV_WC_RECV, 100 + i, &wc, what);
   p->next_rbuf ^= 1;
-  pending_repost = i;
   *len = wc.byte_len;
-  return p->rbuf[i];
+  if (wc.byte_len > p->max) fail("%s: %u bytes, more than the %zu posted", what, wc.byte_len, p->max);
+  memcpy(p->rcopy, p->rbuf[i], wc.byte_len);
+  post_recv(p, i);
+  return p->rcopy;
 }
 
 static void post_send(struct peer *p, enum ibv_wr_opcode op, uint64_t wr_id, void *addr, uint32_t len, uint32_t lkey,
@@ -188,6 +189,8 @@ static void setup(struct peer *p) {
   p->read_mr = reg(p, &p->readbuf, p->max, IBV_ACCESS_LOCAL_WRITE);
   p->rbuf_mr[0] = reg(p, &p->rbuf[0], p->max, IBV_ACCESS_LOCAL_WRITE);
   p->rbuf_mr[1] = reg(p, &p->rbuf[1], p->max, IBV_ACCESS_LOCAL_WRITE);
+  p->rcopy = malloc(p->max ? p->max : 1);
+  if (!p->rcopy) fail("malloc %zu", p->max);
   p->done_mr = ibv_reg_mr(p->pd, p->done, sizeof p->done, IBV_ACCESS_LOCAL_WRITE);
   if (!p->done_mr) fail("ibv_reg_mr done");
   memcpy(p->done, "DONE", 4);
@@ -355,6 +358,7 @@ int main(int argc, char **argv) {
   ibv_dereg_mr(p->read_mr);
   ibv_dereg_mr(p->rbuf_mr[0]);
   ibv_dereg_mr(p->rbuf_mr[1]);
+  free(p->rcopy);
   ibv_dereg_mr(p->done_mr);
   ibv_destroy_cq(p->scq.cq);
   ibv_destroy_cq(p->rcq.cq);
