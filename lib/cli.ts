@@ -1,17 +1,30 @@
 #!/usr/bin/env node
 // The `netdirect` command: `netdirect list` (providers and their addresses) and `netdirect info <address>`
-// (the adapter's ND2_ADAPTER_INFO, decoded), `netdirect ping` (rping-compatible, lib/ping.ts). `doctor` comes later.
+// (the adapter's ND2_ADAPTER_INFO, decoded), `netdirect ping` (rping-compatible, lib/ping.ts) and
+// `netdirect doctor` (setup checks, lib/doctor.ts).
 
+import { readFileSync } from 'node:fs';
 import { listAddresses, listProviders, openAdapter } from './discovery.js';
 import { NdError, hex32 } from './errors.js';
 import type { AdapterInfo } from './adapter.js';
 import { ping, PingUsageError, PING_USAGE } from './ping.js';
+import { formatDoctorReport, gatherDoctorFacts, reportOf, type DoctorFacts } from './doctor.js';
 
 const USAGE = `usage: netdirect <command>
   list                 providers (name, kind, GUID, DLL path) and the addresses each serves
   info <address>       the ND2_ADAPTER_INFO of the adapter that serves <address>, decoded
                        options: --provider <name|dll path>   --json
-  doctor [--json]      setup checks (not implemented yet: issue #4)
+  doctor [--json | --facts] [--peer <host>]... [--from <facts.json>]
+                       setup checks, each failure with the command that fixes it. Windows: ND v2 provider in the
+                       Winsock catalog, NetworkDirect and NetworkDirectAcrossIPSubnets, firewall rule for UDP 3935,
+                       RDMA per adapter, SR-IOV/VMQ on a vSwitch, Hyper-V guest RDMA, SMB "RDMA Capable".
+                       Elsewhere: the software provider, addresses, CRC32c, a loopback RDMA Write self-test,
+                       RDMA devices and siw/rxe modules.
+                       --json: { platform, checks: [{ id, title, status, detail, fix? }], summary }
+                       --peer <host>: a host you will connect to (a blocked NetworkDirectAcrossIPSubnets then fails
+                       when it is on another subnet); --facts: print the gathered facts as JSON (for bug reports);
+                       --from <facts.json>: diagnose saved facts instead of this machine
+                       exit code: 0 no check failed (ok/warn/skip only), 1 a check failed, 2 usage error
   ping -s|-c ...       rping-compatible ping (rdma-core rping's protocol), both roles: netdirect ping -h`;
 
 const FLAG_NAMES: Array<[keyof AdapterInfo['adapterFlags'], string]> = [
@@ -87,6 +100,35 @@ async function info(args: string[]): Promise<void> {
   }
 }
 
+async function doctorCommand(args: string[]): Promise<number> {
+  const rest = [...args];
+  const peers: string[] = [];
+  for (let peer = option(rest, '--peer'); peer !== undefined; peer = option(rest, '--peer')) peers.push(peer);
+  const from = option(rest, '--from');
+  const flags = new Set(rest);
+  for (const a of flags) if (a !== '--json' && a !== '--facts') throw new UsageError(`doctor: unknown argument ${JSON.stringify(a)}`);
+  let facts: DoctorFacts;
+  if (from !== undefined) {
+    try {
+      facts = JSON.parse(readFileSync(from, 'utf8')) as DoctorFacts;
+    } catch (err) {
+      throw new UsageError(`doctor: cannot read facts from ${from}: ${(err as Error).message}`);
+    }
+    if (typeof facts !== 'object' || facts === null || typeof facts.platform !== 'string') {
+      throw new UsageError(`doctor: ${from} is not a facts file (netdirect doctor --facts writes one)`);
+    }
+  } else {
+    facts = await gatherDoctorFacts({ peers });
+  }
+  if (flags.has('--facts')) {
+    console.log(JSON.stringify(facts, null, 2));
+    return 0;
+  }
+  const report = reportOf(facts);
+  console.log(flags.has('--json') ? JSON.stringify(report, null, 2) : formatDoctorReport(report, facts));
+  return report.summary.fail > 0 ? 1 : 0;
+}
+
 export async function main(argv: string[]): Promise<number> {
   const [command, ...args] = argv;
   try {
@@ -98,8 +140,7 @@ export async function main(argv: string[]): Promise<number> {
         await info(args);
         return 0;
       case 'doctor':
-        console.error('netdirect doctor: not implemented yet, see issue #4');
-        return 2;
+        return await doctorCommand(args);
       case 'ping':
         if (args.includes('-h') || args.includes('--help')) {
           console.log(PING_USAGE);

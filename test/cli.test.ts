@@ -27,10 +27,10 @@ describe('netdirect CLI', () => {
     expect(json.provider).toBe((process.platform === 'win32' && process.env.NETDIRECT_PROVIDER) || 'soft');
   });
 
-  it('doctor is not there yet and says so (exit 2); ping without a role is a usage error', () => {
-    const d = cli('doctor');
+  it('doctor and ping misuse are usage errors (exit 2; doctor itself: test/doctor.test.ts)', () => {
+    const d = cli('doctor', '--frobnicate');
     expect(d.status).toBe(2);
-    expect(d.stderr).toMatch(/not implemented yet, see issue #4/);
+    expect(d.stderr).toMatch(/doctor: unknown argument "--frobnicate"/);
     const p = cli('ping', '-v');
     expect(p.status).toBe(2);
     expect(p.stderr).toMatch(/needs -s \(server\) or -c \(client\)/);
