@@ -1,12 +1,19 @@
 // The `netdirect` command (dist/cjs/cli.js, built by `npm test`'s pretest).
 import { spawnSync } from 'node:child_process';
 import * as path from 'node:path';
+import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
+import { nativeVersion } from '../lib/discovery';
 import { root } from './helpers';
 
 const cli = (...args: string[]) => spawnSync(process.execPath, [path.join(root, 'dist', 'cjs', 'cli.js'), ...args], { cwd: root, encoding: 'utf8', timeout: 20_000 });
 
 describe('netdirect CLI', () => {
+  it('the addon reports the package version (CMake reads package.json)', () => {
+    const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
+    expect(nativeVersion()).toBe(pkg.version);
+  });
+
   it('list shows the built-in provider and its addresses', () => {
     const r = cli('list');
     expect(r.status, r.stderr).toBe(0);
