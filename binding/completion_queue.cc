@@ -2,8 +2,6 @@
 
 #include <algorithm>
 
-#include "soft/provider.h"
-
 namespace netdirect {
 
 Napi::Function CompletionQueue::Define(Napi::Env env) {
@@ -25,13 +23,6 @@ CompletionQueue::CompletionQueue(const Napi::CallbackInfo& info)
   TagObject(info.This().As<Napi::Object>(), kTag);
   Attach(init);
   if (adapter_->poller()->armsCqs()) adapter_->poller()->AddCq(state_);
-  // Manual mode: the JS thread polls in a loop; a provider that can use that (extension, optional) may
-  // progress its connections on it instead of waking a thread of its own per message.
-  if (adapter_->manual()) {
-    void* hint = nullptr;
-    if (SUCCEEDED(cq_->QueryInterface(IID_INDPollingHint, &hint)) && hint != nullptr)
-      pollingHint_ = NdPtr<INDPollingHint>::Adopt(static_cast<INDPollingHint*>(hint));
-  }
 }
 
 CompletionQueue::~CompletionQueue() {
@@ -48,7 +39,6 @@ void CompletionQueue::ReleaseNd(bool /*teardown*/) {
   }
   state_->Unref();
   state_ = nullptr;
-  pollingHint_.reset();
   cq_.reset();
   empty_.Reset();
 }
@@ -70,8 +60,9 @@ Napi::Value CompletionQueue::Poll(const Napi::CallbackInfo& info) {
   batch.words.clear();
   batch.counted = 0;
   uint32_t got = 0;
-  // Manual mode: this thread polls in a loop (INDPollingHint, when the provider offers it).
-  INDPollingHint* hint = pollingHint_.get();
+  // Manual mode: this thread polls in a loop; a provider that can use that (INDPollingHint, optional) may
+  // progress its connections on it instead of waking a thread of its own per message.
+  INDPollingHint* hint = adapter_->manual() ? state_->hint : nullptr;
   if (hint != nullptr) hint->SetPollingThread(TRUE);
   while (got < max) {
     const ULONG want = std::min<ULONG>(kChunk, max - got);
@@ -84,7 +75,7 @@ Napi::Value CompletionQueue::Poll(const Napi::CallbackInfo& info) {
   adapter_->SubPending(batch.counted);
   if (batch.words.empty()) {
     // Length 0: nothing to mutate, so one shared array serves every empty poll.
-    if (empty_.IsEmpty()) empty_ = Napi::Persistent(Napi::Uint32Array::New(env, 0));
+    if (empty_.IsEmpty()) empty_ = Napi::Persistent(Napi::Object(Napi::Uint32Array::New(env, 0)));
     return empty_.Value();
   }
   Napi::Uint32Array records = Napi::Uint32Array::New(env, batch.words.size());

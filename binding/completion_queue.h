@@ -4,7 +4,6 @@
 #define NETDIRECT_COMPLETION_QUEUE_H_
 
 #include "adapter.h"
-#include "nd/netdirect_ext.h"
 
 namespace netdirect {
 
@@ -35,11 +34,12 @@ class CompletionQueue : public Child, public Napi::ObjectWrap<CompletionQueue> {
   void KeepAlive(bool on) override { on ? Ref() : Unref(); }
 
   NdPtr<IND2CompletionQueue> cq_;
-  NdPtr<INDPollingHint> pollingHint_;  // manual mode, when the provider offers the extension
   CqState* state_ = nullptr;  // one reference
   uint32_t depth_ = 0;
   Batch pollBatch_;                   // poll()'s records, reused (no allocation per call once grown)
-  Napi::Reference<Napi::Uint32Array> empty_;  // what an empty poll() returns (a spin loop makes many)
+  // What an empty poll() returns (a spin loop makes many). Held as a plain object: re-wrapping it as a typed
+  // array on each return would ask V8 for its type and data every time.
+  Napi::ObjectReference empty_;
 };
 
 }  // namespace netdirect

@@ -5,12 +5,10 @@ namespace netdirect {
 Napi::Function MemoryRegion::Define(Napi::Env env) {
   return DefineClass(env, "MemoryRegion",
                      {
-                         InstanceAccessor<&MemoryRegion::GetId>("id"),
-                         InstanceAccessor<&MemoryRegion::GetLocalToken>("localToken"),
-                         InstanceAccessor<&MemoryRegion::GetRemoteToken>("remoteToken"),
-                         InstanceAccessor<&MemoryRegion::GetAddress>("address"),
+                         InstanceMethod<&MemoryRegion::Registration>("registration"),
                          InstanceMethod<&MemoryRegion::Register>("register"),
                          InstanceMethod<&MemoryRegion::Deregister>("deregister"),
+                         InstanceMethod<&MemoryRegion::Reset>("reset"),
                          InstanceMethod<&MemoryRegion::Close>("close"),
                      });
 }
@@ -24,25 +22,17 @@ MemoryRegion::MemoryRegion(const Napi::CallbackInfo& info)
   id_ = adapter_->AllocRegion(mr_.get());
 }
 
-Napi::Value MemoryRegion::GetId(const Napi::CallbackInfo& info) {
-  if (!HasTag(info.This(), kTag))
-    ThrowMisuse(info.Env(), "ERR_ND_FOREIGN_OBJECT", "id", "receiver is not a netdirect MemoryRegion object");
-  return Napi::Number::New(info.Env(), id_);
-}
-
-Napi::Value MemoryRegion::GetLocalToken(const Napi::CallbackInfo& info) {
-  CheckThis(info, this, "localToken");
-  return Napi::Number::New(info.Env(), mr_->GetLocalToken());
-}
-
-Napi::Value MemoryRegion::GetRemoteToken(const Napi::CallbackInfo& info) {
-  CheckThis(info, this, "remoteToken");
-  return Napi::Number::New(info.Env(), mr_->GetRemoteToken());
-}
-
-Napi::Value MemoryRegion::GetAddress(const Napi::CallbackInfo& info) {
-  CheckThis(info, this, "address");
-  return Napi::BigInt::New(info.Env(), static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base_)));
+// registration() -> [id, localToken, remoteToken, address]: what lib/ needs once a registration completed, in
+// one call (four accessor calls cost about as much as creating the region).
+Napi::Value MemoryRegion::Registration(const Napi::CallbackInfo& info) {
+  CheckThis(info, this, "registration");
+  Napi::Env env = info.Env();
+  Napi::Array out = Napi::Array::New(env, 4);
+  out.Set(uint32_t{0}, Napi::Number::New(env, id_));
+  out.Set(uint32_t{1}, Napi::Number::New(env, mr_->GetLocalToken()));
+  out.Set(uint32_t{2}, Napi::Number::New(env, mr_->GetRemoteToken()));
+  out.Set(uint32_t{3}, Napi::BigInt::New(env, static_cast<uint64_t>(reinterpret_cast<uintptr_t>(base_))));
+  return out;
 }
 
 // register(id, buffer, byteOffset, byteLength, flags) -> ND_SUCCESS | ND_PENDING
@@ -99,6 +89,21 @@ Napi::Value MemoryRegion::Deregister(const Napi::CallbackInfo& info) {
   if (hr == ND_SUCCESS) slot->state = kRegionIdle;
   if (hr == ND_PENDING) slot->state = kRegionDeregistering;
   return Napi::Number::New(env, adapter_->FinishOverlapped(env, r, hr, op));
+}
+
+// reset(): drops the ArrayBuffer of a registration whose deregistration completed, so that lib/ can keep the
+// region for a later registerMemory (ND lets an MR object register again; creating one costs more than the
+// registration itself) without keeping that memory alive.
+Napi::Value MemoryRegion::Reset(const Napi::CallbackInfo& info) {
+  CheckThis(info, this, "reset");
+  RegionSlot* slot = adapter_->Region(id_);
+  if (slot->state != kRegionIdle)
+    ThrowMisuse(info.Env(), "ERR_ND_BUSY", "reset", "the memory region is registered or being (de)registered");
+  buffer_.Reset();
+  base_ = nullptr;
+  slot->base = nullptr;
+  slot->length = 0;
+  return info.Env().Undefined();
 }
 
 void MemoryRegion::CancelAll() { mr_->CancelOverlappedRequests(); }

@@ -1,5 +1,5 @@
 // MemoryRegion: wraps IND2MemoryRegion. Registers a range of a JS ArrayBuffer's backing store and keeps the
-// ArrayBuffer strongly referenced until close(); its id names it in SGE triples.
+// ArrayBuffer strongly referenced until close() or, once deregistered, reset(); its id names it in SGE triples.
 #ifndef NETDIRECT_MEMORY_REGION_H_
 #define NETDIRECT_MEMORY_REGION_H_
 
@@ -23,12 +23,10 @@ class MemoryRegion : public Child, public Napi::ObjectWrap<MemoryRegion> {
   uint32_t id() const { return id_; }
 
  private:
-  Napi::Value GetId(const Napi::CallbackInfo& info);
-  Napi::Value GetLocalToken(const Napi::CallbackInfo& info);
-  Napi::Value GetRemoteToken(const Napi::CallbackInfo& info);
-  Napi::Value GetAddress(const Napi::CallbackInfo& info);
+  Napi::Value Registration(const Napi::CallbackInfo& info);
   Napi::Value Register(const Napi::CallbackInfo& info);
   Napi::Value Deregister(const Napi::CallbackInfo& info);
+  Napi::Value Reset(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
 
   void CancelAll() override;

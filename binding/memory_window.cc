@@ -19,7 +19,7 @@ MemoryWindow::MemoryWindow(const Napi::CallbackInfo& info)
 }
 
 Napi::Value MemoryWindow::GetRemoteToken(const Napi::CallbackInfo& info) {
-  CheckThis(info, this, "remoteToken");
+  CheckAccessorThis(info, this, "remoteToken");
   return Napi::Number::New(info.Env(), mw_->GetRemoteToken());
 }
 

@@ -1,5 +1,9 @@
 #include "poller.h"
 
+#if defined(__linux__)
+#include <pthread.h>
+#endif
+
 #include <chrono>
 #include <cstring>
 
@@ -42,9 +46,14 @@ CqState::CqState(IND2CompletionQueue* cqIn) : cq(cqIn) {
   std::memset(&ov, 0, sizeof(ov));
   kind = kKindCqNotify;
   cq->AddRef();
+  void* p = nullptr;
+  if (SUCCEEDED(cq->QueryInterface(IID_INDPollingHint, &p)) && p != nullptr) hint = static_cast<INDPollingHint*>(p);
 }
 
-CqState::~CqState() { cq->Release(); }
+CqState::~CqState() {
+  if (hint != nullptr) hint->Release();
+  cq->Release();
+}
 
 void CqState::Unref() {
   if (refs.fetch_sub(1) == 1) delete this;
@@ -207,6 +216,8 @@ void Poller::Handle(const OVERLAPPED_ENTRY& e, Batch* batch) {
     s->cq->GetOverlappedResult(&s->ov, FALSE);
     if (s->closing)
       Finalize(s, batch);
+    else if (spinMicros_ > 0)
+      Drain(s, batch);  // the spin window that follows watches it; ArmAll re-arms it before sleeping
     else
       DrainAndArm(s, batch);
     return;
@@ -240,28 +251,62 @@ void Poller::Flush(std::unique_ptr<Batch>* batch) {
   batch->reset(new Batch());
 }
 
+// Busy window before sleeping (AdapterOptions.spinMicros): polls the port without waiting and takes the CQs'
+// results directly, telling the provider that this thread polls in a loop (INDPollingHint). A provider that can
+// make progress on the polling thread (the software provider reads its sockets there) then needs no thread of
+// its own to wake for a message: one hop (poller -> JS) instead of two. CQs are not armed meanwhile (arming
+// says "I stop polling and wait"); ArmAll arms them before the thread sleeps. true: port packets are in entries.
+bool Poller::Spin(OVERLAPPED_ENTRY* entries, ULONG* n, std::unique_ptr<Batch>* batch) {
+  const auto spin = std::chrono::microseconds(spinMicros_);
+  auto deadline = Clock::now() + spin;
+  bool got = false;
+  SetPollingThread(TRUE);
+  for (;;) {
+    if (GetQueuedCompletionStatusEx(port_, entries, kPortBatch, n, 0, FALSE) && *n > 0) {
+      got = true;
+      break;
+    }
+    for (CqState* s : cqs_) Drain(s, batch->get());
+    if (!(*batch)->empty()) {
+      Flush(batch);
+      deadline = Clock::now() + spin;
+    }
+    if (Clock::now() >= deadline) break;
+  }
+  SetPollingThread(FALSE);
+  return got;
+}
+
+void Poller::SetPollingThread(BOOL polling) {
+  for (CqState* s : cqs_) {
+    if (s->hint != nullptr) s->hint->SetPollingThread(polling);
+  }
+}
+
+// Before sleeping: arms every CQ the spin window left unarmed. false if results came in meanwhile (in batch):
+// then the caller delivers them and polls again instead of sleeping.
+bool Poller::ArmAll(Batch* batch) {
+  for (CqState* s : cqs_) {
+    if (!s->armed && !s->closing) DrainAndArm(s, batch);
+  }
+  return batch->empty();
+}
+
 void Poller::Run() {
+#if defined(__linux__)
+  pthread_setname_np(pthread_self(), "nd-poller");  // tells the threads apart in /proc, top and perf
+#endif
   OVERLAPPED_ENTRY entries[kPortBatch];
   std::unique_ptr<Batch> batch(new Batch());
   Clock::time_point stopDeadline{};
-  const auto spin = std::chrono::microseconds(spinMicros_);
   for (;;) {
     ULONG n = 0;
     bool got = false;
     if (spinMicros_ > 0 && !stopping_) {
-      // Busy window before sleeping: poll the port without waiting and the armed CQs directly.
-      auto deadline = Clock::now() + spin;
-      for (;;) {
-        if (GetQueuedCompletionStatusEx(port_, entries, kPortBatch, &n, 0, FALSE) && n > 0) {
-          got = true;
-          break;
-        }
-        for (CqState* s : cqs_) Drain(s, batch.get());
-        if (!batch->empty()) {
-          Flush(&batch);
-          deadline = Clock::now() + spin;
-        }
-        if (Clock::now() >= deadline) break;
+      got = Spin(entries, &n, &batch);
+      if (!got && !ArmAll(batch.get())) {
+        Flush(&batch);
+        continue;
       }
     }
     if (!got) {

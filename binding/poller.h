@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "nd/nd2.h"
+#include "nd/netdirect_ext.h"
 
 // The poller is a libuv thread. node-api-headers ship no uv.h, but Node exports libuv's symbols to
 // addons; on POSIX uv_thread_t is pthread_t, so the two thread functions are declared here. The Windows
@@ -81,6 +82,7 @@ struct OvRecord : PollHeader {
 // A CQ as the poller and the post path share it. `ov` is the Notify OVERLAPPED (thread mode).
 struct CqState : PollHeader {
   IND2CompletionQueue* cq;                 // AddRef'd
+  INDPollingHint* hint = nullptr;          // AddRef'd, when the provider offers the extension (nd/netdirect_ext.h)
   std::atomic<int64_t> outstanding{0};     // counted requests expected on this CQ
   std::atomic<bool> closed{false};         // JS closed it: no more counted posts
   std::atomic<int> refs{1};
@@ -146,6 +148,9 @@ class Poller {
  private:
   static void ThreadMain(void* arg);
   void Run();
+  bool Spin(OVERLAPPED_ENTRY* entries, ULONG* n, std::unique_ptr<Batch>* batch);
+  void SetPollingThread(BOOL polling);
+  bool ArmAll(Batch* batch);
   void Handle(const OVERLAPPED_ENTRY& e, Batch* batch);
   void DrainAndArm(CqState* s, Batch* batch);
   static void Drain(CqState* s, Batch* batch);

@@ -79,15 +79,18 @@ void QueuePair::Uncount(CqState* cq, bool counted) {
   adapter_->SubPending(1);
 }
 
-// post(op, id, nSge, flags, remoteHi, remoteLo, remoteToken)
+// post(op | flags << 8, id, nSge, remoteAddress (bigint), remoteOffset, remoteToken). Six arguments: node-addon-api
+// copies up to six without allocating. The address arrives as the caller's BigInt and the offset as a number:
+// lib/ does no BigInt arithmetic per post (each operation allocates).
 Napi::Value QueuePair::Post(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
-  const uint32_t op = ArgU32(info, 0);
+  const uint32_t opFlags = ArgU32(info, 0);
+  const uint32_t op = opFlags & 0xFF;
+  const uint32_t flags = opFlags >> 8;
   const char* name = OpName(op);
   CheckThis(info, this, name);
   const uint32_t id = ArgU32(info, 1);
   const uint32_t nSge = ArgU32(info, 2);
-  const uint32_t flags = ArgU32(info, 3);
   ND2_SGE sge[Adapter::kMaxSge];
   adapter_->BuildSges(env, nSge, sge, name);
   const bool silent = (flags & ND_OP_FLAG_SILENT_SUCCESS) != 0;
@@ -103,8 +106,11 @@ Napi::Value QueuePair::Post(const Napi::CallbackInfo& info) {
       break;
     case Nd2RequestTypeRead:
     case Nd2RequestTypeWrite: {
-      const uint64_t remote = (static_cast<uint64_t>(ArgU32(info, 4)) << 32) | ArgU32(info, 5);
-      const uint32_t token = ArgU32(info, 6);
+      uint64_t remote = 0;
+      bool lossless = false;
+      napi_get_value_bigint_uint64(env, info[3], &remote, &lossless);
+      remote += static_cast<uint64_t>(ArgDouble(info, 4));  // lib/ checked that it does not wrap
+      const uint32_t token = ArgU32(info, 5);
       void* ctx = Context(env, id, cq, silent, name, &counted);
       hr = op == Nd2RequestTypeRead ? qp_->Read(ctx, sge, nSge, remote, token, flags)
                                     : qp_->Write(ctx, sge, nSge, remote, token, flags);

@@ -2,6 +2,7 @@
 // request table and turns the addon's completion batches into settled promises (or raw completions for
 // cq.poll()). Children hold their adapter; the adapter tracks its children and closes them first.
 
+import { markAsUntransferable } from 'node:worker_threads';
 import {
   ERR_ND_CLOSED,
   ERR_ND_INVALID_ARGUMENT,
@@ -10,13 +11,12 @@ import {
   ND_PENDING,
   NdError,
   asNdError,
-  attachStack,
-  captureStack,
+  callerStack,
   hex32,
   misuse,
   statusError,
 } from './errors.js';
-import type { NativeAdapter, NativeAdapterInfo, NativeAdapterStats, NativeBinding } from './native.js';
+import type { NativeAdapter, NativeAdapterInfo, NativeAdapterStats, NativeBinding, NativeMemoryRegion } from './native.js';
 import {
   K_RECEIVE,
   K_REGISTER,
@@ -38,7 +38,11 @@ export interface AdapterOptions {
   provider?: string;
   /** 'thread' (default): a libuv poller thread delivers completions; 'manual': only cq.poll() does. */
   completion?: 'thread' | 'manual';
-  /** Busy-poll window of the poller thread before it sleeps, in microseconds. */
+  /**
+   * Busy-poll window of the poller thread before it sleeps, in microseconds (default 0). While it spins, a
+   * provider that supports it (the built-in one does) makes progress on the poller thread itself, so a message
+   * wakes no provider thread; it costs a core while spinning.
+   */
   spinMicros?: number;
 }
 
@@ -82,6 +86,8 @@ export const REQUEST_TYPES = ['receive', 'send', 'bind', 'invalidate', 'read', '
 export type RequestType = (typeof REQUEST_TYPES)[number];
 
 const RECORD_WORDS = 5;
+/** Deregistered native regions kept for reuse: creating one costs more than a whole registration. */
+const SPARE_REGIONS = 16;
 /** SGE triples the scratch array holds; queue pairs are limited to this many SGEs per request. */
 export const SCRATCH_SGES = 256;
 
@@ -99,6 +105,7 @@ export class Adapter implements AsyncDisposable {
   /** @internal */ _state: State = 'open';
   private readonly _cqs = new Set<CompletionQueue>();
   private readonly _regions = new Set<MemoryRegion>();
+  private readonly _spareRegions: NativeMemoryRegion[] = [];
   private readonly _windows = new Set<MemoryWindow>();
   private readonly _srqs = new Set<SharedReceiveQueue>();
   /** @internal */ readonly _connectors = new Set<Connector>();
@@ -111,6 +118,8 @@ export class Adapter implements AsyncDisposable {
   constructor(binding: NativeBinding, address: string, provider: string, completion: 'thread' | 'manual', spinMicros: number) {
     this.completion = completion;
     this.address = address;
+    // The addon keeps a pointer to the scratch bytes: they must never be detached.
+    markAsUntransferable(this._scratch.buffer);
     // The callback only reaches this adapter through a closure the addon holds while it is open.
     this._native = new binding.Adapter(provider, address, completion === 'manual' ? 1 : 0, spinMicros, this._scratch, (records) =>
       this._onBatch(records),
@@ -182,19 +191,18 @@ export class Adapter implements AsyncDisposable {
    */
   async registerMemory(buffer: ArrayBuffer | ArrayBufferView, access?: Access): Promise<MemoryRegion> {
     const op = 'registerMemory';
-    const stack = captureStack(this.registerMemory);
     try {
       this._checkOpen(op);
       const { arrayBuffer, byteOffset, byteLength } = bufferRange(buffer, op);
       const flags = accessFlags(access, op);
       const max = this.info.maxRegistrationSize;
       if (byteLength > Number(max)) throw misuse(ERR_ND_OUT_OF_RANGE, op, `${byteLength} bytes exceed maxRegistrationSize ${max}`);
-      const native = this._native.createMemoryRegion();
+      const native = this._spareRegions.pop() ?? this._native.createMemoryRegion();
       const mr = new MemoryRegion(this, native, arrayBuffer, byteOffset, byteLength, flags);
       this._regions.add(mr);
       try {
         await this._overlapped(K_REGISTER, op, null, (id) => native.register(id, arrayBuffer, byteOffset, byteLength, flags),
-          `${byteLength} bytes, flags ${hex32(flags)}`, stack);
+          () => `${byteLength} bytes, flags ${hex32(flags)}`);
       } catch (err) {
         this._regions.delete(mr);
         mr._abandon();
@@ -208,7 +216,7 @@ export class Adapter implements AsyncDisposable {
       }
       return mr;
     } catch (err) {
-      throw attachStack(asNdError(err, op), stack);
+      throw callerStack(asNdError(err, op));
     }
   }
 
@@ -260,7 +268,6 @@ export class Adapter implements AsyncDisposable {
   /** createConnector() + connector.connect() + connector.completeConnect(). */
   async connect(qp: QueuePair, remote: string | { host: string; port: number }, options: ConnectOptions = {}): Promise<Connector> {
     const op = 'connect';
-    const stack = captureStack(this.connect);
     let connector: Connector | undefined;
     try {
       this._checkOpen(op);
@@ -270,14 +277,13 @@ export class Adapter implements AsyncDisposable {
       return connector;
     } catch (err) {
       if (connector) await connector.close().catch(() => undefined);
-      throw attachStack(asNdError(err, op), stack);
+      throw callerStack(asNdError(err, op));
     }
   }
 
   /** Listens on host (default: this adapter's address) and port (default: ephemeral). */
   async listen(options: ListenOptions = {}): Promise<Listener> {
     const op = 'listen';
-    const stack = captureStack(this.listen);
     try {
       this._checkOpen(op);
       checkOptions(options, op);
@@ -297,7 +303,7 @@ export class Adapter implements AsyncDisposable {
       this._listeners.add(listener);
       return listener;
     } catch (err) {
-      throw attachStack(asNdError(err, op), stack);
+      throw callerStack(asNdError(err, op));
     }
   }
 
@@ -321,6 +327,7 @@ export class Adapter implements AsyncDisposable {
     await closeAll(this._srqs);
     await closeAll(this._windows);
     await closeAll(this._regions);
+    for (const native of this._spareRegions.splice(0)) native.close();
     await closeAll(this._cqs);
     await closeAll(this._listeners);
     this._native.close();
@@ -346,6 +353,19 @@ export class Adapter implements AsyncDisposable {
     }
   }
 
+  /**
+   * @internal A region's deregistration completed: keep its native object for the next registerMemory (ND lets
+   * an MR object register again), or release it. The deregistered MemoryRegion never touches it again.
+   */
+  _recycleRegion(native: NativeMemoryRegion): void {
+    if (this._state === 'open' && this._spareRegions.length < SPARE_REGIONS) {
+      native.reset();
+      this._spareRegions.push(native);
+    } else {
+      native.close();
+    }
+  }
+
   /** @internal Adds a connector that a listener handed out. */
   _adopt(connector: Connector): void {
     this._connectors.add(connector);
@@ -353,17 +373,16 @@ export class Adapter implements AsyncDisposable {
 
   /**
    * @internal Starts an overlapped ND call with a fresh request id. Resolves with the ND success status once
-   * it completed (synchronously with ND_SUCCESS, or later through onBatch after ND_PENDING).
+   * it completed (synchronously with ND_SUCCESS, or later through onBatch after ND_PENDING). The caller's
+   * catch block gives a failure its stack (callerStack).
    */
   _overlapped(
     kind: number,
     operation: string,
     owner: RequestOwner | null,
     start: (id: number) => number,
-    detail?: string,
-    stack?: string,
+    detail?: string | (() => string),
   ): Promise<number> {
-    const captured = stack ?? captureStack(this._overlapped);
     return new Promise<number>((resolve, reject) => {
       const e = this._requests.acquire();
       e.kind = kind;
@@ -371,7 +390,6 @@ export class Adapter implements AsyncDisposable {
       e.owner = owner;
       e.resolve = resolve;
       e.reject = reject;
-      e.stack = captured;
       e.detail = detail;
       owner?.requestStarted?.(e);
       let status: number;
@@ -380,7 +398,7 @@ export class Adapter implements AsyncDisposable {
       } catch (err) {
         owner?.requestDone(e);
         this._requests.release(e);
-        reject(attachStack(asNdError(err, operation), captured));
+        reject(asNdError(err, operation));
         return;
       }
       if (status === ND_PENDING) return;
@@ -432,12 +450,12 @@ export class Adapter implements AsyncDisposable {
       } else if (status === 0) {
         e.resolve?.({ type, status: 0, bytes: done });
       } else {
-        e.reject?.(attachStack(this._requestError(e, status, type), e.stack));
+        e.reject?.(this._requestError(e, status, type));
       }
     } else if (status < 0x80000000 && status !== ND_PENDING) {
       e.resolve?.(status);
     } else {
-      e.reject?.(attachStack(statusError(status, e.operation, e.detail), e.stack));
+      e.reject?.(statusError(status, e.operation, typeof e.detail === 'function' ? e.detail() : e.detail));
     }
     this._requests.release(e);
   }
@@ -450,7 +468,7 @@ export class Adapter implements AsyncDisposable {
   private _requestError(e: PendingRequest, status: number, type: string): NdError {
     let context: string;
     if (e.remoteAddress !== undefined) {
-      context = `${e.bytes} bytes ${type === 'read' ? 'from' : 'to'} remote 0x${e.remoteAddress.toString(16)} token ${hex32(e.remoteToken)}`;
+      context = `${e.bytes} bytes ${type === 'read' ? 'from' : 'to'} remote 0x${(e.remoteAddress + BigInt(e.remoteOffset)).toString(16)} token ${hex32(e.remoteToken)}`;
     } else if (type === 'receive') {
       context = `receive of up to ${e.bytes} bytes`;
     } else {

@@ -13,8 +13,7 @@ import {
   ERR_ND_BUSY,
   NdError,
   asNdError,
-  attachStack,
-  captureStack,
+  callerStack,
   misuse,
 } from './errors.js';
 import type { NativeConnector } from './native.js';
@@ -178,7 +177,6 @@ export class Connector implements AsyncDisposable, RequestOwner {
   /** Sends a connection request for `qp` to `remote`. completeConnect() finishes it. */
   async connect(qp: QueuePair, remote: string | Endpoint, options: ConnectOptions = {}): Promise<void> {
     const op = 'connect';
-    const stack = captureStack(this.connect);
     try {
       this._checkState(op, 'idle');
       checkOptions(options, op);
@@ -199,7 +197,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
         this._native.bind(this._adapter.address, localPort);
         await this._withSignal(signal, () =>
           this._adapter._overlapped(K_CONNECT, op, this, (id) => this._native.connect(id, qp._native, target.host, target.port, ird, ord, privateData),
-            `to ${target.host}:${target.port}`, stack),
+            `to ${target.host}:${target.port}`),
         );
       } catch (err) {
         this._fail(qp);
@@ -207,7 +205,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
       }
       this._state = 'connected';
     } catch (err) {
-      throw attachStack(asNdError(err, op), stack);
+      throw callerStack(asNdError(err, op));
     }
   }
 
@@ -219,27 +217,25 @@ export class Connector implements AsyncDisposable, RequestOwner {
   /** @internal */
   async _completeConnect(signal: AbortSignal | undefined): Promise<void> {
     const op = 'completeConnect';
-    const stack = captureStack(this._completeConnect);
     try {
       this._checkState(op, 'connected');
       this._state = 'completing';
       try {
         this._throwIfAborted(signal, op);
-        await this._withSignal(signal, () => this._adapter._overlapped(K_COMPLETE_CONNECT, op, this, (id) => this._native.completeConnect(id), undefined, stack));
+        await this._withSignal(signal, () => this._adapter._overlapped(K_COMPLETE_CONNECT, op, this, (id) => this._native.completeConnect(id)));
       } catch (err) {
         this._fail(this._qp);
         throw this._abortedError(err, signal, op);
       }
       this._established();
     } catch (err) {
-      throw attachStack(asNdError(err, op), stack);
+      throw callerStack(asNdError(err, op));
     }
   }
 
   /** Accepts a connection request (passive side) with `qp`; resolves once the peer completed the connection. */
   async accept(qp: QueuePair, options: AcceptOptions = {}): Promise<void> {
     const op = 'accept';
-    const stack = captureStack(this.accept);
     try {
       this._checkState(op, 'requested');
       checkOptions(options, op);
@@ -250,14 +246,14 @@ export class Connector implements AsyncDisposable, RequestOwner {
       this._qp = qp;
       qp._connector = this;
       try {
-        await this._adapter._overlapped(K_ACCEPT, op, this, (id) => this._native.accept(id, qp._native, ird, ord, privateData), undefined, stack);
+        await this._adapter._overlapped(K_ACCEPT, op, this, (id) => this._native.accept(id, qp._native, ird, ord, privateData));
       } catch (err) {
         this._fail(qp);
         throw err;
       }
       this._established();
     } catch (err) {
-      throw attachStack(asNdError(err, op), stack);
+      throw callerStack(asNdError(err, op));
     }
   }
 
@@ -377,7 +373,6 @@ export class Connector implements AsyncDisposable, RequestOwner {
 
   private async _disconnect(): Promise<void> {
     const op = 'disconnect';
-    const stack = captureStack(this._disconnect);
     if (this._state !== 'established') {
       if (this._state === 'connected' || this._state === 'connecting' || this._state === 'completing') {
         try {
@@ -391,9 +386,9 @@ export class Connector implements AsyncDisposable, RequestOwner {
     this._state = 'disconnecting';
     const qp = this._qp;
     try {
-      await this._adapter._overlapped(K_DISCONNECT, op, this, (id) => this._native.disconnect(id), undefined, stack);
+      await this._adapter._overlapped(K_DISCONNECT, op, this, (id) => this._native.disconnect(id));
     } catch (err) {
-      if (!(err instanceof NdError && GONE_CODES.has(err.code))) throw err;
+      if (!(err instanceof NdError && GONE_CODES.has(err.code))) throw callerStack(asNdError(err, op));
     } finally {
       this._state = 'disconnected';
       if (qp !== null && qp._open) {

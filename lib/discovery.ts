@@ -5,7 +5,7 @@ import { isIP } from 'node:net';
 import { lookup } from 'node:dns/promises';
 import { binding as loaded } from './binding.js';
 import type { NativeBinding } from './native.js';
-import { ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, NdError, asNdError, attachStack, captureStack, errorFactory, misuse } from './errors.js';
+import { ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, NdError, asNdError, callerStack, errorFactory, misuse } from './errors.js';
 import { Adapter, checkOptions, type AdapterOptions } from './adapter.js';
 import { checkIndex, describe } from './memory-region.js';
 
@@ -58,19 +58,17 @@ export function listProviders(): ProviderInfo[] {
 
 export async function listAddresses(options: { provider?: string } = {}): Promise<string[]> {
   const op = 'listAddresses';
-  const stack = captureStack(listAddresses);
   try {
     checkOptions(options, op);
     return nativeBinding().listAddresses(providerOf(options.provider, op));
   } catch (err) {
-    throw attachStack(asNdError(err, op), stack);
+    throw callerStack(asNdError(err, op));
   }
 }
 
 /** Opens the adapter that serves `address` (a local IPv4/IPv6 address, or a name that resolves to one). */
 export async function openAdapter(address: string, options: AdapterOptions = {}): Promise<Adapter> {
   const op = 'openAdapter';
-  const stack = captureStack(openAdapter);
   try {
     if (typeof address !== 'string' || address.length === 0) {
       throw misuse(ERR_ND_INVALID_ARGUMENT, op, `address must be a local IP address string, got ${describe(address)}`);
@@ -93,6 +91,6 @@ export async function openAdapter(address: string, options: AdapterOptions = {})
     }
     return new Adapter(nativeBinding(), host, provider, completion, spinMicros);
   } catch (err) {
-    throw attachStack(asNdError(err, op), stack);
+    throw callerStack(asNdError(err, op));
   }
 }

@@ -1,7 +1,7 @@
 // Listener (IND2Listener): accepts connection requests. Each getConnectionRequest() supplies a fresh native
 // connector; the returned Connector is in the 'requested' state (accept() or reject() it).
 
-import { ERR_ND_CLOSED, asNdError, attachStack, captureStack, misuse } from './errors.js';
+import { ERR_ND_CLOSED, asNdError, callerStack, misuse } from './errors.js';
 import type { NativeListener } from './native.js';
 import type { Adapter } from './adapter.js';
 import { Connector, type Endpoint } from './connector.js';
@@ -43,7 +43,6 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
   /** Waits for the next connection request. Rejects with ND_CANCELED when the listener is closed. */
   async getConnectionRequest(): Promise<Connector> {
     const op = 'getConnectionRequest';
-    const stack = captureStack(this.getConnectionRequest);
     try {
       if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, op, 'listener is closed');
       this._adapter._checkOpen(op);
@@ -52,7 +51,7 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
       this._waiting.add(connector);
       try {
         await this._adapter._overlapped(K_GET_CONNECTION_REQUEST, op, this, (id) => this._native.getConnectionRequest(id, connector._native),
-          `on ${this.address.host}:${this.address.port}`, stack);
+          `on ${this.address.host}:${this.address.port}`);
       } catch (err) {
         this._waiting.delete(connector);
         await connector.close();
@@ -67,7 +66,7 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
       this._adapter._adopt(connector);
       return connector;
     } catch (err) {
-      throw attachStack(asNdError(err, op), stack);
+      throw callerStack(asNdError(err, op));
     }
   }
 

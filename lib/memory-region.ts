@@ -11,6 +11,7 @@ import {
   ERR_ND_OUT_OF_RANGE,
   ERR_ND_TOO_MANY_SGES,
   ERR_ND_WRONG_ADAPTER,
+  callerStack,
   misuse,
 } from './errors.js';
 import type { NativeMemoryRegion } from './native.js';
@@ -145,6 +146,8 @@ export class MemoryRegion implements AsyncDisposable {
   readonly access: Readonly<Required<Access>>;
   /** @internal */ readonly _adapter: Adapter;
   /** @internal */ readonly _native: NativeMemoryRegion;
+  /** @internal The native region id SGEs name (read once registered, not per post). */
+  _id = 0;
   /** @internal */ _state: RegionState = 'registering';
   // Held strongly until deregistration completes: the provider (and the peer) may touch it until then.
   private _arrayBuffer: ArrayBuffer | null;
@@ -194,18 +197,17 @@ export class MemoryRegion implements AsyncDisposable {
     return this._pins.inFlight;
   }
 
-  /** @internal */ get _id(): number {
-    return this._native.id;
-  }
   /** @internal */ get _offsetInArrayBuffer(): number {
     return this._byteOffset;
   }
 
   /** @internal Called once Register completed. */
   _registered(): void {
-    this._address = this._native.address;
-    this._localToken = this._native.localToken >>> 0;
-    this._remoteToken = this._native.remoteToken >>> 0;
+    const [id, localToken, remoteToken, address] = this._native.registration();
+    this._id = id;
+    this._address = address;
+    this._localToken = localToken >>> 0;
+    this._remoteToken = remoteToken >>> 0;
     this._state = 'registered';
   }
 
@@ -270,12 +272,12 @@ export class MemoryRegion implements AsyncDisposable {
       // Still registered (e.g. ND_DEVICE_BUSY while a memory window is bound): usable again, can retry.
       this._state = 'registered';
       this._deregistering = null;
-      throw err;
+      throw callerStack(err as Error);
     }
-    this._native.close();
     this._state = 'deregistered';
     this._arrayBuffer = null;
     this._adapter._forget(this);
+    this._adapter._recycleRegion(this._native);
   }
 
   /** @internal Adapter teardown after a failed registration. */

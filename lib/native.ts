@@ -131,16 +131,20 @@ export interface NativeCompletionQueue {
 }
 
 export interface NativeMemoryRegion {
-  readonly id: number; // adapter-unique handle used in SGE lists (u32 > 0)
-  readonly localToken: number; // valid once registered
-  readonly remoteToken: number;
-  readonly address: bigint; // address of the registered buffer's first byte
+  /**
+   * Once registered: [id, localToken, remoteToken, address]. id is the adapter-unique handle SGE lists name
+   * (u32 > 0, fixed for the region's life), address that of the registered buffer's first byte.
+   */
+  registration(): [number, number, number, bigint];
   /**
    * IND2MemoryRegion::Register over [byteOffset, byteOffset + byteLength) of buffer, with ND_MR_FLAG_* flags.
-   * The addon keeps a strong reference to the ArrayBuffer until close().
+   * The addon keeps a strong reference to the ArrayBuffer until close() or reset(). A region whose
+   * deregistration completed may register again (ND allows it; lib/ reuses regions that way).
    */
   register(id: number, buffer: ArrayBuffer, byteOffset: number, byteLength: number, flags: number): number;
   deregister(id: number): number;
+  /** Once deregistration completed: drops the reference to the ArrayBuffer (the region can register again). */
+  reset(): void;
   /** Release. Must only be called once deregistration completed (or registration never happened). */
   close(): void;
 }
@@ -158,12 +162,14 @@ export interface NativeSharedReceiveQueue {
 
 export interface NativeQueuePair {
   /**
-   * Posts a request (op: Kind.Send | Kind.Receive | Kind.Read | Kind.Write) whose SGEs are the first nSge
-   * triples [memoryRegionId, offset, length] of the adapter's scratch Float64Array. For read/write the remote
-   * address is (remoteHi * 2^32 + remoteLo) and remoteToken is the peer's token. flags: ND_OP_FLAG_*.
+   * Posts a request whose SGEs are the first nSge triples [memoryRegionId, offset, length] of the adapter's
+   * scratch Float64Array. opFlags = op | flags << 8, op: Kind.Send | Kind.Receive | Kind.Read | Kind.Write,
+   * flags: ND_OP_FLAG_* (packed: six arguments are passed without an allocation). For read/write the remote
+   * address is remoteAddress + remoteOffset (lib/ checked that it does not wrap; 0n and 0 for send/receive)
+   * and remoteToken is the peer's token.
    * Immediate failures (ND_NO_MORE_ENTRIES, ND_CONNECTION_INVALID, ND_DATA_OVERRUN, ...) throw NdError.
    */
-  post(op: number, id: number, nSge: number, flags: number, remoteHi: number, remoteLo: number, remoteToken: number): void;
+  post(opFlags: number, id: number, nSge: number, remoteAddress: bigint, remoteOffset: number, remoteToken: number): void;
   /** IND2QueuePair::Bind of window to [offset, offset+length) of region; returns the window's remote token. */
   bind(id: number, region: NativeMemoryRegion, window: NativeMemoryWindow, offset: number, length: number, flags: number): number;
   invalidate(id: number, window: NativeMemoryWindow, flags: number): void;

@@ -11,8 +11,7 @@ import {
   ND_NO_MORE_ENTRIES,
   NdError,
   asNdError,
-  attachStack,
-  captureStack,
+  callerStack,
   misuse,
 } from './errors.js';
 import type { NativeQueuePair } from './native.js';
@@ -89,7 +88,10 @@ export const ND_OP_FLAG_ALLOW_WRITE = 0x10;
 export const ND_OP_FLAG_INLINE = 0x20;
 
 const POST_KINDS: Record<string, number> = { send: K_SEND, receive: K_RECEIVE, read: K_READ, write: K_WRITE };
-const MAX_ADDRESS = 0xffffffffffffffffn;
+// Offsets and lengths are at most 2^53 - 1, so only a remote address above this can make a range wrap 2^64: the
+// common path compares once and does no BigInt arithmetic (each BigInt operation allocates).
+const WRAP_RISK = 0x10000000000000000n - 0x20000000000000n;
+const TOP = 0x10000000000000000n;
 
 // Reused between posts: the data path allocates nothing for a single-region request.
 const SG: SgeList = { nSge: 0, bytes: 0, pins: null };
@@ -199,22 +201,22 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   }
 
   send(local: Local, options?: SendOptions): Promise<Completion> {
-    return this._request(K_SEND, 'send', local, undefined, options, this.send);
+    return this._request(K_SEND, 'send', local, undefined, options);
   }
 
   /** Posts a receive; completion.bytes is the number of bytes received. */
   receive(local: Local): Promise<Completion> {
-    return this._request(K_RECEIVE, 'receive', local, undefined, undefined, this.receive);
+    return this._request(K_RECEIVE, 'receive', local, undefined, undefined);
   }
 
   /** RDMA Write of `local` to remote.address + options.offset. */
   write(local: Local, remote: RemoteMemory, options?: WriteOptions): Promise<Completion> {
-    return this._request(K_WRITE, 'write', local, remote, options, this.write);
+    return this._request(K_WRITE, 'write', local, remote, options);
   }
 
   /** RDMA Read from remote.address + options.offset into `local`. */
   read(local: Local, remote: RemoteMemory, options?: ReadOptions): Promise<Completion> {
-    return this._request(K_READ, 'read', local, remote, options, this.read);
+    return this._request(K_READ, 'read', local, remote, options);
   }
 
   /**
@@ -236,48 +238,57 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   }
 
   /** Binds `window` to a region or segment; resolves with what the peer needs to access it. */
-  bind(window: MemoryWindow, region: MemoryRegion | Segment, access: { read?: boolean; write?: boolean }): Promise<RemoteMemory> {
+  async bind(window: MemoryWindow, region: MemoryRegion | Segment, access: { read?: boolean; write?: boolean }): Promise<RemoteMemory> {
     const op = 'bind';
-    const stack = captureStack(this.bind);
-    return new Promise<RemoteMemory>((resolve, reject) => {
+    try {
+      this._checkPostable(op);
+      checkWindow(window, this._adapter, op);
+      let mr: unknown = region;
+      let offset = 0;
+      let length: number;
+      if (region instanceof MemoryRegion) {
+        length = region.length;
+      } else if (typeof region === 'object' && region !== null && 'region' in region) {
+        mr = region.region;
+        offset = checkIndex(region.offset, 'segment.offset', op);
+        length = checkIndex(region.length, 'segment.length', op);
+      } else {
+        throw misuse(ERR_ND_INVALID_ARGUMENT, op, `region must be a MemoryRegion or a Segment, got ${describe(region)}`);
+      }
+      if (!(mr instanceof MemoryRegion)) throw misuse(ERR_ND_INVALID_ARGUMENT, op, `region must be a MemoryRegion, got ${describe(mr)}`);
+      if (mr._adapter !== this._adapter) throw misuse(ERR_ND_WRONG_ADAPTER, op, 'the memory region was registered on another adapter');
+      mr._checkUsable(op);
+      if (offset > mr.length || length > mr.length - offset) {
+        throw misuse(ERR_ND_OUT_OF_RANGE, op, `segment [${offset}, ${offset + length}) is outside the ${mr.length}-byte region`);
+      }
+      if (typeof access !== 'object' || access === null) {
+        throw misuse(ERR_ND_INVALID_ARGUMENT, op, `access must be { read?: boolean, write?: boolean }, got ${describe(access)}`);
+      }
+      const flags = (access.read ? ND_OP_FLAG_ALLOW_READ : 0) | (access.write ? ND_OP_FLAG_ALLOW_WRITE : 0);
+      if (flags === 0) throw misuse(ERR_ND_INVALID_ARGUMENT, op, 'access must allow read and/or write');
+      if (this._initiatorOutstanding >= this.initiatorDepth) throw noMoreEntries(op, 'initiator', this._initiatorOutstanding, this.initiatorDepth);
+      const a = this._adapter;
+      const e = a._requests.acquire();
+      const region_ = mr;
+      const address = mr.address + BigInt(offset);
+      e.kind = K_BIND;
+      e.operation = op;
+      e.owner = this;
+      e.seq = ++this._seq;
+      e.pins = region_;
+      window._inflight.begin();
       try {
-        this._checkPostable(op);
-        checkWindow(window, this._adapter, op);
-        let mr: unknown = region;
-        let offset = 0;
-        let length: number;
-        if (region instanceof MemoryRegion) {
-          length = region.length;
-        } else if (typeof region === 'object' && region !== null && 'region' in region) {
-          mr = region.region;
-          offset = checkIndex(region.offset, 'segment.offset', op);
-          length = checkIndex(region.length, 'segment.length', op);
-        } else {
-          throw misuse(ERR_ND_INVALID_ARGUMENT, op, `region must be a MemoryRegion or a Segment, got ${describe(region)}`);
-        }
-        if (!(mr instanceof MemoryRegion)) throw misuse(ERR_ND_INVALID_ARGUMENT, op, `region must be a MemoryRegion, got ${describe(mr)}`);
-        if (mr._adapter !== this._adapter) throw misuse(ERR_ND_WRONG_ADAPTER, op, 'the memory region was registered on another adapter');
-        mr._checkUsable(op);
-        if (offset > mr.length || length > mr.length - offset) {
-          throw misuse(ERR_ND_OUT_OF_RANGE, op, `segment [${offset}, ${offset + length}) is outside the ${mr.length}-byte region`);
-        }
-        if (typeof access !== 'object' || access === null) {
-          throw misuse(ERR_ND_INVALID_ARGUMENT, op, `access must be { read?: boolean, write?: boolean }, got ${describe(access)}`);
-        }
-        const flags = (access.read ? ND_OP_FLAG_ALLOW_READ : 0) | (access.write ? ND_OP_FLAG_ALLOW_WRITE : 0);
-        if (flags === 0) throw misuse(ERR_ND_INVALID_ARGUMENT, op, 'access must allow read and/or write');
-        if (this._initiatorOutstanding >= this.initiatorDepth) throw noMoreEntries(op, 'initiator', this._initiatorOutstanding, this.initiatorDepth);
-        const a = this._adapter;
-        const e = a._requests.acquire();
-        const region_ = mr;
-        const address = mr.address + BigInt(offset);
-        e.kind = K_BIND;
-        e.operation = op;
-        e.owner = this;
-        e.stack = stack;
-        e.seq = ++this._seq;
-        e.pins = region_;
-        window._inflight.begin();
+        e.extra = this._native.bind(e.id, region_._native, window._native, offset, length, flags) >>> 0;
+      } catch (err) {
+        window._inflight.end();
+        a._requests.release(e);
+        throw err;
+      }
+      pin(region_);
+      this._initiatorOutstanding++;
+      this._inflight.begin();
+      // Completions arrive through onBatch or cq.poll(), never inside the native call: settled later.
+      return await new Promise<RemoteMemory>((resolve, reject) => {
         e.resolve = () => {
           window._inflight.end();
           window._bound = true;
@@ -287,39 +298,36 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
           window._inflight.end();
           reject(err);
         };
-        try {
-          e.extra = this._native.bind(e.id, region_._native, window._native, offset, length, flags) >>> 0;
-        } catch (err) {
-          window._inflight.end();
-          a._requests.release(e);
-          throw err;
-        }
-        pin(region_);
-        this._initiatorOutstanding++;
-        this._inflight.begin();
-      } catch (err) {
-        reject(attachStack(asNdError(err, op), stack));
-      }
-    });
+      });
+    } catch (err) {
+      throw callerStack(asNdError(err, op));
+    }
   }
 
   /** Invalidates a bound memory window: later remote access through its token fails. */
-  invalidate(window: MemoryWindow): Promise<Completion> {
+  async invalidate(window: MemoryWindow): Promise<Completion> {
     const op = 'invalidate';
-    const stack = captureStack(this.invalidate);
-    return new Promise<Completion>((resolve, reject) => {
+    try {
+      this._checkPostable(op);
+      checkWindow(window, this._adapter, op);
+      if (this._initiatorOutstanding >= this.initiatorDepth) throw noMoreEntries(op, 'initiator', this._initiatorOutstanding, this.initiatorDepth);
+      const a = this._adapter;
+      const e = a._requests.acquire();
+      e.kind = K_INVALIDATE;
+      e.operation = op;
+      e.owner = this;
+      e.seq = ++this._seq;
+      window._inflight.begin();
       try {
-        this._checkPostable(op);
-        checkWindow(window, this._adapter, op);
-        if (this._initiatorOutstanding >= this.initiatorDepth) throw noMoreEntries(op, 'initiator', this._initiatorOutstanding, this.initiatorDepth);
-        const a = this._adapter;
-        const e = a._requests.acquire();
-        e.kind = K_INVALIDATE;
-        e.operation = op;
-        e.owner = this;
-        e.stack = stack;
-        e.seq = ++this._seq;
-        window._inflight.begin();
+        this._native.invalidate(e.id, window._native, 0);
+      } catch (err) {
+        window._inflight.end();
+        a._requests.release(e);
+        throw err;
+      }
+      this._initiatorOutstanding++;
+      this._inflight.begin();
+      return await new Promise<Completion>((resolve, reject) => {
         e.resolve = (c: Completion) => {
           window._inflight.end();
           window._bound = false;
@@ -329,19 +337,10 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
           window._inflight.end();
           reject(err);
         };
-        try {
-          this._native.invalidate(e.id, window._native, 0);
-        } catch (err) {
-          window._inflight.end();
-          a._requests.release(e);
-          throw err;
-        }
-        this._initiatorOutstanding++;
-        this._inflight.begin();
-      } catch (err) {
-        reject(attachStack(asNdError(err, op), stack));
-      }
-    });
+      });
+    } catch (err) {
+      throw callerStack(asNdError(err, op));
+    }
   }
 
   /** Cancels every outstanding request of this QP: they complete with ND_CANCELED. */
@@ -434,25 +433,24 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     if (this._adapter._state !== 'open') throw misuse(ERR_ND_CLOSED, operation, `adapter ${this._adapter.address} is ${this._adapter._state}`);
   }
 
-  private _request(
+  private async _request(
     kind: number,
     operation: string,
     local: Local,
     remote: RemoteMemory | undefined,
     options: SendOptions | WriteOptions | ReadOptions | undefined,
-    fn: Function,
   ): Promise<Completion> {
-    const stack = captureStack(fn);
-    return new Promise<Completion>((resolve, reject) => {
-      try {
-        const e = this._post(kind, operation, local, remote, (options as WriteOptions | undefined)?.offset, flagsOf(options, operation));
+    try {
+      // Posted before the promise exists: a misuse error is thrown with the caller's frames on the stack, and
+      // nothing can settle the request in between (completions arrive through onBatch or cq.poll()).
+      const e = this._post(kind, operation, local, remote, (options as WriteOptions | undefined)?.offset, flagsOf(options, operation));
+      return await new Promise<Completion>((resolve, reject) => {
         e.resolve = resolve;
         e.reject = reject;
-        e.stack = stack;
-      } catch (err) {
-        reject(attachStack(asNdError(err, operation), stack));
-      }
-    });
+      });
+    } catch (err) {
+      throw callerStack(asNdError(err, operation));
+    }
   }
 
   /** Validates, writes the SGEs, posts natively and pins. Throws NdError; returns the pending entry. */
@@ -469,20 +467,19 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
       maxSge = kind === K_READ ? this.maxReadSge : this.maxInitiatorSge;
     }
     const sg = writeSges(a, a._scratch, local, maxSge, operation, SG);
-    let hi = 0;
-    let lo = 0;
     let token = 0;
     let address: bigint | undefined;
+    let off = 0;
     if (kind === K_READ || kind === K_WRITE) {
       const r = checkRemote(remote, operation);
-      const off = offset === undefined ? 0 : checkIndex(offset, 'offset', operation);
+      off = offset === undefined ? 0 : checkIndex(offset, 'offset', operation);
       if (off > r.length || sg.bytes > r.length - off) {
         throw misuse(ERR_ND_OUT_OF_RANGE, operation, `${sg.bytes} bytes at offset ${off} do not fit the remote's ${r.length} bytes`);
       }
-      address = off === 0 ? r.address : r.address + BigInt(off);
-      if (address + BigInt(sg.bytes) > MAX_ADDRESS + 1n) throw misuse(ERR_ND_OUT_OF_RANGE, operation, 'the remote range wraps around 2^64');
-      hi = Number(address >> 32n);
-      lo = Number(address & 0xffffffffn);
+      address = r.address;
+      if (address > WRAP_RISK && address + BigInt(off + sg.bytes) > TOP) {
+        throw misuse(ERR_ND_OUT_OF_RANGE, operation, 'the remote range wraps around 2^64');
+      }
       token = r.token >>> 0;
     } else if (remote !== undefined && remote !== null) {
       throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `${operation} takes no remote memory`);
@@ -493,12 +490,13 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     e.owner = this;
     e.bytes = sg.bytes;
     e.remoteAddress = address;
+    e.remoteOffset = off;
     e.remoteToken = token;
     e.seq = ++this._seq;
     e.silent = (flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0;
     const pins = sg.pins;
     try {
-      this._native.post(kind, e.id, sg.nSge, flags, hi, lo, token);
+      this._native.post(kind | (flags << 8), e.id, sg.nSge, address ?? 0n, off, token);
     } catch (err) {
       a._requests.release(e);
       throw asNdError(err, operation);

@@ -1,7 +1,7 @@
 // The per-adapter table of pending requests. Every overlapped ND call and every posted request gets a small
 // reusable id (u32 > 0) that the addon hands back in its completion record; the entry holds what settles it
-// (resolve/reject or the raw-post context), the operation name, the JS stack captured before the native call,
-// and the memory regions the request pins until its completion (success, error or flush).
+// (resolve/reject or the raw-post context), the operation name and the memory regions the request pins until
+// its completion (success, error or flush).
 
 import type { MemoryRegion } from './memory-region.js';
 
@@ -69,8 +69,6 @@ export class PendingRequest {
   owner: RequestOwner | null = null;
   resolve: ((value: any) => void) | null = null;
   reject: ((reason: unknown) => void) | null = null;
-  /** JS stack captured before the native call (promise API and overlapped calls). */
-  stack: string | undefined = undefined;
   pins: Pins = null;
   /** Posted through qp.post(): completion goes to cq.poll() with this context, no Promise. */
   raw = false;
@@ -81,11 +79,14 @@ export class PendingRequest {
   seq = 0;
   /** Bytes the request covers locally (message context, and Completion.bytes of non-receives). */
   bytes = 0;
+  /** Read/Write: the remote memory's address and the offset into it (added only for an error message). */
   remoteAddress: bigint | undefined = undefined;
+  remoteOffset = 0;
   remoteToken = 0;
   /** Per-kind extra value (e.g. the token a bind returned). */
   extra = 0;
-  detail: string | undefined = undefined;
+  /** Context for an error message (a function when formatting it would cost the success path). */
+  detail: string | (() => string) | undefined = undefined;
 
   reset(): void {
     this.kind = 0;
@@ -93,7 +94,6 @@ export class PendingRequest {
     this.owner = null;
     this.resolve = null;
     this.reject = null;
-    this.stack = undefined;
     this.pins = null;
     this.raw = false;
     this.context = undefined;
@@ -101,6 +101,7 @@ export class PendingRequest {
     this.seq = 0;
     this.bytes = 0;
     this.remoteAddress = undefined;
+    this.remoteOffset = 0;
     this.remoteToken = 0;
     this.extra = 0;
     this.detail = undefined;

@@ -1,7 +1,7 @@
 // SharedReceiveQueue (IND2SharedReceiveQueue): receives shared by the queue pairs created with it. Their
 // completions arrive on the receive CQ of the queue pair that consumed them.
 
-import { ERR_ND_CLOSED, ND_CANCELED, NdError, ND_NO_MORE_ENTRIES, asNdError, attachStack, captureStack, misuse } from './errors.js';
+import { ERR_ND_CLOSED, ND_CANCELED, NdError, ND_NO_MORE_ENTRIES, asNdError, callerStack, misuse } from './errors.js';
 import type { NativeSharedReceiveQueue } from './native.js';
 import type { Adapter } from './adapter.js';
 import type { Completion } from './completion-queue.js';
@@ -44,42 +44,41 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
     return this._inflight.inFlight;
   }
 
-  receive(local: Local): Promise<Completion> {
+  async receive(local: Local): Promise<Completion> {
     const op = 'receive';
-    const stack = captureStack(this.receive);
-    return new Promise<Completion>((resolve, reject) => {
+    try {
+      if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, op, 'shared receive queue is closed');
+      const a = this._adapter;
+      a._checkOpen(op);
+      const n = this._inflight.inFlight;
+      if (n >= this.depth) {
+        throw new NdError('ND_NO_MORE_ENTRIES', ND_NO_MORE_ENTRIES, op,
+          `${op} failed: ND_NO_MORE_ENTRIES (0x8000001A): the shared receive queue is full (${n} outstanding of depth ${this.depth})`);
+      }
+      const sg = writeSges(a, a._scratch, local, this.maxSge, op, SG);
+      const e = a._requests.acquire();
+      e.kind = K_RECEIVE;
+      e.operation = op;
+      e.owner = this;
+      e.bytes = sg.bytes;
+      const pins = sg.pins;
       try {
-        if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, op, 'shared receive queue is closed');
-        const a = this._adapter;
-        a._checkOpen(op);
-        const n = this._inflight.inFlight;
-        if (n >= this.depth) {
-          throw new NdError('ND_NO_MORE_ENTRIES', ND_NO_MORE_ENTRIES, op,
-            `${op} failed: ND_NO_MORE_ENTRIES (0x8000001A): the shared receive queue is full (${n} outstanding of depth ${this.depth})`);
-        }
-        const sg = writeSges(a, a._scratch, local, this.maxSge, op, SG);
-        const e = a._requests.acquire();
-        e.kind = K_RECEIVE;
-        e.operation = op;
-        e.owner = this;
-        e.bytes = sg.bytes;
-        e.stack = stack;
+        this._native.receive(e.id, sg.nSge);
+      } catch (err) {
+        a._requests.release(e);
+        throw err;
+      }
+      e.pins = pins;
+      pin(pins);
+      this._inflight.begin();
+      // Completions arrive through onBatch or cq.poll(), never inside the native call: settled later.
+      return await new Promise<Completion>((resolve, reject) => {
         e.resolve = resolve;
         e.reject = reject;
-        const pins = sg.pins;
-        try {
-          this._native.receive(e.id, sg.nSge);
-        } catch (err) {
-          a._requests.release(e);
-          throw err;
-        }
-        e.pins = pins;
-        pin(pins);
-        this._inflight.begin();
-      } catch (err) {
-        reject(attachStack(asNdError(err, op), stack));
-      }
-    });
+      });
+    } catch (err) {
+      throw callerStack(asNdError(err, op));
+    }
   }
 
   /** @internal */

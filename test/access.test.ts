@@ -64,6 +64,18 @@ describe('remote access violations', () => {
     await expectTornDown(qp, connector);
   });
 
+  it('the failure, settled by a completion, points at the code that awaited the request', async () => {
+    const remote = await register('readonly-stack', 4096, { remoteRead: true });
+    const { qp, connector } = await connect();
+    async function writesToReadOnlyMemory(): Promise<unknown> {
+      return await qp.write(src.slice(0, 100), remote);
+    }
+    const err = await ndError(writesToReadOnlyMemory());
+    expect(err.code).toBe('ND_ACCESS_VIOLATION');
+    expect(err.stack).toContain('writesToReadOnlyMemory');
+    await expectTornDown(qp, connector);
+  });
+
   it('Read from a region registered without remoteRead', async () => {
     const remote = await register('writeonly', 4096, { remoteWrite: true });
     const { qp, connector } = await connect();

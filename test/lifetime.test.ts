@@ -97,4 +97,19 @@ describe('deregister while requests are in flight', () => {
     expect(await peer.call('check', { name: 'target', segs: [{ offset: 0, length: 8 * MiB }], seed: 4242 })).toBe(-1);
     expect(checkSegments(mr.buffer, [{ offset: 0, length: 8 * MiB }], 4242)).toBe(-1);
   });
+
+  it('a region registered after one was deregistered (the native region is reused) moves its own bytes', async () => {
+    const segs = [{ offset: 0, length: 64 * 1024 }];
+    const first = await adapter.allocateMemory(64 * 1024);
+    fillSegments(first.buffer, segs, 7);
+    await qp.write(first, remote);
+    await first.deregister();
+    const second = await adapter.allocateMemory(64 * 1024);
+    fillSegments(second.buffer, segs, 8);
+    await qp.write(second, remote);
+    expect(await peer.call('check', { name: 'target', segs, seed: 8 })).toBe(-1);
+    expect((await ndError(qp.write(first, remote))).code).toBe('ERR_ND_CLOSED');
+    expect(second.registered).toBe(true);
+    await second.deregister();
+  });
 });

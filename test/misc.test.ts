@@ -4,8 +4,7 @@ import {
   ERR_ND_INVALID_ARGUMENT,
   ERR_ND_OUT_OF_RANGE,
   NdError,
-  attachStack,
-  captureStack,
+  callerStack,
   errorFactory,
   ndStatusName,
   ndStatusValue,
@@ -107,14 +106,20 @@ describe('NdError and status names', () => {
     expect([misuse.code, misuse.status, misuse.isStatus]).toEqual(['ERR_ND_WRONG_ADAPTER', 0, false]);
   });
 
-  it('attaches the stack captured before an async call', () => {
-    function startedHere(): string {
-      return captureStack();
+  it('gives an error settled after an await the stack of the code that awaited it', async () => {
+    async function apiMethod(): Promise<void> {
+      try {
+        await new Promise((_, reject) => setImmediate(() => reject(statusError(0xc0000120, 'receive'))));
+      } catch (err) {
+        throw callerStack(err as Error);
+      }
     }
-    const stack = startedHere();
-    const err = attachStack(statusError(0xc0000120, 'receive'), stack);
-    expect(err.stack).toContain('NdError: receive failed: ND_CANCELED');
-    expect(err.stack).toContain('startedHere');
+    async function startedHere(): Promise<void> {
+      await apiMethod();
+    }
+    const err = await startedHere().then(() => undefined, (e: Error) => e);
+    expect(err?.stack).toContain('NdError: receive failed: ND_CANCELED');
+    expect(err?.stack).toContain('startedHere');
   });
 });
 

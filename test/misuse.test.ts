@@ -117,6 +117,24 @@ describe('objects from another adapter', () => {
   });
 });
 
+describe('foreign receivers of the native objects', () => {
+  it('a method called on another object is refused before it runs; an accessor with ERR_ND_FOREIGN_OBJECT', () => {
+    // The native methods skip the type-tag check because V8 refuses a foreign receiver (method signature).
+    const nativeCq = cqA._native as unknown as Record<string, (...args: unknown[]) => unknown>;
+    const nativeMr = mrA._native as unknown as object;
+    const poll = Object.getPrototypeOf(nativeCq).poll as (max: number) => unknown;
+    for (const receiver of [{}, nativeMr, a._native, Object.create(Object.getPrototypeOf(nativeCq))]) {
+      expect(() => poll.call(receiver, 1)).toThrow(TypeError);
+    }
+    const post = Object.getPrototypeOf(qp._native).post as (...args: number[]) => unknown;
+    expect(() => post.call(nativeCq, 5, 1, 0, 0, 0, 0, 0)).toThrow(TypeError);
+    const window = a.createMemoryWindow();
+    const token = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(window._native), 'remoteToken')!.get!;
+    misuse(ndThrow(() => token.call(nativeCq)), 'ERR_ND_FOREIGN_OBJECT');
+    misuse(ndThrow(() => token.call(nativeMr)), 'ERR_ND_FOREIGN_OBJECT');
+  });
+});
+
 describe('closed objects', () => {
   it('a closed QP, a deregistered region, a closed CQ, a closed adapter', async () => {
     const c = await openAdapter('127.0.0.1');

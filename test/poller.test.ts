@@ -2,9 +2,10 @@
 // completes until cq.poll(), which settles promise-API requests and returns raw completions of qp.post().
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Adapter, CompletionQueue, MemoryRegion, QueuePair, RawCompletion, RemoteMemory } from '../lib/index';
+import { openAdapter } from '../lib/index';
 import { Peer, connectToPeer, isSettled, ndError, openLocal, startPeer } from './helpers';
 // @ts-expect-error plain ESM helper shared with the peer process
-import { fillSegments } from './fixtures/pattern.mjs';
+import { checkSegments, fillSegments } from './fixtures/pattern.mjs';
 
 let peer: Peer;
 let address: { host: string; port: number };
@@ -65,6 +66,34 @@ describe("completion: 'thread'", () => {
       const raw = await pollUntil(cq, () => qp.outstanding.initiator === 0);
       const got = raw.length ? raw : cq.poll();
       expect(got).toEqual([{ type: 'write', status: 0, bytes: 100, context: 7, qp }]);
+    } finally {
+      await adapter.close();
+    }
+  });
+});
+
+describe("completion: 'thread' with a spin window (spinMicros)", () => {
+  it('moves data both ways while the poller spins, and after it armed its CQ and slept', async () => {
+    const adapter = await openAdapter('127.0.0.1', { completion: 'thread', spinMicros: 200 });
+    const cq = adapter.createCompletionQueue({ depth: 2048 });
+    try {
+      const { qp } = await connectToPeer(adapter, cq, peer, address);
+      const mr = await adapter.allocateMemory(64 * 1024);
+      for (let round = 0; round < 3; round++) {
+        const seed = 90 + round;
+        fillSegments(mr.buffer, [{ offset: 0, length: 8192 }], seed);
+        await Promise.all(Array.from({ length: 32 }, (_, i) => qp.write(mr.slice(i * 256, 256), remote, { offset: i * 256 })));
+        expect(await peer.call('check', { name: 'target', segs: [{ offset: 0, length: 8192 }], seed })).toBe(-1);
+        expect(await qp.read(mr.slice(16384, 8192), remote)).toEqual({ type: 'read', status: 0, bytes: 8192 });
+        expect(checkSegments(mr.buffer, [{ offset: 16384, length: 8192 }], seed)).toBe(-1);
+        // Longer than the spin window: the poller armed its CQ and sleeps, so the provider's own thread must
+        // notice the peer's Send.
+        await new Promise((r) => setTimeout(r, 20));
+        const receive = qp.receive(mr.slice(32768, 64));
+        await peer.call('post', { tag: `send${round}`, op: 'send', segs: [{ name: 'rx', offset: 0, length: 64 }] });
+        expect(await receive).toEqual({ type: 'receive', status: 0, bytes: 64 });
+        expect(await peer.call('wait', { tag: `send${round}` })).toMatchObject({ ok: true });
+      }
     } finally {
       await adapter.close();
     }

@@ -12,7 +12,9 @@ inline const GUID IID_INDPollingHint = {0x6e657464, 0x6972, 0x6563, {0x74, 0x70,
 // On an IND2CompletionQueue: the consumer tells the provider that the calling thread polls this CQ in a
 // loop (GetResults until something arrives). While set, a provider without hardware (or with a progress
 // thread of its own) may run its receive progress on the polling thread when the CQ is empty, saving a
-// thread wake-up per message. Purely a hint: results and ordering are the same either way.
+// thread wake-up per message. Arming a notification on the CQ (Notify) ends it: the consumer then waits
+// instead of polling, and the provider's own progress takes over at once. Purely a hint: results and ordering
+// are the same either way.
 struct INDPollingHint : public IUnknown {
   virtual HRESULT ND_CALL SetPollingThread(BOOL polling) = 0;
 };

@@ -85,16 +85,24 @@ HRESULT SoftCompletionQueue::Notify(ULONG type, OVERLAPPED* pOverlapped) {
     return ND_INVALID_PARAMETER_1;
   }
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_2;
-  std::lock_guard<std::mutex> lock(mu_);
-  if (overrun_.load(std::memory_order_relaxed)) return ND_BUFFER_OVERFLOW;
-  // A matching completion is already queued: report it now instead of arming (closes the drain/arm race).
-  if (matches_queued_locked(type)) return ND_SUCCESS;
-  try {
-    waiters_.push_back(Waiter{pOverlapped, type});
-  } catch (...) {
-    return ND_NO_MEMORY;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (overrun_.load(std::memory_order_relaxed)) return ND_BUFFER_OVERFLOW;
+    // A matching completion is already queued: report it now instead of arming (closes the drain/arm race).
+    if (matches_queued_locked(type)) return ND_SUCCESS;
+    try {
+      waiters_.push_back(Waiter{pOverlapped, type});
+    } catch (...) {
+      return ND_NO_MEMORY;
+    }
+    mark_pending(pOverlapped);
   }
-  mark_pending(pOverlapped);
+  // Arming means the consumer stops polling and waits (a poller thread ending its spin window): connections
+  // that a polling thread drove inline go back to the engine now, so the awaited message wakes someone.
+  if (polled_inline_.exchange(false, std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(src_mu_);
+    for (ProgressSource* s : sources_) s->polling_stopped();
+  }
   return ND_PENDING;
 }
 
@@ -114,8 +122,7 @@ void SoftCompletionQueue::fire_locked(HRESULT status, bool solicited_event, bool
   waiters_.clear();
 }
 
-bool SoftCompletionQueue::push(const ND2_RESULT& result, bool solicited) {
-  std::lock_guard<std::mutex> lock(mu_);
+bool SoftCompletionQueue::append_locked(const ND2_RESULT& result, bool solicited) {
   if (overrun_.load(std::memory_order_relaxed)) return false;
   if (count_ == ring_.size()) {
     overrun_.store(true, std::memory_order_release);
@@ -124,7 +131,24 @@ bool SoftCompletionQueue::push(const ND2_RESULT& result, bool solicited) {
   }
   ring_[(head_ + count_) % ring_.size()] = Entry{result, solicited};
   ++count_;
+  return true;
+}
+
+bool SoftCompletionQueue::push(const ND2_RESULT& result, bool solicited) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!append_locked(result, solicited)) return false;
   fire_locked(ND_SUCCESS, solicited || FAILED(result.Status), false);
+  return true;
+}
+
+bool SoftCompletionQueue::push_many(const ND2_RESULT* results, size_t n) {
+  std::lock_guard<std::mutex> lock(mu_);
+  bool failed = false;
+  for (size_t i = 0; i < n; ++i) {
+    if (!append_locked(results[i], false)) return false;
+    failed = failed || FAILED(results[i].Status);
+  }
+  if (n > 0) fire_locked(ND_SUCCESS, failed, false);
   return true;
 }
 
@@ -173,6 +197,7 @@ ULONG SoftCompletionQueue::GetResults(ND2_RESULT results[], ULONG nResults) {
     // Only for a few connections: each costs a receive call per empty poll; many are the engine's (epoll).
     std::unique_lock<std::mutex> lock(src_mu_, std::try_to_lock);
     if (lock.owns_lock() && sources_.size() <= kMaxInlineSources) {
+      polled_inline_.store(true, std::memory_order_relaxed);
       for (ProgressSource* s : sources_) s->poll_progress();
       lock.unlock();
       n = take(results, nResults);

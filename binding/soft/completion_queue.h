@@ -47,6 +47,9 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public 
   // Returns false on overrun (the entry is dropped and the CQ is in the error state). Never calls back
   // into a queue pair, so callers may hold their own locks (lock order: QP -> SRQ -> CQ).
   bool push(const ND2_RESULT& result, bool solicited);
+  // Appends n unsolicited completions at once: a consumer sees all of them or none, and an armed notification
+  // fires once (a Read Response that confirms a batch of Writes completes them in one go).
+  bool push_many(const ND2_RESULT* results, size_t n);
   // True once the CQ overran: its QPs must fail.
   bool failed() const { return overrun_.load(std::memory_order_acquire); }
 
@@ -57,6 +60,9 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public 
   class ProgressSource {
    public:
     virtual void poll_progress() = 0;
+    // The polling thread armed a notification on the CQ, i.e. it stops polling and waits: progress goes back
+    // to the engine at once rather than when the inline lease runs out. Called with no CQ lock held.
+    virtual void polling_stopped() = 0;
 
    protected:
     ~ProgressSource() = default;
@@ -84,6 +90,7 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public 
   };
 
   bool matches_queued_locked(ULONG type) const;
+  bool append_locked(const ND2_RESULT& result, bool solicited);  // false on overrun
   void fire_locked(HRESULT status, bool solicited_event, bool error_event);
 
   SoftAdapter* adapter_;
@@ -98,6 +105,7 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public 
   std::mutex src_mu_;
   std::vector<ProgressSource*> sources_;
   std::atomic<bool> have_sources_{false};
+  std::atomic<bool> polled_inline_{false};  // a GetResults drove sources since the last Notify
 
   ULONG take(ND2_RESULT results[], ULONG nResults);
 };

@@ -21,6 +21,8 @@ constexpr int kIovPerFpduMax = static_cast<int>(limits::kMaxSge) + 2;  // header
 constexpr int kSendIovMax = 1024;        // IOV_MAX on Linux
 constexpr uint64_t kNoOffender = ~uint64_t{0};
 constexpr uint64_t kConfirmBatch = 32;   // unconfirmed requests that justify a second confirmation Read in flight
+constexpr uint64_t kConfirmStream = 64;  // the same before the send queue drained (a long stream); measured: 32 cost
+                                         // the 8 B message rate ~7%, 64 neither that nor the 4 KiB stream's gain
 }  // namespace
 
 void SoftQueuePair::tx_set_want_write_locked(bool want) {
@@ -151,7 +153,15 @@ bool SoftQueuePair::tx_next_message_locked() {
     tx_len_ = in.size;
     return true;
   }
-  // 3. The send queue in order.
+  // 3. In a long stream, a confirmation Read every kConfirmStream requests even before the queue drains:
+  //    completions (and the application's refills of its window) then flow back in chunks while the stream
+  //    continues, instead of all at once a round trip after the last request of a queue-full.
+  if (sq_next_ < sq_tail_ && last_unconfirmed_ - confirm_requested_ >= kConfirmStream &&
+      tx_confirm_due_locked(false)) {
+    tx_confirm_read_locked();
+    return true;
+  }
+  // 4. The send queue in order.
   if (sq_next_ < sq_tail_) {
     SqRequest& r = sq_at(sq_next_);
     if ((r.flags & ND_OP_FLAG_READ_FENCE) && orq_count_ > 0) return false;  // wait for earlier Reads
@@ -200,31 +210,42 @@ bool SoftQueuePair::tx_next_message_locked() {
         return true;
     }
   }
-  // 4. Idle with unconfirmed Writes/Sends: an internal zero-length Read confirms them. While one is already
-  //    on its way, later requests wait for its response (which issues the next one) unless a batch of
-  //    kConfirmBatch has built up: a stream of small Writes then costs one Read round trip per batch instead
-  //    of a Read Request + Read Response per Write. A lone signaled Write still gets its Read at once.
-  //    Silent requests produce no completion on success (a failure still comes back as a Terminate naming
-  //    the offender), so they alone only call for a Read once a batch of them holds send-queue slots.
-  const uint64_t unconfirmed = last_unconfirmed_ - confirm_requested_;
-  const bool signaled = last_signaled_unconfirmed_ > confirm_requested_;
-  const uint64_t silent_batch = std::max<uint64_t>(1, std::min<uint64_t>(kConfirmBatch, sq_depth_ / 2));
-  if (needs_confirmation_locked() && orq_count_ < ord_ &&
-      (signaled ? !confirm_read_outstanding_locked() || unconfirmed >= kConfirmBatch : unconfirmed >= silent_batch)) {
-    OutRead& o = orq_[(orq_head_ + orq_count_) % orq_.size()];
-    o = OutRead{0, sq_next_, true, ++tx_read_msn_, kRtrStag, 0, 0, 0};
-    ++orq_count_;
-    confirm_requested_ = sq_next_;
-    DdpHeader h;
-    h.opcode = RdmapOpcode::kReadRequest;
-    h.qn = kQnReadRequest;
-    h.msn = o.msn;
-    uint8_t body[kRdmapReadReqSize];
-    encode_read_request(ReadRequest{kRtrStag, 0, 0, kRtrStag, 0}, body);
-    tx_append_fpdu_locked(h, body, sizeof body, nullptr, 0, 0, 0);
+  // 5. Idle with unconfirmed Writes/Sends: an internal zero-length Read confirms them (tx_confirm_due_locked).
+  if (tx_confirm_due_locked(true)) {
+    tx_confirm_read_locked();
     return true;
   }
   return false;
+}
+
+// Is an internal confirmation Read due? While one is already on its way, later requests wait for its response
+// (which issues the next one) unless a batch of kConfirmBatch has built up: a stream of small Writes then costs
+// one Read round trip per batch instead of a Read Request + Read Response per Write. At idle (`idle`), a lone
+// signaled Write still gets its Read at once. Silent requests produce no completion on success (a failure still
+// comes back as a Terminate naming the offender), so they alone only call for a Read once a batch of them holds
+// send-queue slots.
+bool SoftQueuePair::tx_confirm_due_locked(bool idle) const {
+  if (!needs_confirmation_locked() || orq_count_ >= ord_) return false;
+  const uint64_t unconfirmed = last_unconfirmed_ - confirm_requested_;
+  const bool signaled = last_signaled_unconfirmed_ > confirm_requested_;
+  const uint64_t silent_batch = std::max<uint64_t>(1, std::min<uint64_t>(kConfirmBatch, sq_depth_ / 2));
+  if (!signaled) return unconfirmed >= silent_batch;
+  return unconfirmed >= kConfirmBatch || (idle && !confirm_read_outstanding_locked());
+}
+
+// Appends an internal zero-length Read Request that confirms every request transmitted before it.
+void SoftQueuePair::tx_confirm_read_locked() {
+  OutRead& o = orq_[(orq_head_ + orq_count_) % orq_.size()];
+  o = OutRead{0, sq_next_, true, ++tx_read_msn_, kRtrStag, 0, 0, 0};
+  ++orq_count_;
+  confirm_requested_ = sq_next_;
+  DdpHeader h;
+  h.opcode = RdmapOpcode::kReadRequest;
+  h.qn = kQnReadRequest;
+  h.msn = o.msn;
+  uint8_t body[kRdmapReadReqSize];
+  encode_read_request(ReadRequest{kRtrStag, 0, 0, kRtrStag, 0}, body);
+  tx_append_fpdu_locked(h, body, sizeof body, nullptr, 0, 0, 0);
 }
 
 void SoftQueuePair::tx_append_fpdu_locked(const DdpHeader& h, const uint8_t* body, size_t body_len,

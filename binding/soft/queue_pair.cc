@@ -20,6 +20,13 @@ constexpr uint64_t kNoOffender = ~uint64_t{0};
 constexpr uint32_t kLingerMs = 2000;  // how long a closing socket drains before it is closed anyway
 constexpr uint32_t kInlineLeaseMs = 1;  // inline progress: the engine takes reading back this long after the
 constexpr uint64_t kInlineLeaseNs = 1000000;  // last inline poll (checked every kInlineLeaseMs)
+// Doorbell batching by the engine (post_sq_locked) only holds posts up to this size: batching saves a send call per
+// post, which a larger payload's copy dwarfs, and waiting for a Read Response behind a large message stalls a stream.
+constexpr uint64_t kEngineBatchMaxBytes = 16 * 1024;
+// ...and only behind at least this many requests awaiting completion: a stream, not a conversation. In ping-pong
+// traffic the Read that would flush the queue may be answered by a peer thread that is slow to wake (measured:
+// ndbench write_lat in thread mode then saw medians of ~2 ms in some runs).
+constexpr uint64_t kEngineBatchMinInFlight = 8;
 
 uint64_t now_ns() {
   return static_cast<uint64_t>(
@@ -157,11 +164,25 @@ HRESULT SoftQueuePair::post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND
   r.remote_addr = raddr;
   r.remote_token = rtoken;
   ++sq_tail_;
-  // Doorbell batching: while an inline poller is active (it polls in a loop), the first post after a poll goes
-  // out at once (latency), later ones behind requests that still await their completion stay queued: the
-  // poller's next empty GetResults transmits them all in one gather send (poll_progress), and the lease check
-  // does if polling stops. Without an inline poller every post goes out now.
-  if (!(rx_inline_ && posted_since_poll_ && sq_sent_ > sq_head_)) tx_progress_locked();
+  // Doorbell batching: a post behind requests that still await their completion may only be queued, when
+  // something that runs soon anyway transmits everything queued in one gather send:
+  //  * while an inline poller is active (it polls in a loop), the first post after a poll goes out at once
+  //    (latency), later ones stay queued for the poller's next empty GetResults (poll_progress), or for the
+  //    lease check if polling stops;
+  //  * otherwise, in a stream (a small post behind kEngineBatchMinInFlight requests or more) while one of our
+  //    confirmation Reads is outstanding, the engine thread is woken by its response and transmits the queue
+  //    (on_io). A stream of posts then costs one send call per round trip instead of one per post (each ~5 µs
+  //    on a VM), and the posting thread makes no system call. Only our own Reads count: a peer that never
+  //    answers those stalls every completion anyway, whereas an application Read may legitimately take long;
+  //  * and while a send waits for a full socket to drain (want_write_, the engine watches EPOLLOUT): the engine
+  //    continues it and takes the queue along, where trying now would only fail again (perf trace of a stream
+  //    of 1 MiB Writes: ~1 failing send call per post on the posting thread before this rule, none after).
+  // Anything else goes out now.
+  const bool behind = sq_sent_ > sq_head_;
+  const bool stream = sq_tail_ - sq_head_ > kEngineBatchMinInFlight && total <= kEngineBatchMaxBytes;
+  const bool queue_only = rx_inline_ ? posted_since_poll_ && behind
+                                     : want_write_ || (behind && stream && confirm_read_outstanding_locked());
+  if (!queue_only) tx_progress_locked();
   posted_since_poll_ = rx_inline_;
   return ND_SUCCESS;
 }
@@ -313,6 +334,10 @@ void SoftQueuePair::complete_recv_locked(RecvRequest& r, HRESULT status, ULONG b
 }
 
 void SoftQueuePair::complete_ready_locked() {
+  // The completions of one call reach the CQ together (push_many): a poller that wakes for the first sees all.
+  constexpr size_t kChunk = 64;
+  ND2_RESULT done_cqes[kChunk];
+  size_t n = 0;
   while (sq_head_ < sq_sent_) {
     const SqRequest& r = sq_at(sq_head_);
     bool done;
@@ -330,8 +355,24 @@ void SoftQueuePair::complete_ready_locked() {
         break;
     }
     if (!done) break;
-    complete_sq_head_locked(ND_SUCCESS);
+    SqRequest& head = sq_at(sq_head_);
+    release_local_sges(stags_, sq_sges(sq_head_), head.nsge);
+    head.nsge = 0;
+    if (!(head.flags & ND_OP_FLAG_SILENT_SUCCESS)) {
+      ND2_RESULT& r = done_cqes[n++];
+      r.Status = ND_SUCCESS;
+      r.BytesTransferred = 0;
+      r.QueuePairContext = context_;
+      r.RequestContext = head.context;
+      r.RequestType = head.type;
+      if (n == kChunk) {
+        icq_->push_many(done_cqes, n);  // an overrun is noticed through icq_->failed() at the next activity
+        n = 0;
+      }
+    }
+    ++sq_head_;
   }
+  if (n > 0) icq_->push_many(done_cqes, n);
 }
 
 void SoftQueuePair::fail_locked(HRESULT event_status, bool report, bool success_before, uint64_t offender_seq,
@@ -470,14 +511,27 @@ void SoftQueuePair::inline_lease_check() {
   inline_timer_ = 0;
   if (sock_ == net::kInvalidSocket || !rx_inline_) return;
   if (now_ns() - inline_last_ns_ >= kInlineLeaseNs || state_ != State::kConnected) {
-    // Nobody polls any more: the engine reads again (level-triggered: input that is already there is
-    // reported at once), and requests left queued by doorbell batching go out.
-    rx_inline_ = false;
-    adapter_->engine().modify(sock_, this, Engine::kRead | (want_write_ ? Engine::kWrite : 0));
-    tx_progress_locked();
+    end_inline_locked();  // nobody polls any more
     return;
   }
   inline_timer_ = adapter_->engine().add_timer(kInlineLeaseMs, [this] { inline_lease_check(); });
+}
+
+void SoftQueuePair::end_inline_locked() {
+  // The engine reads again (level-triggered: input that is already there is reported at once), and requests
+  // left queued by doorbell batching go out.
+  rx_inline_ = false;
+  adapter_->engine().modify(sock_, this, Engine::kRead | (want_write_ ? Engine::kWrite : 0));
+  tx_progress_locked();
+}
+
+void SoftQueuePair::polling_stopped() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (sock_ == net::kInvalidSocket || !rx_inline_) return;
+    end_inline_locked();
+  }
+  kick_teardown();  // a send that failed just now scheduled it
 }
 
 void SoftQueuePair::poll_progress() {

@@ -10,9 +10,10 @@
 // Inline progress: a thread that polls a CQ in a loop (INDPollingHint, nd/netdirect_ext.h: the JS thread in manual
 // mode) and finds it empty runs the QP's receive/transmit progress itself (poll_progress, try-lock only)
 // and, while it keeps polling, takes the connection from the engine (no EPOLLIN/EPOLLOUT interest, so a
-// message wakes no thread); an engine timer hands it back ~1-2 ms after the last inline poll. While that
-// poller is active, a post behind requests still awaiting completion is only queued (doorbell batching):
-// the next empty poll sends everything queued in one gather send.
+// message wakes no thread); an engine timer hands it back ~1-2 ms after the last inline poll.
+// Doorbell batching: a post behind requests still awaiting completion is only queued when someone transmits
+// the queue soon anyway — the inline poller at its next empty poll, or else the engine thread when the
+// response to an outstanding confirmation Read wakes it — in one gather send (post_sq_locked).
 // Request rings (send queue, receive queue, inline buffers, outstanding/inbound Read queues, FPDU header
 // scratch) are allocated at creation/attach; nothing is heap-allocated per request.
 //
@@ -35,7 +36,8 @@
 // STag 1, one ORD slot, never reported to the application); responders answer zero-length Reads without
 // STag checks (siw does, and so do we). While one confirmation Read is in flight, a new one is only issued
 // once 32 more requests are unconfirmed; otherwise its response triggers the next (streams of small
-// Writes: one Read round trip per batch, not per Write). Silent requests (no completion on success) alone
+// Writes: one Read round trip per batch, not per Write). A send queue that does not drain gets one every 64
+// requests, so that completions flow back in chunks during a long stream. Silent requests (no completion on success) alone
 // only call for a Read once min(32, depth/2) of them are unconfirmed; a failure among them still arrives
 // as a Terminate and is reported on the offender. On a Terminate the requests before the offender complete
 // ND_SUCCESS (Reads only if their response arrived), the offender gets the mapped status (Writes matched
@@ -212,11 +214,15 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   void tx_set_want_write_locked(bool want);
   bool needs_confirmation_locked() const;
   bool confirm_read_outstanding_locked() const;  // an internal confirmation Read awaits its response
+  bool tx_confirm_due_locked(bool idle) const;    // should a confirmation Read go out at this message boundary?
+  void tx_confirm_read_locked();                  // appends one
   void send_terminate_locked(wire::TermCode code, const uint8_t* ulpdu, size_t avail, uint16_t ulpdu_len);
 
   // ---- queue_pair.cc: inline progress (a GetResults caller of rcq_/icq_ found it empty) ----
   // Same work as on_io(kRead) when mu_ is free; ConnectionEvents callbacks still run on the engine thread.
   void poll_progress() override;
+  void polling_stopped() override;
+  void end_inline_locked();  // the engine watches the socket again
   void add_progress_sources();
   void remove_progress_sources();
   std::atomic<bool> sources_added_{false};  // registered with rcq_/icq_ (changed without mu_)

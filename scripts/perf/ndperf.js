@@ -6,9 +6,13 @@
 // and the adapter's poller counters.
 //
 //   node scripts/perf/ndperf.js wlat     [--mode manual|thread] [--iters N]   write 8 B + wait for its completion
-//   node scripts/perf/ndperf.js lastbyte [--iters N] [--size N]               perftest write_lat: each side spins on
-//                                                                             its buffer's last byte (manual mode)
-//   node scripts/perf/ndperf.js bw       [--size N] [--window N] [--secs S]   write bandwidth (manual, post + poll)
+//   node scripts/perf/ndperf.js lastbyte [--mode manual|thread] [--iters N]   perftest write_lat: each side spins on
+//                                                                             its buffer's last byte (manual: post +
+//                                                                             poll; thread: promise writes, 20 µs
+//                                                                             spins between event-loop turns, as ndbench)
+//   node scripts/perf/ndperf.js bw       [--mode manual|thread] [--size N] [--window N] [--secs S]
+//                                                                             write bandwidth (manual: post + poll;
+//                                                                             thread: promise writes, window N)
 //   node scripts/perf/ndperf.js rate     [--window N] [--secs S]              8 B write message rate (post + poll)
 // CRC: NETDIRECT_SOFT_CRC=0|1 in the environment (both processes inherit it).
 // Syscalls per op: strace -f -c -o /tmp/s.txt node scripts/perf/ndperf.js ...   (divide by "ops" in the JSON).
@@ -19,7 +23,7 @@ const path = require('node:path');
 const nd = require(path.join(process.env.NDPERF_ROOT || path.join(__dirname, '..', '..'), 'dist', 'cjs', 'index.js'));
 
 function args(argv) {
-  const o = { test: argv[0], mode: 'manual', iters: 20000, size: 8, window: 64, secs: 2, serve: false, warm: 2000 };
+  const o = { test: argv[0], mode: 'manual', iters: 20000, size: 8, window: 64, secs: 2, serve: false, warm: 2000, spinUs: 0 };
   for (let i = 1; i < argv.length; i++) {
     const a = argv[i];
     const v = () => argv[++i];
@@ -30,9 +34,10 @@ function args(argv) {
     else if (a === '--secs') o.secs = Number(v());
     else if (a === '--warm') o.warm = Number(v());
     else if (a === '--serve') o.serve = true;
+    else if (a === '--spin-micros') o.spinUs = Number(v());
     else throw new Error(`unknown option ${a}`);
   }
-  if (o.test === 'lastbyte' || o.test === 'bw' || o.test === 'rate') o.mode = 'manual';
+  if (o.test === 'rate') o.mode = 'manual';
   if (o.test === 'rate') o.size = 8;
   return o;
 }
@@ -80,12 +85,23 @@ function pct(sorted, p) {
 }
 
 async function open(o) {
-  const adapter = await nd.openAdapter('127.0.0.1', { completion: o.mode });
+  const adapter = await nd.openAdapter('127.0.0.1', { completion: o.mode, spinMicros: o.spinUs });
   const cq = adapter.createCompletionQueue({ depth: 4096 });
   const bytes = Math.max(o.size, 64) * 2 + 64;
   const mr = await adapter.allocateMemory(bytes, { remoteWrite: true, remoteRead: true });
   const qp = adapter.createQueuePair({ receiveCq: cq, initiatorDepth: 1024, receiveDepth: 16, maxInitiatorSge: 1, maxReceiveSge: 1 });
   return { adapter, cq, mr, qp };
+}
+
+const immediate = () => new Promise((r) => setImmediate(r));
+
+// Thread mode (ndbench's write_lat): spins on b[i] === v for at most 20 µs, then lets the event loop turn.
+function spinFor(b, i, v) {
+  const until = process.hrtime.bigint() + 20000n;
+  for (let k = 0; ; k++) {
+    if (b[i] === v) return true;
+    if ((k & 63) === 63 && process.hrtime.bigint() >= until) return false;
+  }
 }
 
 function drain(cq) {
@@ -117,7 +133,22 @@ async function server(o) {
       process.exit(0);
     }
   });
-  if (o.test === 'lastbyte') {
+  if (o.test === 'lastbyte' && o.mode === 'thread') {
+    // Pong with promise writes, not awaited until the window is full (ndbench's server).
+    const b = s.mr.buffer;
+    const last = o.size - 1;
+    const src = s.mr.slice(o.size, o.size);
+    const inflight = [];
+    let tag = 0;
+    for (let i = 0; i < o.iters + o.warm; i++) {
+      tag = tag === 255 ? 1 : tag + 1;
+      while (!spinFor(b, last, tag)) await immediate();
+      b[o.size + last] = tag;
+      inflight.push(s.qp.write(src, peer));
+      if (inflight.length >= o.window) await inflight.shift();
+    }
+    await Promise.all(inflight);
+  } else if (o.test === 'lastbyte') {
     // Pong: wait for the client's tag in our last byte, write it back into the client's last byte.
     const b = s.mr.buffer;
     const last = o.size - 1;
@@ -203,6 +234,25 @@ async function client(o) {
     const f = await finish(m0, o.iters);
     lat.sort();
     result = { median_us: +pct(lat, 0.5).toFixed(2), p99_us: +pct(lat, 0.99).toFixed(2), min_us: +lat[0].toFixed(2), ...f };
+  } else if (o.test === 'lastbyte' && o.mode === 'thread') {
+    const b = c.mr.buffer;
+    const last = o.size - 1;
+    const lat = new Float64Array(o.iters);
+    let tag = 0;
+    let m0;
+    for (let i = 0; i < o.iters + o.warm; i++) {
+      if (i === o.warm) m0 = await mark();
+      tag = tag === 255 ? 1 : tag + 1;
+      const t0 = process.hrtime.bigint();
+      b[o.size + last] = tag;
+      const p = c.qp.write(src, peer);
+      while (!spinFor(b, last, tag)) await immediate();
+      if (i >= o.warm) lat[i - o.warm] = Number(process.hrtime.bigint() - t0) / 2000; // half round trip
+      await p;
+    }
+    const f = await finish(m0, o.iters);
+    lat.sort();
+    result = { half_rtt_median_us: +pct(lat, 0.5).toFixed(2), p99_us: +pct(lat, 0.99).toFixed(2), min_us: +lat[0].toFixed(2), ...f };
   } else if (o.test === 'lastbyte') {
     const b = c.mr.buffer;
     const last = o.size - 1;
@@ -224,6 +274,31 @@ async function client(o) {
     while (c.qp.outstanding.initiator > 0) drain(c.cq);
     lat.sort();
     result = { half_rtt_median_us: +pct(lat, 0.5).toFixed(2), p99_us: +pct(lat, 0.99).toFixed(2), min_us: +lat[0].toFixed(2), ...f };
+  } else if (o.test === 'bw' && o.mode === 'thread') {
+    const W = o.window;
+    const run = async (ms) => {
+      const end = Date.now() + ms;
+      const win = [];
+      let n = 0;
+      while (Date.now() < end) {
+        for (let k = 0; k < 64; k++) {
+          win.push(c.qp.write(src, peer));
+          if (win.length >= W) {
+            await win.shift();
+            n++;
+          }
+        }
+      }
+      await Promise.all(win);
+      return n + win.length;
+    };
+    await run(300);
+    const m0 = await mark();
+    const t0 = process.hrtime.bigint();
+    const done = await run(o.secs * 1000);
+    const secs = Number(process.hrtime.bigint() - t0) / 1e9;
+    const f = await finish(m0, done);
+    result = { MBps: +((done * o.size) / secs / 1e6).toFixed(1), ...f };
   } else if (o.test === 'bw' || o.test === 'rate') {
     const W = o.window;
     let inflight = 0;
