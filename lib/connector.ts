@@ -128,6 +128,10 @@ export class Connector implements AsyncDisposable, RequestOwner {
   private _disconnected: Promise<void> | null = null;
   private _resolveDisconnected: (() => void) | null = null;
   private _notifyArmed = false;
+  // The endpoints stay readable after the connection ends (ND's Get*Address then fails ND_CONNECTION_INVALID):
+  // read once the connection is established, or on first successful use before that.
+  private _local: Endpoint | null = null;
+  private _peer: Endpoint | null = null;
 
   /** @internal Use adapter.createConnector() or listener.getConnectionRequest(). */
   constructor(adapter: Adapter, native: NativeConnector) {
@@ -284,14 +288,20 @@ export class Connector implements AsyncDisposable, RequestOwner {
 
   get localAddress(): Endpoint {
     if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, 'localAddress', 'connector is closed');
-    const a = this._native.getLocalAddress();
-    return { host: a.host, port: a.port };
+    if (this._local === null) {
+      const a = this._native.getLocalAddress();
+      this._local = { host: a.host, port: a.port };
+    }
+    return { ...this._local };
   }
 
   get peerAddress(): Endpoint {
     if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, 'peerAddress', 'connector is closed');
-    const a = this._native.getPeerAddress();
-    return { host: a.host, port: a.port };
+    if (this._peer === null) {
+      const a = this._native.getPeerAddress();
+      this._peer = { host: a.host, port: a.port };
+    }
+    return { ...this._peer };
   }
 
   /**
@@ -324,6 +334,12 @@ export class Connector implements AsyncDisposable, RequestOwner {
 
   private _established(): void {
     this._state = 'established';
+    try {
+      void this.localAddress;
+      void this.peerAddress;
+    } catch {
+      // Already gone again (the peer disconnected at once): the getters then report why.
+    }
     if (this._disconnected !== null) this._armNotify();
   }
 

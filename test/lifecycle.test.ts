@@ -196,3 +196,29 @@ describe('peer killed mid-transfer', () => {
     }
   });
 });
+
+describe('connector endpoints', () => {
+  it('stay readable after the peer has disconnected (ND itself then fails Get*Address)', async () => {
+    const { adapter, cq } = await openLocal();
+    try {
+      const listener = await adapter.listen({ host: '127.0.0.1', port: 0 });
+      const serverQp = adapter.createQueuePair({ receiveCq: cq });
+      const clientQp = adapter.createQueuePair({ receiveCq: cq });
+      const request = listener.getConnectionRequest();
+      const client = adapter.connect(clientQp, listener.address);
+      const server = await request;
+      await server.accept(serverQp);
+      const c = await client;
+      const clientLocal = c.localAddress;
+      await c.disconnect();
+      await server.disconnected;
+      // Read for the first time after the disconnect: the values of the connection, not ND_CONNECTION_INVALID.
+      expect(server.peerAddress).toEqual(clientLocal);
+      expect(server.localAddress).toEqual({ host: '127.0.0.1', port: listener.address.port });
+      expect(c.peerAddress).toEqual({ host: '127.0.0.1', port: listener.address.port });
+      await listener.close();
+    } finally {
+      await adapter.close();
+    }
+  });
+});
