@@ -126,16 +126,7 @@ bool SoftQueuePair::tx_next_message_locked() {
   if (rtr_pending_tx_) {
     rtr_pending_tx_ = false;
     if (rtr_ == kRtrRead) {
-      OutRead& o = orq_[(orq_head_ + orq_count_) % orq_.size()];
-      o = OutRead{0, 0, true, ++tx_read_msn_, kRtrStag, 0, 0, 0};
-      ++orq_count_;
-      DdpHeader h;
-      h.opcode = RdmapOpcode::kReadRequest;
-      h.qn = kQnReadRequest;
-      h.msn = o.msn;
-      uint8_t body[kRdmapReadReqSize];
-      encode_read_request(ReadRequest{kRtrStag, 0, 0, kRtrStag, 0}, body);
-      tx_append_fpdu_locked(h, body, sizeof body, nullptr, 0, 0, 0);
+      tx_internal_read_locked(0);  // confirms nothing: no request precedes the RTR
     } else {
       DdpHeader h;
       h.opcode = RdmapOpcode::kWrite;
@@ -235,10 +226,15 @@ bool SoftQueuePair::tx_confirm_due_locked(bool idle) const {
 
 // Appends an internal zero-length Read Request that confirms every request transmitted before it.
 void SoftQueuePair::tx_confirm_read_locked() {
-  OutRead& o = orq_[(orq_head_ + orq_count_) % orq_.size()];
-  o = OutRead{0, sq_next_, true, ++tx_read_msn_, kRtrStag, 0, 0, 0};
-  ++orq_count_;
   confirm_requested_ = sq_next_;
+  tx_internal_read_locked(sq_next_);
+}
+
+// Appends an internal zero-length Read Request (the P2P RTR, or a confirmation of requests with seq < confirms).
+void SoftQueuePair::tx_internal_read_locked(uint64_t confirms) {
+  OutRead& o = orq_[(orq_head_ + orq_count_) % orq_.size()];
+  o = OutRead{0, confirms, true, ++tx_read_msn_, kRtrStag, 0, 0, 0};
+  ++orq_count_;
   DdpHeader h;
   h.opcode = RdmapOpcode::kReadRequest;
   h.qn = kQnReadRequest;

@@ -216,6 +216,7 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   bool confirm_read_outstanding_locked() const;  // an internal confirmation Read awaits its response
   bool tx_confirm_due_locked(bool idle) const;    // should a confirmation Read go out at this message boundary?
   void tx_confirm_read_locked();                  // appends one
+  void tx_internal_read_locked(uint64_t confirms);  // a zero-length Read Request of ours (RTR or confirmation)
   void send_terminate_locked(wire::TermCode code, const uint8_t* ulpdu, size_t avail, uint16_t ulpdu_len);
 
   // ---- queue_pair.cc: inline progress (a GetResults caller of rcq_/icq_ found it empty) ----
