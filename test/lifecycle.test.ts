@@ -163,8 +163,16 @@ describe('a child process leaving at every lifecycle stage', () => {
   });
 });
 
+// Wine 8.0 sometimes keeps a killed process's sockets open: wineserver holds every socket a WSAPoll of the dead process
+// was waiting on (its engine's wake-up socket, listener and connection: ESTABLISHED in `ss`, owned by wineserver
+// alone) when the kill lands while that poll completes, so the survivor's connection never ends and nothing settles.
+// Windows and Linux close a dead process's sockets. Under Wine (scripts/wine-test.sh sets NETDIRECT_UNDER_WINE) the
+// test is skipped when the connection outlives the peer by 15 s; every other outcome is checked as everywhere.
+const WINE_KEPT_SOCKETS = 15_000;
+const underWine = process.platform === 'win32' && process.env.NETDIRECT_UNDER_WINE === '1';
+
 describe('peer killed mid-transfer', () => {
-  it('every pending request on the survivor settles with an ND error status', async () => {
+  it('every pending request on the survivor settles with an ND error status', async (ctx) => {
     const peer = await startPeer();
     await peer.call('open');
     const address = await peer.call('listen');
@@ -182,7 +190,13 @@ describe('peer killed mid-transfer', () => {
       peer.child.kill('SIGKILL');
       const exit = await peer.exited;
       expect(exit.signal).toBe('SIGKILL');
-      const results = await settled;
+      const results = underWine
+        ? await Promise.race([settled, new Promise<null>((r) => setTimeout(() => r(null), WINE_KEPT_SOCKETS).unref())])
+        : await settled;
+      if (results === null) {
+        ctx.skip(true, `Wine kept the killed peer's sockets open: no request settled within ${WINE_KEPT_SOCKETS / 1000} s`);
+        return;
+      }
       results.slice(0, receives.length).forEach((r, i) => expectNdFailure(r, `receive ${i}`));
       for (const [i, r] of results.slice(receives.length).entries()) {
         if (r.status === 'rejected') expectNdFailure(r, `transfer ${i}`);

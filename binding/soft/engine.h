@@ -80,7 +80,7 @@ class Engine {
   void run();
   void wake();
   void run_tasks();
-  int run_timers();  // runs due timers, returns ms until the next (-1 = none)
+  int run_timers();  // runs due timers, returns ms until the next (-1 = none; Windows: 0 while tasks wait)
 
 #ifdef _WIN32
   // engine_win.cc: WSAPoll over the registered sockets, woken through a loopback UDP socket.
@@ -91,7 +91,8 @@ class Engine {
   std::mutex watch_mu_;
   std::map<net::Socket, Watch> watches_;  // guarded by watch_mu_
   net::Socket wake_sock_ = net::kInvalidSocket;
-  std::atomic<bool> wake_pending_{false};
+  std::atomic<bool> wake_pending_{false};  // a wake-up datagram is on its way (or being sent)
+  std::mutex wake_mu_;                     // one send on wake_sock_ at a time (see wake())
 #else
   int epfd_ = -1;
   int wakefd_ = -1;

@@ -17,6 +17,8 @@ namespace netdirect::soft {
 
 namespace {
 
+constexpr int kWakeAttempts = 100;  // sends of the wake-up datagram before wake() gives up (never seen to need 2)
+
 SHORT to_poll(uint32_t events) {
   SHORT e = 0;
   if (events & Engine::kRead) e |= POLLRDNORM;
@@ -109,8 +111,20 @@ void Engine::remove(net::Socket s, Handler* h) {
 
 void Engine::wake() {
   if (wake_pending_.exchange(true)) return;  // one datagram in flight is enough
+  // One sender at a time: Wine fails a non-blocking send that overlaps another one on the same socket with
+  // WSAEWOULDBLOCK (the first is still queued in wineserver after its datagram went out, so the engine may
+  // have drained it and cleared the flag already). And a send that fails must clear the flag: left set with
+  // no datagram on its way, it turns every later wake() into a no-op and the engine never runs another posted
+  // task — under Wine, disconnects and accepts that never completed and processes that never exited.
+  std::lock_guard<std::mutex> lock(wake_mu_);
   char one = 1;
-  ::send(wake_sock_, &one, 1, 0);
+  for (int attempt = 1; ::send(wake_sock_, &one, 1, 0) != 1; ++attempt) {
+    if (attempt == kWakeAttempts) {
+      wake_pending_.store(false);  // the next wake() sends again; run() still runs the task on its next round
+      return;
+    }
+    std::this_thread::yield();
+  }
 }
 
 void Engine::post(std::function<void()> fn) {
@@ -157,10 +171,11 @@ int Engine::run_timers() {
     std::function<void()> fn;
     {
       std::lock_guard<std::mutex> lock(task_mu_);
-      if (timers_.empty()) return -1;
+      if (timers_.empty()) return tasks_.empty() ? -1 : 0;
       auto it = timers_.begin();
       auto now = std::chrono::steady_clock::now();
       if (it->first > now) {
+        if (!tasks_.empty()) return 0;  // posted since the last round: poll without sleeping, then run them
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(it->first - now).count();
         return static_cast<int>(ms) + 1;
       }
@@ -202,7 +217,6 @@ void Engine::run() {
       if (::WSAGetLastError() == WSAEINTR) continue;
       break;
     }
-    bool tasks = false;
     if (fds[0].revents != 0) {
       char buf[64];
       while (::recv(wake_sock_, buf, sizeof buf, 0) > 0) {
@@ -212,7 +226,6 @@ void Engine::run() {
       // then sleeps in WSAPoll forever (seen under Wine as teardown hangs). A wake() that finds the flag still
       // set made its change before this store, so this round's task run and pollfd rebuild see it.
       wake_pending_.store(false);
-      tasks = true;
     }
     {
       std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);
@@ -235,7 +248,8 @@ void Engine::run() {
         h->on_io(e);
       }
     }
-    if (tasks) run_tasks();
+    // Every round, not only when the wake-up datagram arrived: a task never waits for a wake-up that was lost.
+    run_tasks();
   }
   run_tasks();  // tasks posted before stop still run (they release references)
 }

@@ -129,6 +129,9 @@ describe('native addon', () => {
     expect(r.status, r.out).toBe(0);
     const got = JSON.parse(r.stdout);
     expect(got.file).toMatch(/\.node$/);
+    // Set by a tier that stages a particular addon (scripts/wine-test.sh: the win32 prebuild, no build/).
+    const expected = process.env.NETDIRECT_TEST_ADDON;
+    if (expected) expect(path.relative(root, got.file), 'NETDIRECT_TEST_ADDON').toBe(path.normalize(expected));
     expect(got.type).toBe('object');
     expect(got.keys.length, 'the addon exports nothing').toBeGreaterThan(0);
   });

@@ -1,6 +1,7 @@
 // What `npm publish` would ship: the sources needed to build from source, the compiled library, no tests.
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, symlinkSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 
@@ -14,6 +15,10 @@ describe('package.json', () => {
     expect(pkg.dependencies).toHaveProperty('node-addon-api');
     expect(pkg.dependencies).toHaveProperty('node-gyp-build');
     expect(pkg.scripts.install).not.toMatch(/node-gyp(?!-build)/);
+  });
+
+  it('builds both prebuilds before `npm pack` / `npm publish` (prepack; test/build/pack.test.ts runs it)', () => {
+    expect(pkg.scripts.prepack).toBe('node scripts/prebuild.js --platform linux,win32');
   });
 
   it('has no accidental npm pre-hooks ("prebuild" is prebuildify: so there is no "build" script, "compile" instead)', () => {
@@ -41,5 +46,51 @@ describe('npm pack', () => {
     }
     expect(files.some((f) => f.startsWith('binding/') && f.endsWith('.cc')), 'no binding/*.cc in the package').toBe(true);
     expect(files.filter((f) => /^(test|build|node_modules|lib)\//.test(f))).toEqual([]);
+  });
+});
+
+// What scripts/prebuild.js says before it builds anything: a platform asked for must be built, or exit 1 naming the fix.
+describe('scripts/prebuild.js platform choice', () => {
+  const notHere = process.platform === 'win32' ? 'needs a POSIX sh and symlinks (the prebuilds are made on Linux)' : '';
+  // PATH = node only: no mingw-w64 (and no compiler), so nothing can be built.
+  function prebuild(args: string[], env: NodeJS.ProcessEnv = {}) {
+    const bin = mkdtempSync(path.join(tmpdir(), 'netdirect-nomingw-'));
+    try {
+      symlinkSync(process.execPath, path.join(bin, 'node'));
+      const r = spawnSync(process.execPath, [path.join(root, 'scripts', 'prebuild.js'), ...args], {
+        cwd: root,
+        encoding: 'utf8',
+        env: { ...process.env, NETDIRECT_PREBUILD_PLATFORMS: '', PATH: bin, ...env },
+        timeout: 30_000,
+      });
+      return { status: r.status, out: `${r.stdout}\n${r.stderr}` };
+    } finally {
+      rmSync(bin, { recursive: true, force: true });
+    }
+  }
+
+  it('win32 asked for without mingw-w64: exit 1 with the package to install (--platform or the environment)', (ctx) => {
+    ctx.skip(!!notHere, notHere);
+    for (const [args, env, by] of [
+      [['--platform', 'win32'], {}, '--platform'],
+      [['--platform', 'linux'], { NETDIRECT_PREBUILD_PLATFORMS: 'linux,win32' }, 'NETDIRECT_PREBUILD_PLATFORMS'],
+    ] as const) {
+      const r = prebuild([...args], env);
+      expect(r.status, r.out).toBe(1);
+      expect(r.out).toContain(`cannot build the win32-x64 prebuild (asked for by ${by}): x86_64-w64-mingw32-g++-posix not found`);
+      expect(r.out).toContain('apt-get install g++-mingw-w64-x86-64');
+      expect(r.out).not.toContain('cmake-js'); // refused before building anything
+    }
+  });
+
+  it('refuses platforms this machine cannot build and unknown arguments', (ctx) => {
+    ctx.skip(!!notHere, notHere);
+    const other = process.platform === 'darwin' ? 'linux' : 'darwin';
+    const r = prebuild(['--platform', other]);
+    expect(r.status, r.out).toBe(1);
+    expect(r.out).toContain(`cannot build the ${other} prebuild on ${process.platform}`);
+    const bad = prebuild(['--platfrom', 'win32']);
+    expect(bad.status, bad.out).toBe(2);
+    expect(bad.out).toContain("unknown argument '--platfrom'");
   });
 });
