@@ -315,7 +315,7 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   bool want_write_ = false;
   static constexpr int kMaxBatchFpdus = 64;
   static constexpr int kMaxBatchIov = 512;
-  static constexpr size_t kMaxBatchBytes = 256 * 1024;
+  static constexpr size_t kMaxBatchBytes = 1024 * 1024;
   static constexpr size_t kHdrSlot = 64;
   struct Batch {
     iovec iov[kMaxBatchIov];
