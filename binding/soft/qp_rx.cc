@@ -89,13 +89,14 @@ void SoftQueuePair::rx_fail_locked(TermCode code, HRESULT recv_status, const uin
 void SoftQueuePair::rx_progress_locked() {
   if (state_ != State::kConnected || rx_state_ == RxState::kDrain) return;
   if (!rx_stage_) {
-    rx_stage_.reset(new (std::nothrow) uint8_t[kRxStage]);
+    rx_stage_.reset(new (std::nothrow) uint8_t[kRxStageSmall]);
     if (!rx_stage_) {
       fail_locked(ND_INSUFFICIENT_RESOURCES, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
       return;
     }
+    rx_stage_cap_ = kRxStageSmall;
   }
-  uint8_t* const stage = rx_stage_.get();
+  uint8_t* stage = rx_stage_.get();
   int syscalls = 0;
   bool drained = false;  // the last receive returned less than asked: the socket is (very likely) empty
   for (;;) {
@@ -105,7 +106,7 @@ void SoftQueuePair::rx_progress_locked() {
         if (rx_stage_pos_ == rx_stage_end_) {
           // Level-triggered readiness (engine) or the next inline poll picks up anything that arrives later.
           if (drained || syscalls++ >= kRxBudget) return;
-          const ptrdiff_t n = net::recv_bytes(sock_, stage, kRxStage);
+          const ptrdiff_t n = net::recv_bytes(sock_, stage, rx_stage_cap_);
           if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) return;
           if (n <= 0) {
             // Peer closed (orderly at an FPDU boundary) or the connection broke: cancel everything.
@@ -116,7 +117,7 @@ void SoftQueuePair::rx_progress_locked() {
           }
           rx_stage_pos_ = 0;
           rx_stage_end_ = static_cast<size_t>(n);
-          drained = rx_stage_end_ < kRxStage;
+          drained = rx_stage_end_ < rx_stage_cap_;
         }
         // Exactly the header bytes still needed (a control FPDU is taken whole, nothing beyond it).
         const size_t take = std::min(rx_need_ - rx_have_, rx_stage_end_ - rx_stage_pos_);
@@ -126,6 +127,11 @@ void SoftQueuePair::rx_progress_locked() {
         if (rx_have_ < rx_need_) continue;
       }
       if (!rx_header_locked()) return;
+      if (rx_state_ == RxState::kPayload && rx_ulpdu_len_ > kRxStageSmall / 2 && rx_ulpdu_len_ <= kRxCopyFpdu &&
+          rx_stage_cap_ < kRxStageLarge) {
+        if (!rx_grow_stage_locked()) return;
+        stage = rx_stage_.get();
+      }
       continue;
     }
     if (rx_stage_pos_ < rx_stage_end_) {
@@ -166,7 +172,7 @@ void SoftQueuePair::rx_progress_locked() {
       rest += rx_piece_[i].iov_len;
     }
     iov[cnt++] = iovec{rx_trailer_ + rx_trailer_have_, rx_trailer_len_ - rx_trailer_have_};
-    const size_t ahead = rx_ulpdu_len_ <= kRxSmallFpdu ? kRxStage : kPeek;
+    const size_t ahead = rx_ulpdu_len_ <= kRxCopyFpdu ? rx_stage_cap_ : kPeek;
     iov[cnt++] = iovec{stage, ahead};
     const ptrdiff_t n = net::recv_iov(sock_, iov, cnt);
     if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) return;
@@ -177,7 +183,7 @@ void SoftQueuePair::rx_progress_locked() {
     }
     // Short read behind a small FPDU: the socket is empty. Within a large payload keep reading (more of a
     // stream is usually arriving while we copy; going back to epoll would cost a sleep and a wake-up).
-    drained = ahead == kRxStage && static_cast<size_t>(n) < rest + ahead;
+    drained = ahead == rx_stage_cap_ && static_cast<size_t>(n) < rest + ahead;
     size_t left = static_cast<size_t>(n);
     while (left > 0 && rx_piece_pos_ < rx_piece_count_) {
       iovec& p = rx_piece_[rx_piece_pos_];
@@ -199,6 +205,23 @@ void SoftQueuePair::rx_progress_locked() {
     rx_need_ = kPeek;
     if (!rx_segment_done_locked()) return;
   }
+}
+
+// Medium FPDUs arrive: the small stage becomes a large one, keeping the bytes read ahead (at most the small
+// stage's worth). false: out of memory, the connection failed.
+bool SoftQueuePair::rx_grow_stage_locked() {
+  std::unique_ptr<uint8_t[]> big(new (std::nothrow) uint8_t[kRxStageLarge]);
+  if (!big) {
+    fail_locked(ND_INSUFFICIENT_RESOURCES, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+    return false;
+  }
+  const size_t have = rx_stage_end_ - rx_stage_pos_;
+  std::memcpy(big.get(), rx_stage_.get() + rx_stage_pos_, have);
+  rx_stage_ = std::move(big);
+  rx_stage_cap_ = kRxStageLarge;
+  rx_stage_pos_ = 0;
+  rx_stage_end_ = have;
+  return true;
 }
 
 void SoftQueuePair::rx_discard_locked(uint32_t len) {
