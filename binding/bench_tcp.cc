@@ -317,8 +317,25 @@ bool RunPingPongServer(Conn& c, const RunParams& p, RunResult* out, std::string*
   }
 }
 
+// Stream warm-up (p.warmup messages, untimed, as ndbench's RDMA side does): the sender sends them and waits
+// for the receiver's 8-byte acknowledgement, so that the timed part starts with nothing in flight.
+bool StreamWarmupSend(Conn& c, const RunParams& p, const std::vector<uint8_t>& tx, std::string* err) {
+  if (p.warmup == 0) return true;
+  for (uint64_t i = 0; i < p.warmup; ++i) {
+    if (!c.WriteFull(tx.data(), p.size, err)) return false;
+  }
+  uint8_t ack[8];
+  bool eof = false;
+  if (!c.ReadFull(ack, sizeof(ack), &eof, err)) {
+    if (eof) *err = "receiver closed during the warm-up";
+    return false;
+  }
+  return true;
+}
+
 bool RunStreamSender(Conn& c, const RunParams& p, RunResult* out, std::string* err) {
   std::vector<uint8_t> tx(std::max<size_t>(p.size, 1), 0x5a);
+  if (!StreamWarmupSend(c, p, tx, err)) return false;
   const bool timed = p.durationMs > 0;
   const int64_t start = NowNs();
   const int64_t end = timed ? start + static_cast<int64_t>(p.durationMs * 1e6) : 0;
@@ -352,6 +369,18 @@ bool RunStreamSender(Conn& c, const RunParams& p, RunResult* out, std::string* e
 bool RunStreamReceiver(Conn& c, const RunParams& p, RunResult* out, std::string* err) {
   // Reads in chunks of the message size (what a receiver of `size`-byte messages would post), at most 1 MiB.
   std::vector<uint8_t> rx(std::min<size_t>(std::max<size_t>(p.size, 4096), size_t(1) << 20));
+  if (p.warmup > 0) {
+    for (uint64_t left = p.warmup * p.size; left > 0;) {
+      const int64_t r = c.ReadSome(rx.data(), std::min<uint64_t>(rx.size(), left), err);
+      if (r <= 0) {
+        if (r == 0) *err = "sender closed during the warm-up";
+        return false;
+      }
+      left -= static_cast<uint64_t>(r);
+    }
+    uint8_t warm[8] = {0};
+    if (!c.WriteFull(warm, sizeof(warm), err)) return false;
+  }
   uint64_t total = 0;
   const int64_t start = NowNs();
   for (;;) {

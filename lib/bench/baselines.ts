@@ -77,7 +77,7 @@ function tcpParams(p: PhaseParams, role: 'server' | 'client'): Record<string, un
     size: pat.request,
     replySize: pat.reply || pat.request,
     iters: p.iters,
-    warmup: pat.pingpong ? p.warmup : 0,
+    warmup: p.warmup,
     durationMs: p.durationMs,
     spin: p.spin,
     timeoutMs: p.timeoutMs,
@@ -150,17 +150,33 @@ function netPingPongServer(s: net.Socket, p: PhaseParams): Promise<RawResult> {
 
 async function netStreamSender(s: net.Socket, p: PhaseParams): Promise<RawResult> {
   const buf = Buffer.alloc(p.size, 0x5a);
+  // The receiver answers 8 bytes after the warm-up (if any), then 8 bytes with the timed total.
+  let warmDone: () => void = () => undefined;
+  const warmAck = new Promise<void>((resolve) => (warmDone = resolve));
+  let skip = p.warmup > 0 ? 8 : 0;
   const ack = new Promise<number>((resolve, reject) => {
     const parts: Buffer[] = [];
     s.on('data', (d: Buffer) => {
       parts.push(d);
-      const all = Buffer.concat(parts);
-      if (all.length >= 8) resolve(Number(all.readBigUInt64LE(0)));
+      let all = Buffer.concat(parts);
+      if (skip > 0 && all.length >= skip) {
+        all = all.subarray(skip);
+        skip = 0;
+        parts.length = 0;
+        if (all.length > 0) parts.push(all);
+        warmDone();
+      }
+      if (skip === 0 && all.length >= 8) resolve(Number(all.readBigUInt64LE(0)));
     });
     s.on('error', reject);
     s.on('close', () => reject(new Error('node-net receiver closed without acknowledging')));
   });
   ack.catch(() => undefined);
+  if (p.warmup > 0) {
+    // Untimed warm-up (as the RDMA side): sent, then acknowledged by the receiver before the clock starts.
+    for (let i = 0; i < p.warmup; i++) if (!s.write(buf)) await once(s, 'drain');
+    await warmAck;
+  }
   const timed = p.durationMs > 0;
   const start = process.hrtime.bigint();
   const end = start + BigInt(Math.round(p.durationMs * 1e6));
@@ -177,10 +193,20 @@ async function netStreamSender(s: net.Socket, p: PhaseParams): Promise<RawResult
   return { iterations: n, bytes: received, elapsedNs };
 }
 
-function netStreamReceiver(s: net.Socket): Promise<RawResult> {
+function netStreamReceiver(s: net.Socket, p: PhaseParams): Promise<RawResult> {
   let total = 0;
+  let warm = p.warmup * p.size;
   return new Promise((resolve, reject) => {
-    s.on('data', (d: Buffer) => (total += d.length));
+    s.on('data', (d: Buffer) => {
+      if (warm > 0) {
+        const w = Math.min(warm, d.length);
+        warm -= w;
+        total += d.length - w;
+        if (warm === 0) s.write(Buffer.alloc(8));
+        return;
+      }
+      total += d.length;
+    });
     s.on('end', () => {
       const b = Buffer.alloc(8);
       b.writeBigUInt64LE(BigInt(total));
@@ -195,7 +221,7 @@ async function netRun(s: net.Socket, p: PhaseParams, role: 'server' | 'client'):
   s.setNoDelay(true);
   const pat = patternOf(p);
   if (pat.pingpong) return role === 'client' ? netPingPongClient(s, p) : netPingPongServer(s, p);
-  return (role === 'client') === pat.clientSends ? netStreamSender(s, p) : netStreamReceiver(s);
+  return (role === 'client') === pat.clientSends ? netStreamSender(s, p) : netStreamReceiver(s, p);
 }
 
 // ---- both, as phases of the control protocol --------------------------------------------------------------

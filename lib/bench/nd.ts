@@ -264,6 +264,8 @@ export async function clientPhase(side: NdSide, test: TestName, a: PhaseArgs, pe
       return readLatClient(side, a);
     case 'write_bw':
     case 'read_bw':
+      // Warm-up: the same loop, every request completed before the timed one starts.
+      if (a.warmup > 0) await bwClient(side, test, { ...a, iters: a.warmup, durationMs: 0, warmup: 0 });
       return bwClient(side, test, a);
     case 'send_bw':
       return sendBwClient(side, a, peerReceives);

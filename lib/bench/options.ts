@@ -64,6 +64,7 @@ export const USAGE = `usage: ndbench <test> [server-host] [options]     server: 
   -D, --duration <s>       run each size for <s> seconds instead of -n iterations
   -q, --qps <n>            queue pairs (connections) for *_bw, all writing (default 1)
   -t, --tx-depth <n>       requests in flight per QP for *_bw (default 128)
+                           (*_bw: up to 2000 untimed warm-up messages first, baselines too; *_lat: up to 100)
   --provider <name|dll>    ND v2 provider (default auto: the built-in 'soft' provider off Windows)
   --completion thread|manual   poller thread (default) or the JS thread polls (cq.poll(), spinning)
   --crc on|off             MPA CRC32c of the software provider (sets NETDIRECT_SOFT_CRC for both sides)
@@ -92,6 +93,20 @@ export function allSizes(max = MAX_ALL_SIZE): number[] {
 
 export function isLatency(test: TestName): boolean {
   return test.endsWith('_lat') || test === 'reg_mr';
+}
+
+/**
+ * Untimed iterations before each size, of the same pattern, for netdirect and every baseline alike. Latency: up
+ * to 100 (perftest warms up too). Bandwidth (write_bw, read_bw): up to BW_WARMUP messages, completed before the
+ * clock starts — without them a short run measures the JIT compiling the JS loops and the sockets' buffers
+ * growing (4 KiB write_bw with -n 20000 ran ~1.7x slower than its steady state). send_bw: none (its receive
+ * credits are counted per phase).
+ */
+export const BW_WARMUP = 2000;
+export function warmupOf(o: { iters: number; duration: number; test: TestName }): number {
+  if (isLatency(o.test) || o.test === 'reg_mr') return o.duration > 0 ? 100 : Math.min(100, Math.floor(o.iters / 10));
+  if (o.test === 'send_bw') return 0;
+  return o.duration > 0 ? BW_WARMUP : Math.min(BW_WARMUP, o.iters);
 }
 
 function intArg(name: string, value: string | undefined, min: number, max = Number.MAX_SAFE_INTEGER): number {

@@ -4,7 +4,7 @@
 
 import { cpus, loadavg } from 'node:os';
 import type { Baseline, BenchOptions, TestName } from './options.js';
-import { isLatency } from './options.js';
+import { isLatency, warmupOf } from './options.js';
 import { type BandwidthStats, type LatencyStats, type Stats, headline, isLatencyStats, toGbits } from './stats.js';
 
 export const REPORT_SCHEMA = 'https://netdirect/schemas/ndbench-report-v1';
@@ -43,6 +43,7 @@ export interface Report {
     crc: 'on' | 'off' | 'default';
     qps: number;
     tx_depth: number;
+    warmup_iterations: number;
     compare: Baseline[];
     tcp_mode: 'block' | 'spin';
     loopback: boolean;
@@ -118,6 +119,7 @@ export function newReport(o: BenchOptions, version: string, tcpMode: 'block' | '
       crc: o.crc ?? 'default',
       qps: o.qps,
       tx_depth: o.txDepth,
+      warmup_iterations: warmupOf({ iters: o.iters, duration: o.duration, test: o.test }),
       compare: o.compare,
       tcp_mode: tcpMode,
       loopback: o.loopback,

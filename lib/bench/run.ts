@@ -22,7 +22,7 @@ import {
   type NdConfig,
   type NdSide,
 } from './nd.js';
-import { isLatency, tcpMode, type Baseline, type BenchOptions } from './options.js';
+import { isLatency, tcpMode, warmupOf, type Baseline, type BenchOptions } from './options.js';
 import { renderSvg } from './plot.js';
 import { addResult, formatJson, newReport, osuPrinter, perftestPrinter, type Printer, type Report } from './report.js';
 import type { Stats } from './stats.js';
@@ -54,10 +54,6 @@ export function packageVersion(): string {
   return '0.0.0';
 }
 
-function warmupOf(o: { iters: number; duration: number }, lat: boolean): number {
-  if (!lat) return 0;
-  return o.duration > 0 ? 100 : Math.min(100, Math.floor(o.iters / 10));
-}
 
 function ndConfig(o: BenchOptions): NdConfig {
   return {
@@ -115,7 +111,7 @@ async function runLocal(o: BenchOptions, io: RunIo): Promise<Report> {
   const progress = progressLine(o, io);
   for (const [i, size] of o.sizes.entries()) {
     progress.show(i, size, 'registerMemory');
-    const s = await regMrLatency(ndConfig(o), address, { size, iters: o.iters, warmup: warmupOf(o, true), durationMs: o.duration * 1000 });
+    const s = await regMrLatency(ndConfig(o), address, { size, iters: o.iters, warmup: warmupOf(o), durationMs: o.duration * 1000 });
     progress.clear();
     const r = addResult(report, size, s, {});
     if (printer) io.out(printer.row(r));
@@ -157,9 +153,8 @@ export async function runClient(o: BenchOptions, io: RunIo = defaultIo): Promise
     const printer = printerFor(o, report);
     if (printer) io.out(printer.header());
     const progress = progressLine(o, io);
-    const lat = isLatency(o.test);
     for (const [i, size] of o.sizes.entries()) {
-      const args = { size, iters: o.iters, warmup: warmupOf(o, lat), durationMs: o.duration * 1000 };
+      const args = { size, iters: o.iters, warmup: warmupOf(o), durationMs: o.duration * 1000 };
       progress.show(i, size, 'netdirect');
       preparePhase(side, o.test, size);
       ctl.send({ op: 'phase', kind: 'nd', size });
@@ -244,7 +239,7 @@ export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListen
           test: o.test,
           size,
           iters: adopted.iters,
-          warmup: warmupOf(adopted, isLatency(o.test)),
+          warmup: warmupOf(adopted),
           durationMs: adopted.duration * 1000,
           spin,
           timeoutMs,

@@ -1,6 +1,6 @@
 // ndbench's option parsing (no addon, no I/O): perftest's names and defaults, netdirect's additions, misuse.
 import { describe, expect, it } from 'vitest';
-import { DEFAULT_PORT, UsageError, allSizes, mpiRank, parseArgs, tcpMode } from '../../lib/bench/options';
+import { BW_WARMUP, DEFAULT_PORT, UsageError, allSizes, mpiRank, parseArgs, tcpMode, warmupOf } from '../../lib/bench/options';
 
 const parse = (...argv: string[]) => parseArgs(argv, {})!;
 
@@ -83,5 +83,14 @@ describe('ndbench options', () => {
     expect(parseArgs(['write_lat', '10.1.1.1'], { PMI_RANK: '1', PMI_SIZE: '2' })!.server).toBe('10.1.1.1');
     expect(parseArgs(['write_lat'], { PMI_RANK: '1', PMI_SIZE: '2', NDBENCH_SERVER: '10.2.2.2' })!.server).toBe('10.2.2.2');
     expect(() => parseArgs(['write_lat'], { PMI_RANK: '1', PMI_SIZE: '4' })).toThrow(/exactly 2 MPI ranks/);
+  });
+
+  it('warms up every pattern alike: latency up to 100 iterations, write/read bandwidth up to BW_WARMUP, send_bw none', () => {
+    expect(warmupOf({ test: 'write_lat', iters: 5000, duration: 0 })).toBe(100);
+    expect(warmupOf({ test: 'write_lat', iters: 50, duration: 0 })).toBe(5);
+    expect(warmupOf({ test: 'write_bw', iters: 20000, duration: 0 })).toBe(BW_WARMUP);
+    expect(warmupOf({ test: 'read_bw', iters: 20, duration: 0 })).toBe(20);
+    expect(warmupOf({ test: 'write_bw', iters: 5000, duration: 2 })).toBe(BW_WARMUP);
+    expect(warmupOf({ test: 'send_bw', iters: 5000, duration: 0 })).toBe(0);
   });
 });

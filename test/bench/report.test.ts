@@ -3,6 +3,7 @@
 import { describe, expect, it } from 'vitest';
 import { parseArgs } from '../../lib/bench/options';
 import { RESULT_LINE, addResult, formatJson, formatReport, newReport, validateReport, type Report } from '../../lib/bench/report';
+import { warmupOf } from '../../lib/bench/options';
 import { bandwidthStats, latencyStats, toGbits } from '../../lib/bench/stats';
 import { renderSvg } from '../../lib/bench/plot';
 import { parseXml } from './xml';
@@ -150,6 +151,7 @@ describe('JSON report', () => {
     expect(lat.results[0].ratios.tcp).toBeCloseTo(lat.results[0].netdirect.t_typical / lat.results[0].baselines.tcp.t_typical);
     const bw = JSON.parse(formatJson(bwReport()));
     expect(Object.keys(bw.results[0].netdirect)).toEqual(['MsgSize', 'n_iterations', 'BW_peak', 'BW_average', 'MsgRate']);
+    expect(bw.options.warmup_iterations).toBe(warmupOf({ iters: bw.options.iterations, duration: bw.options.duration_s, test: bw.test }));
   });
 
   it('validateReport names what is missing', () => {
