@@ -1,5 +1,6 @@
 // CRC32c (Castagnoli, reflected polynomial 0x82F63B78) for the MPA FPDU trailer (RFC 5044).
-// Hardware SSE4.2 path selected at run time, slicing-by-8 table path everywhere else.
+// x86 paths selected at run time (SSE4.2 crc32, PCLMULQDQ and AVX-512 VPCLMULQDQ folding), slicing-by-8 table
+// path everywhere else.
 #ifndef NETDIRECT_SOFT_CRC32C_H_
 #define NETDIRECT_SOFT_CRC32C_H_
 
@@ -13,7 +14,7 @@ constexpr uint32_t kCrc32cXorOut = 0xFFFFFFFFu;    // final XOR
 constexpr uint32_t kCrc32cPolyReflected = 0x82F63B78u;
 constexpr size_t kCrc32cSize = 4;                  // bytes of the MPA CRC trailer
 
-// Advances a raw running state (start from kCrc32cInit, finish with crc32c_final). Dispatches hw/table.
+// Advances a raw running state (start from kCrc32cInit, finish with crc32c_final). Dispatches on crc32c_isa().
 uint32_t crc32c_update(uint32_t state, const void* data, size_t len);
 
 // Finalizes a running state into the CRC value.
@@ -36,6 +37,30 @@ bool crc32c_hardware();
 
 // Test hook: force crc32c_update onto the table path (true) or back to auto-selection (false).
 void crc32c_force_table(bool force);
+
+// The implementations, slowest to fastest; each level needs the CPU features of the levels below it.
+enum class Crc32cIsa : int {
+  kTable = 0,   // portable slicing-by-8
+  kSse42 = 1,   // crc32 instruction, three interleaved chains for long inputs (crc32c_update_hw)
+  kPclmul = 2,  // + PCLMULQDQ folding of 4 x 128-bit lanes, with three crc32 chains alongside, for inputs of
+                //   kCrc32cFoldMin bytes or more (x86-64)
+  kAvx512 = 3,  // + the same with VPCLMULQDQ on 4 x 512-bit lanes (AVX-512F/VL, zmm state enabled by the OS)
+};
+
+// Inputs shorter than this stay on the crc32 instruction path even when folding is available.
+constexpr size_t kCrc32cFoldMin = 256;
+
+// Best level this CPU and OS support (cached cpuid/xgetbv probe).
+Crc32cIsa crc32c_isa_available();
+
+// Level crc32c_update uses now: kTable when forced, else the available level capped by crc32c_set_max_isa.
+Crc32cIsa crc32c_isa();
+
+// Test/benchmark hook: caps the level crc32c_update uses (kAvx512 lifts the cap).
+void crc32c_set_max_isa(Crc32cIsa level);
+
+// Always the given level, lowered to crc32c_isa_available() when the CPU lacks it (raw state in/out).
+uint32_t crc32c_update_isa(Crc32cIsa level, uint32_t state, const void* data, size_t len);
 
 // Writes the final CRC in MPA wire order: least-significant byte first (iwarp-facts §1.6).
 inline void put_crc_le(uint8_t* out, uint32_t crc) {

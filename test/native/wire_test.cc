@@ -1,5 +1,6 @@
 // Tests for the pure wire codecs of the software provider: CRC32c, MPA frames and negotiation,
 // DDP/RDMAP headers, Terminate, FPDU framing math. Plain C++, no dependencies.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
@@ -112,6 +113,109 @@ void test_crc() {
     if (ref != tab || ref != hw || ref != split || ref != split_tab) ++mismatches;
   }
   CHECK_EQ(mismatches, 0);
+}
+
+// Every implementation level the CPU has (crc32 chains, PCLMULQDQ 128-bit folding, VPCLMULQDQ 512-bit folding)
+// against the table path: all lengths 0..4200 at start offsets 0..15, long lengths, chained updates split at
+// random points (each piece on a random level), and the dispatcher under crc32c_set_max_isa.
+const char* isa_name(Crc32cIsa l) {
+  switch (l) {
+    case Crc32cIsa::kTable: return "table";
+    case Crc32cIsa::kSse42: return "sse4.2";
+    case Crc32cIsa::kPclmul: return "pclmul";
+    case Crc32cIsa::kAvx512: return "avx512";
+  }
+  return "?";
+}
+
+void test_crc_levels() {
+  const Crc32cIsa available = crc32c_isa_available();
+  std::vector<Crc32cIsa> levels;
+  for (int l = 0; l <= static_cast<int>(available); ++l) levels.push_back(static_cast<Crc32cIsa>(l));
+  std::printf("crc32c levels tested:");
+  for (Crc32cIsa l : levels) std::printf(" %s", isa_name(l));
+  std::printf("\n");
+
+  std::mt19937 rng(20240917);
+  const size_t kLong = (size_t{1} << 20) + 7;
+  std::vector<uint8_t> buf(kLong + 16);
+  for (auto& b : buf) b = static_cast<uint8_t>(rng());
+
+  // Logs the first few mismatches with their coordinates.
+  int logged = 0;
+  auto same = [&](uint32_t got, uint32_t want, Crc32cIsa l, size_t off, size_t len, const char* what) {
+    if (got == want) return true;
+    if (logged++ < 8) {
+      std::printf("  crc32c %s %s: off %zu len %zu: 0x%08x, table 0x%08x\n", isa_name(l), what, off, len, got, want);
+    }
+    return false;
+  };
+
+  // Lengths 0..4200 at every offset: the table state grows one byte at a time as the reference.
+  for (Crc32cIsa l : levels) {
+    int bad = 0;
+    for (size_t off = 0; off < 16; ++off) {
+      const uint8_t* p = buf.data() + off;
+      uint32_t ref = kCrc32cInit;
+      for (size_t len = 0; len <= 4200; ++len) {
+        if (!same(crc32c_update_isa(l, kCrc32cInit, p, len), ref, l, off, len, "short")) ++bad;
+        ref = crc32c_update_table(ref, p + len, 1);
+      }
+    }
+    CHECK_EQ(bad, 0);
+  }
+
+  // Long lengths at every offset, and one against the bitwise reference.
+  // (90112 + 300 and 3 * 40960 + 17: just past whole pieces of the folding levels, 256 rounds of 352 / 160 bytes.)
+  const size_t kLongLens[] = {8191, 8192, 65535, 65536, 65536 + 255, 90112 + 300, 3 * 40960 + 17, kLong};
+  for (size_t len : kLongLens) {
+    for (size_t off = 0; off < 16; ++off) {
+      const uint8_t* p = buf.data() + off;
+      const uint32_t ref = crc32c_update_table(kCrc32cInit, p, len);
+      int bad = 0;
+      for (Crc32cIsa l : levels) {
+        if (!same(crc32c_update_isa(l, kCrc32cInit, p, len), ref, l, off, len, "long")) ++bad;
+      }
+      CHECK_EQ(bad, 0);
+    }
+  }
+  CHECK_EQ(crc32c_final(crc32c_update_isa(available, kCrc32cInit, buf.data() + 3, 65536 + 5)),
+           crc_ref(buf.data() + 3, 65536 + 5));
+
+  // Chained updates: 1..8 pieces cut at random points, each piece on a random level, must equal one update.
+  int bad_split = 0;
+  for (int iter = 0; iter < 3000; ++iter) {
+    const size_t off = rng() % 16;
+    const size_t len = iter < 2900 ? rng() % (iter < 2000 ? 4200 : 140000) : kLong;
+    const uint8_t* p = buf.data() + off;
+    std::vector<size_t> cuts = {0, len};
+    for (size_t k = rng() % 8; k > 0; --k) cuts.push_back(len ? rng() % (len + 1) : 0);
+    std::sort(cuts.begin(), cuts.end());
+    uint32_t s = kCrc32cInit;
+    for (size_t i = 0; i + 1 < cuts.size(); ++i) {
+      s = crc32c_update_isa(levels[rng() % levels.size()], s, p + cuts[i], cuts[i + 1] - cuts[i]);
+    }
+    if (!same(s, crc32c_update_table(kCrc32cInit, p, len), available, off, len, "split")) ++bad_split;
+  }
+  CHECK_EQ(bad_split, 0);
+
+  // The dispatcher follows the cap; crc32c_force_table wins over it.
+  const uint8_t* p = buf.data() + 5;
+  const uint32_t ref_4k = crc32c_update_table(kCrc32cInit, p, 4096);
+  const uint32_t ref_hdr = crc32c_update_table(kCrc32cInit, p, 18);
+  for (Crc32cIsa l : levels) {
+    crc32c_set_max_isa(l);
+    CHECK(crc32c_isa() == l);
+    CHECK_EQ(crc32c_hardware(), l >= Crc32cIsa::kSse42);
+    CHECK_EQ(crc32c_update(kCrc32cInit, p, 4096), ref_4k);
+    CHECK_EQ(crc32c_update(kCrc32cInit, p, 18), ref_hdr);
+    crc32c_force_table(true);
+    CHECK(crc32c_isa() == Crc32cIsa::kTable);
+    CHECK_EQ(crc32c_update(kCrc32cInit, p, 4096), ref_4k);
+    crc32c_force_table(false);
+  }
+  crc32c_set_max_isa(Crc32cIsa::kAvx512);
+  CHECK(crc32c_isa() == available);
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -1011,6 +1115,7 @@ void test_framing_math() {
 
 int main() {
   test_crc();
+  test_crc_levels();
   test_mpa_frames();
   test_negotiation();
   test_ddp_rdmap();
