@@ -320,6 +320,20 @@ constexpr size_t fpdu_max_payload(uint32_t mss, size_t ulpdu_hdr_size) {
   return p & ~size_t{3};
 }
 
+// Payload per FPDU for a message of `len` bytes: the fewest FPDUs of at most `max_payload`, of nearly equal size
+// (a multiple of 4; the last one takes the rest). A 64 KiB Write over a 65462-byte maximum goes as 2 x 32768,
+// not 65462 + 74: a tiny tail FPDU would cost the receiver a receive call of its own (or a copy of the next
+// message's payload out of its read-ahead).
+constexpr size_t fpdu_even_payload(uint64_t len, size_t max_payload) {
+  if (max_payload == 0 || len <= max_payload) return max_payload;
+  const uint64_t n = (len + max_payload - 1) / max_payload;
+  const uint64_t per = ((len + n - 1) / n + 3) & ~uint64_t{3};
+  return per < max_payload ? static_cast<size_t>(per) : max_payload;
+}
+static_assert(fpdu_even_payload(65536, 65462) == 32768 && fpdu_even_payload(100, 65462) == 65462 &&
+                  fpdu_even_payload(1048576, 65462) == 61684 && fpdu_even_payload(65537, 65462) == 32772,
+              "even FPDU split");
+
 // Writes the 2-byte ULPDU Length and the DDP+RDMAP header; returns 16 (tagged) or 20 (untagged).
 // Opcode-specific bodies (Read Request, Terminate) are written separately after it.
 size_t encode_fpdu_header(const DdpHeader& h, uint16_t ulpdu_len, uint8_t* out);

@@ -69,7 +69,7 @@ bool SoftQueuePair::tx_fill_locked() {
       SqRequest& r = sq_at(sq_next_);
       const bool send = r.type == Nd2RequestTypeSend;
       const size_t max_payload = fpdu_max_payload(mss_, send ? kDdpUntaggedHdrSize : kDdpTaggedHdrSize);
-      const uint64_t seg = std::min<uint64_t>(tx_len_ - tx_off_, max_payload);
+      const uint64_t seg = std::min<uint64_t>(tx_len_ - tx_off_, fpdu_even_payload(tx_len_, max_payload));
       DdpHeader h;
       h.last = tx_off_ + seg == tx_len_;
       if (send) {
@@ -95,7 +95,7 @@ bool SoftQueuePair::tx_fill_locked() {
     } else if (tx_kind_ == TxKind::kReadResponse) {
       InRead& in = irq_[(irq_head_ + irq_started_) % irq_.size()];
       const size_t max_payload = fpdu_max_payload(mss_, kDdpTaggedHdrSize);
-      const uint64_t seg = std::min<uint64_t>(tx_len_ - tx_off_, max_payload);
+      const uint64_t seg = std::min<uint64_t>(tx_len_ - tx_off_, fpdu_even_payload(tx_len_, max_payload));
       DdpHeader h;
       h.opcode = RdmapOpcode::kReadResponse;
       h.last = tx_off_ + seg == tx_len_;
