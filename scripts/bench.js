@@ -28,13 +28,14 @@ const q = (full, small) => String(quick ? small : full);
 const KiB = 1024;
 const MiB = 1024 * 1024;
 
-// kind: which figure of the report is the row's value. target: [comparator, value, against] where against is
-// 'abs' (the figure itself) or a baseline name (the ratio netdirect/baseline of that run).
+// kind: which figure of the report is the row's value. target: [comparator, value, against, text, show] where
+// against is 'abs' (the figure itself) or a baseline name (the ratio netdirect/baseline of that run); show
+// 'lower' prints the ratio inverted, as "N× lower" (the target's own wording), while the check uses the ratio.
 const ROWS = [
   { id: 'lat-thread', label: 'write_lat 8 B, poller thread', args: ['write_lat', '-s', '8', '-n', q(5000, 50), '--compare', 'tcp,node-net'],
-    targets: [['<=', 2.0, 'tcp', '≤ 2× TCP half-RTT'], ['<=', 0.4, 'node-net', '≥ 2.5× lower than net']] },
+    targets: [['<=', 2.0, 'tcp', '≤ 2× TCP half-RTT'], ['<=', 0.4, 'node-net', '≥ 2.5× lower than net', 'lower']] },
   { id: 'lat-manual', label: 'write_lat 8 B, --completion manual', args: ['write_lat', '-s', '8', '-n', q(5000, 50), '--completion', 'manual', '--compare', 'tcp,node-net'],
-    targets: [['<=', 1.3, 'tcp', '≤ 1.3× TCP half-RTT (busy-poll)'], ['<=', 0.4, 'node-net', '≥ 2.5× lower than net']] },
+    targets: [['<=', 1.3, 'tcp', '≤ 1.3× TCP half-RTT (busy-poll)'], ['<=', 0.4, 'node-net', '≥ 2.5× lower than net', 'lower']] },
   { id: 'bw-4k', label: 'write_bw 4 KiB, CRC off', args: ['write_bw', '-s', String(4 * KiB), '-n', q(20000, 50), '--crc', 'off', '--compare', 'tcp,node-net'],
     targets: [['>=', 2.0, 'node-net', '≥ 2× net']] },
   { id: 'bw-64k-off', label: 'write_bw 64 KiB, CRC off', args: ['write_bw', '-s', String(64 * KiB), '-n', q(5000, 50), '--crc', 'off', '--compare', 'tcp,node-net'], targets: [] },
@@ -120,7 +121,7 @@ function main() {
       ratio[b] = median(reports.map((r) => r.results[0].ratios[b]));
     }
     const entry = { id: row.id, label: row.label, unit, median: median(values), min: Math.min(...values), max: Math.max(...values), n: values.length, baseline, ratio, checks: [] };
-    for (const [cmp, t, against, text] of row.targets) {
+    for (const [cmp, t, against, text, show] of row.targets) {
       let v;
       if (against === 'abs') v = entry.median;
       else if (against === 'tcp' || against === 'node-net') v = ratio[against];
@@ -129,7 +130,7 @@ function main() {
         const other = collected.get(against);
         v = other ? median(values.map((x, i) => x / figureOf(other.row, other.reports[i] ?? other.reports[0]))) : NaN;
       }
-      entry.checks.push({ target: text, value: v, met: met(cmp, v, t) });
+      entry.checks.push({ target: text, value: v, met: met(cmp, v, t), show });
     }
     if (row.extra) {
       const v = median(reports.map((r) => r.extra?.[row.extra]));
@@ -155,7 +156,7 @@ function main() {
         i === 0 && e.baseline['node-net'] !== undefined ? `${fmt(e.baseline['node-net'])} ${e.unit}` : '',
         i === 0 && e.ratio['node-net'] !== undefined ? fmt(e.ratio['node-net']) : '',
         c.target,
-        Number.isFinite(c.value) ? fmt(c.value) + (c.unit ? ` ${c.unit}` : '') : c.value === undefined ? '' : 'n/a',
+        !Number.isFinite(c.value) ? (c.value === undefined ? '' : 'n/a') : c.show === 'lower' ? `${fmt(1 / c.value)}× lower` : fmt(c.value) + (c.unit ? ` ${c.unit}` : ''),
         c.met,
       ]);
     });
