@@ -156,7 +156,7 @@ function main() {
         i === 0 && e.baseline['node-net'] !== undefined ? `${fmt(e.baseline['node-net'])} ${e.unit}` : '',
         i === 0 && e.ratio['node-net'] !== undefined ? fmt(e.ratio['node-net']) : '',
         c.target,
-        !Number.isFinite(c.value) ? (c.value === undefined ? '' : 'n/a') : c.show === 'lower' ? `${fmt(1 / c.value)}× lower` : fmt(c.value) + (c.unit ? ` ${c.unit}` : ''),
+        !Number.isFinite(c.value) ? (c.value === undefined ? '' : 'n/a') : c.show === 'lower' ? (c.value <= 1 ? `${fmt(1 / c.value)}× lower` : `${fmt(c.value)}× higher`) : fmt(c.value) + (c.unit ? ` ${c.unit}` : ''),
         c.met,
       ]);
     });
