@@ -213,6 +213,10 @@ Napi::Value HardwareCrc32c(const Napi::CallbackInfo& info) {
   return Napi::Boolean::New(info.Env(), SoftHardwareCrc32c());
 }
 
+Napi::Value Crc32cImplementation(const Napi::CallbackInfo& info) {
+  return Napi::String::New(info.Env(), SoftCrc32cImplementation());
+}
+
 Napi::Object StatusNames(Napi::Env env) {
   Napi::Object o = Napi::Object::New(env);
 #define ND_NAME_ENTRY_(name, value) o.Set(Napi::Number::New(env, static_cast<double>(value)), #name);
@@ -240,6 +244,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("listProviders", Napi::Function::New(env, ListProvidersJs, "listProviders"));
   exports.Set("listAddresses", Napi::Function::New(env, ListAddresses, "listAddresses"));
   exports.Set("hardwareCrc32c", Napi::Function::New(env, HardwareCrc32c, "hardwareCrc32c"));
+  exports.Set("crc32cImplementation", Napi::Function::New(env, Crc32cImplementation, "crc32cImplementation"));
   exports.Set("Adapter", data->adapterCtor.Value());
   InitBenchTcp(env, exports);
   return exports;

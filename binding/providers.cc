@@ -90,4 +90,6 @@ HRESULT OpenAdapter(IND2Provider* provider, const sockaddr* address, ULONG addre
 
 bool SoftHardwareCrc32c() { return NdSoftHardwareCrc32c(); }
 
+const char* SoftCrc32cImplementation() { return NdSoftCrc32cImplementation(); }
+
 }  // namespace netdirect

@@ -32,6 +32,7 @@ HRESULT OpenAdapter(IND2Provider* provider, const sockaddr* address, ULONG addre
 
 // True when the built-in provider's CRC32c uses the CPU's crc32 instruction.
 bool SoftHardwareCrc32c();
+const char* SoftCrc32cImplementation();  // NdSoftCrc32cImplementation
 
 std::string GuidString(const GUID& g);
 

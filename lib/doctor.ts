@@ -99,6 +99,8 @@ export interface DoctorFacts {
   /** Other platforms: */
   addresses?: string[] | { error: string };
   hardwareCrc32c?: boolean;
+  /** 'avx512-vpclmulqdq' | 'pclmulqdq' | 'sse4.2' | 'table' (absent from older addons and fact files). */
+  crc32cImplementation?: string;
   selfTest?: SelfTestFact;
   rdmaDevices?: RdmaDeviceFact[] | { error: string };
   kernelModules?: { siw: boolean; rdma_rxe: boolean };
@@ -373,6 +375,7 @@ export async function gatherDoctorFacts(options: DoctorOptions = {}): Promise<Do
   }
   try {
     facts.hardwareCrc32c = nativeBinding().hardwareCrc32c();
+    facts.crc32cImplementation = nativeBinding().crc32cImplementation();
   } catch {
     // Left undefined: reported as unknown.
   }
@@ -986,7 +989,15 @@ function otherChecks(facts: DoctorFacts): DoctorCheck[] {
   }
 
   const crcTitle = 'CRC32c (MPA CRC of the software provider)';
-  if (facts.hardwareCrc32c === true) out.push(check('crc32c', crcTitle, 'ok', 'hardware (the CPU\'s crc32 instruction)'));
+  if (facts.hardwareCrc32c === true) {
+    const how: Record<string, string> = {
+      'avx512-vpclmulqdq': 'AVX-512 VPCLMULQDQ folding with crc32 chains (tens of GB/s per core)',
+      pclmulqdq: 'PCLMULQDQ folding with crc32 chains',
+      'sse4.2': 'the crc32 instruction (SSE4.2)',
+    };
+    const impl = facts.crc32cImplementation;
+    out.push(check('crc32c', crcTitle, 'ok', `hardware: ${(impl && how[impl]) ?? 'the CPU\'s crc32 instruction'}`));
+  }
   else if (facts.hardwareCrc32c === false) {
     out.push(check('crc32c', crcTitle, 'warn', 'software (table-driven): MPA CRC costs CPU at high bandwidth; NETDIRECT_SOFT_CRC=0 stops requesting it (a peer may still require it)'));
   } else out.push(check('crc32c', crcTitle, 'skip', 'unknown (the addon did not say)'));

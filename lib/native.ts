@@ -239,5 +239,7 @@ export interface NativeBinding {
   listAddresses(provider: string): string[];
   /** True when the software provider's CRC32c uses the CPU's crc32 instruction. */
   hardwareCrc32c(): boolean;
+  /** Which CRC32c implementation the software provider runs: 'avx512-vpclmulqdq', 'pclmulqdq', 'sse4.2' or 'table'. */
+  crc32cImplementation(): string;
   readonly Adapter: NativeAdapterConstructor;
 }

@@ -257,6 +257,12 @@ describe('diagnose() elsewhere (Linux facts)', () => {
     expect(checks.every((c) => c.status === 'ok')).toBe(true);
   });
 
+  it('names the CRC32c implementation when the addon says which (older fact files without it still read)', () => {
+    expect(byId(diagnose({ ...base(), crc32cImplementation: 'avx512-vpclmulqdq' }), 'crc32c').detail).toMatch(/AVX-512 VPCLMULQDQ/);
+    expect(byId(diagnose({ ...base(), crc32cImplementation: 'sse4.2' }), 'crc32c').detail).toMatch(/SSE4\.2/);
+    expect(byId(diagnose(base()), 'crc32c').detail).toMatch(/^hardware: the CPU's crc32 instruction$/);
+  });
+
   it('a failed self-test is a failure carrying the NdError text', () => {
     const facts = { ...base(), selfTest: { ok: false as const, error: 'connect failed: ND_CONNECTION_REFUSED (0xC0000236) [ND_CONNECTION_REFUSED]', code: 'ND_CONNECTION_REFUSED' } };
     const report = reportOf(facts);

@@ -13,5 +13,7 @@ inline const GUID NETDIRECT_SOFT_PROVIDER_ID = {0x6e657464, 0x6972, 0x6563, {0x7
 extern "C" HRESULT NdSoftGetProvider(REFIID iid, VOID** ppProvider);
 // True when the provider's CRC32c runs on the CPU's crc32 instruction.
 extern "C" bool NdSoftHardwareCrc32c();
+// Which CRC32c implementation runs: "avx512-vpclmulqdq", "pclmulqdq", "sse4.2" or "table".
+extern "C" const char* NdSoftCrc32cImplementation();
 
 #endif  // NETDIRECT_SOFT_PROVIDER_H_

@@ -57,6 +57,7 @@ export interface Report {
     provider?: string;
     adapter?: string;
     hardwareCrc32c?: boolean;
+    crc32c?: string;
   };
   connection?: { local: Endpoint; remote: Endpoint };
   results: SizeResult[];
@@ -190,7 +191,7 @@ export function perftestPrinter(report: Report, opts: { reportGbits: boolean; du
         ` Max inline data : 0[B]`,
         ` rdma_cm QPs\t : OFF`,
         ` Data ex. method : ND private data (remote memory) + TCP control`,
-        ` MPA CRC32c      : ${report.options.crc === 'default' ? 'provider default' : report.options.crc.toUpperCase()}${e.hardwareCrc32c === undefined ? '' : e.hardwareCrc32c ? ' (hardware)' : ' (software)'}`,
+        ` MPA CRC32c      : ${report.options.crc === 'default' ? 'provider default' : report.options.crc.toUpperCase()}${e.hardwareCrc32c === undefined ? '' : e.hardwareCrc32c ? ` (hardware${e.crc32c ? `: ${e.crc32c}` : ''})` : ' (software)'}`,
       ];
       for (const b of compare) lines.push(` Baseline ${pad(b, 8)}: ${report.definitions[b]}`);
       if (compare.length) lines.push(` Ratio column    : ${report.definitions.ratio}`);

@@ -140,7 +140,9 @@ export async function runClient(o: BenchOptions, io: RunIo = defaultIo): Promise
     report.environment.adapter = local;
     try {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
-      report.environment.hardwareCrc32c = require('../binding.js').binding.hardwareCrc32c?.();
+      const b = require('../binding.js').binding;
+      report.environment.hardwareCrc32c = b.hardwareCrc32c?.();
+      report.environment.crc32c = b.crc32cImplementation?.();
     } catch {
       // Informational only.
     }
