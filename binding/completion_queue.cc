@@ -20,9 +20,15 @@ CompletionQueue::CompletionQueue(const Napi::CallbackInfo& info)
   cq_ = std::move(init->cq);
   depth_ = init->depth;
   state_ = new CqState(cq_.get());
-  TagObject(info.This().As<Napi::Object>(), kTag);
+  Napi::Object self = info.This().As<Napi::Object>();
+  TagObject(self, kTag);
+  BindHotMethod<&CompletionQueue::PollBound>(info.Env(), self, "poll", this);
   Attach(init);
   if (adapter_->poller()->armsCqs()) adapter_->poller()->AddCq(state_);
+}
+
+Napi::Value CompletionQueue::PollBound(const Napi::CallbackInfo& info) {
+  return static_cast<CompletionQueue*>(info.Data())->Poll(info);
 }
 
 CompletionQueue::~CompletionQueue() {

@@ -27,6 +27,7 @@ class CompletionQueue : public Child, public Napi::ObjectWrap<CompletionQueue> {
  private:
   Napi::Value GetDepth(const Napi::CallbackInfo& info);
   Napi::Value Poll(const Napi::CallbackInfo& info);
+  static Napi::Value PollBound(const Napi::CallbackInfo& info);  // `poll` bound to each instance
   Napi::Value Resize(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
 

@@ -38,9 +38,13 @@ QueuePair::QueuePair(const Napi::CallbackInfo& info) : Child(kChildQueuePair), N
   initiatorCq_ = init->initiatorCq;
   initiatorCq_->Ref();
   qpId_ = init->qpId;
-  TagObject(info.This().As<Napi::Object>(), kTag);
+  Napi::Object self = info.This().As<Napi::Object>();
+  TagObject(self, kTag);
+  BindHotMethod<&QueuePair::PostBound>(info.Env(), self, "post", this);
   Attach(init);
 }
+
+Napi::Value QueuePair::PostBound(const Napi::CallbackInfo& info) { return static_cast<QueuePair*>(info.Data())->Post(info); }
 
 QueuePair::~QueuePair() {
   if (receiveCq_ != nullptr) receiveCq_->Unref();

@@ -27,6 +27,8 @@ class QueuePair : public Child, public Napi::ObjectWrap<QueuePair> {
 
  private:
   Napi::Value Post(const Napi::CallbackInfo& info);
+  // `post` as an own property of each instance, bound to it (see the constructor).
+  static Napi::Value PostBound(const Napi::CallbackInfo& info);
   Napi::Value Bind(const Napi::CallbackInfo& info);
   Napi::Value Invalidate(const Napi::CallbackInfo& info);
   Napi::Value Flush(const Napi::CallbackInfo& info);
