@@ -44,6 +44,13 @@ void SoftQueuePair::tx_progress_locked() {
   complete_ready_locked();
 }
 
+// Anything for tx_progress_locked to do: an FPDU to send or finish, a Read Response to answer, the RTR, a
+// queued request, or a confirmation Read that is due now.
+bool SoftQueuePair::tx_pending_locked() const {
+  return batch_->iov_count > 0 || want_write_ || rtr_pending_tx_ || tx_kind_ != TxKind::kNone ||
+         irq_started_ < irq_count_ || sq_next_ < sq_tail_ || tx_confirm_due_locked(true);
+}
+
 bool SoftQueuePair::needs_confirmation_locked() const {
   return ord_ > 0 && last_unconfirmed_ > confirm_requested_;
 }

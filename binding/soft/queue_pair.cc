@@ -558,13 +558,16 @@ void SoftQueuePair::poll_progress() {
     } else {
       complete_ready_locked();
       // Answers Read Requests that just arrived (the peer's confirmation Reads), sends what doorbell batching
-      // queued, continues a send blocked on a full socket (one EAGAIN send when it still is).
-      tx_progress_locked();
+      // queued, continues a send blocked on a full socket (one EAGAIN send when it still is). Skipped when there
+      // is nothing of the sort: most polls of a spinning loop find nothing new.
+      if (tx_pending_locked()) tx_progress_locked();
     }
   }
   const bool events = event_rtr_pending_ || event_closed_pending_;
+  const bool kick = teardown_kick_;  // kick_teardown() without taking mu_ a second time
+  teardown_kick_ = false;
   lock.unlock();
-  kick_teardown();
+  if (kick) post_teardown();
   if (events) {
     // ConnectionEvents callbacks belong to the engine thread.
     AddRef();
@@ -613,7 +616,10 @@ void SoftQueuePair::kick_teardown() {
     kick = teardown_kick_;
     teardown_kick_ = false;
   }
-  if (!kick) return;
+  if (kick) post_teardown();
+}
+
+void SoftQueuePair::post_teardown() {
   // Socket work and callbacks always happen on the engine thread without mu_.
   AddRef();
   adapter_->engine().post([this] {

@@ -197,6 +197,7 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
                    HRESULT offender_status, HRESULT recv_status);
   // After dropping mu_: posts the teardown scheduled by fail_locked to the engine thread.
   void kick_teardown();
+  void post_teardown();  // runs run_teardown() on the engine thread
   // Engine thread, mu_ not held: closes or lingers the socket, fires events, runs disconnect callbacks.
   void run_teardown();
   void schedule_teardown_locked();
@@ -213,7 +214,8 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   void tx_batch_done_locked();
   void tx_set_want_write_locked(bool want);
   bool needs_confirmation_locked() const;
-  bool confirm_read_outstanding_locked() const;  // an internal confirmation Read awaits its response
+  bool confirm_read_outstanding_locked() const;
+  bool tx_pending_locked() const;   // tx_progress_locked would transmit something  // an internal confirmation Read awaits its response
   bool tx_confirm_due_locked(bool idle) const;    // should a confirmation Read go out at this message boundary?
   void tx_confirm_read_locked();                  // appends one
   void tx_internal_read_locked(uint64_t confirms);  // a zero-length Read Request of ours (RTR or confirmation)
