@@ -584,6 +584,15 @@ Crc32cIsa crc32c_isa_available() {
 #endif
 }
 
+const char* crc32c_isa_name(Crc32cIsa level) {
+  switch (level) {
+    case Crc32cIsa::kAvx512: return "avx512-vpclmulqdq";
+    case Crc32cIsa::kPclmul: return "pclmulqdq";
+    case Crc32cIsa::kSse42: return "sse4.2";
+    default: return "table";
+  }
+}
+
 Crc32cIsa crc32c_isa() {
   if (g_force_table.load(std::memory_order_relaxed)) return Crc32cIsa::kTable;
   const Crc32cIsa cap = static_cast<Crc32cIsa>(g_max_isa.load(std::memory_order_relaxed));

@@ -50,6 +50,9 @@ enum class Crc32cIsa : int {
 // Inputs shorter than this stay on the crc32 instruction path even when folding is available.
 constexpr size_t kCrc32cFoldMin = 256;
 
+// "table", "sse4.2", "pclmulqdq" or "avx512-vpclmulqdq".
+const char* crc32c_isa_name(Crc32cIsa level);
+
 // Best level this CPU and OS support (cached cpuid/xgetbv probe).
 Crc32cIsa crc32c_isa_available();
 

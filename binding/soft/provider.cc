@@ -67,11 +67,6 @@ extern "C" HRESULT NdSoftGetProvider(REFIID iid, VOID** ppProvider) {
 extern "C" bool NdSoftHardwareCrc32c() { return netdirect::soft::crc32c_hardware(); }
 
 extern "C" const char* NdSoftCrc32cImplementation() {
-  switch (netdirect::soft::crc32c_isa()) {
-    case netdirect::soft::Crc32cIsa::kAvx512: return "avx512-vpclmulqdq";
-    case netdirect::soft::Crc32cIsa::kPclmul: return "pclmulqdq";
-    case netdirect::soft::Crc32cIsa::kSse42: return "sse4.2";
-    default: return "table";
-  }
+  return netdirect::soft::crc32c_isa_name(netdirect::soft::crc32c_isa());
 }
 

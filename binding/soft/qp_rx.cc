@@ -127,7 +127,7 @@ void SoftQueuePair::rx_progress_locked() {
         if (rx_have_ < rx_need_) continue;
       }
       if (!rx_header_locked()) return;
-      if (rx_state_ == RxState::kPayload && rx_ulpdu_len_ > kRxStageSmall / 2 && rx_ulpdu_len_ <= kRxCopyFpdu &&
+      if (rx_state_ == RxState::kPayload && rx_ulpdu_len_ > kRxMediumFpdu && rx_ulpdu_len_ <= kRxCopyFpdu &&
           rx_stage_cap_ < kRxStageLarge) {
         if (!rx_grow_stage_locked()) return;
         stage = rx_stage_.get();

@@ -45,7 +45,8 @@ void SoftQueuePair::tx_progress_locked() {
 }
 
 // Anything for tx_progress_locked to do: an FPDU to send or finish, a Read Response to answer, the RTR, a
-// queued request, or a confirmation Read that is due now.
+// queued request, or a confirmation Read that is due now — the sources tx_next_message_locked takes from, in
+// the same order; a new source there belongs here too.
 bool SoftQueuePair::tx_pending_locked() const {
   return batch_->iov_count > 0 || want_write_ || rtr_pending_tx_ || tx_kind_ != TxKind::kNone ||
          irq_started_ < irq_count_ || sq_next_ < sq_tail_ || tx_confirm_due_locked(true);

@@ -214,8 +214,8 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   void tx_batch_done_locked();
   void tx_set_want_write_locked(bool want);
   bool needs_confirmation_locked() const;
-  bool confirm_read_outstanding_locked() const;
-  bool tx_pending_locked() const;   // tx_progress_locked would transmit something  // an internal confirmation Read awaits its response
+  bool confirm_read_outstanding_locked() const;  // an internal confirmation Read awaits its response
+  bool tx_pending_locked() const;                // tx_progress_locked would transmit something
   bool tx_confirm_due_locked(bool idle) const;    // should a confirmation Read go out at this message boundary?
   void tx_confirm_read_locked();                  // appends one
   void tx_internal_read_locked(uint64_t confirms);  // a zero-length Read Request of ours (RTR or confirmation)
@@ -374,6 +374,7 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   static constexpr size_t kRxStageSmall = 4096;
   static constexpr size_t kRxStageLarge = 64 * 1024;
   static constexpr size_t kRxCopyFpdu = 16 * 1024;  // FPDUs up to this ULPDU length: read ahead a whole stage
+  static constexpr size_t kRxMediumFpdu = 2048;     // FPDUs above this ULPDU length (up to kRxCopyFpdu) grow it
   std::unique_ptr<uint8_t[]> rx_stage_;
   size_t rx_stage_cap_ = 0;
   size_t rx_stage_pos_ = 0;

@@ -151,22 +151,16 @@ function netPingPongServer(s: net.Socket, p: PhaseParams): Promise<RawResult> {
 async function netStreamSender(s: net.Socket, p: PhaseParams): Promise<RawResult> {
   const buf = Buffer.alloc(p.size, 0x5a);
   // The receiver answers 8 bytes after the warm-up (if any), then 8 bytes with the timed total.
+  const totalAt = p.warmup > 0 ? 8 : 0;
   let warmDone: () => void = () => undefined;
   const warmAck = new Promise<void>((resolve) => (warmDone = resolve));
-  let skip = p.warmup > 0 ? 8 : 0;
   const ack = new Promise<number>((resolve, reject) => {
     const parts: Buffer[] = [];
     s.on('data', (d: Buffer) => {
       parts.push(d);
-      let all = Buffer.concat(parts);
-      if (skip > 0 && all.length >= skip) {
-        all = all.subarray(skip);
-        skip = 0;
-        parts.length = 0;
-        if (all.length > 0) parts.push(all);
-        warmDone();
-      }
-      if (skip === 0 && all.length >= 8) resolve(Number(all.readBigUInt64LE(0)));
+      const all = Buffer.concat(parts);
+      if (all.length >= totalAt) warmDone();
+      if (all.length >= totalAt + 8) resolve(Number(all.readBigUInt64LE(totalAt)));
     });
     s.on('error', reject);
     s.on('close', () => reject(new Error('node-net receiver closed without acknowledging')));

@@ -104,7 +104,7 @@ export function isLatency(test: TestName): boolean {
  */
 export const BW_WARMUP = 2000;
 export function warmupOf(o: { iters: number; duration: number; test: TestName }): number {
-  if (isLatency(o.test) || o.test === 'reg_mr') return o.duration > 0 ? 100 : Math.min(100, Math.floor(o.iters / 10));
+  if (isLatency(o.test)) return o.duration > 0 ? 100 : Math.min(100, Math.floor(o.iters / 10));
   if (o.test === 'send_bw') return 0;
   return o.duration > 0 ? BW_WARMUP : Math.min(BW_WARMUP, o.iters);
 }

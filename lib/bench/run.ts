@@ -54,7 +54,6 @@ export function packageVersion(): string {
   return '0.0.0';
 }
 
-
 function ndConfig(o: BenchOptions): NdConfig {
   return {
     test: o.test,

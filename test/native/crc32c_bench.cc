@@ -45,7 +45,6 @@ int main(int argc, char** argv) {
   const size_t offset = argc > 1 ? std::strtoul(argv[1], nullptr, 10) % 64 : 0;
   const size_t kSizes[] = {16, 64, 256, 1024, 4096, 65536, size_t{1} << 20};
   const Crc32cIsa kLevels[] = {Crc32cIsa::kTable, Crc32cIsa::kSse42, Crc32cIsa::kPclmul, Crc32cIsa::kAvx512};
-  const char* kNames[] = {"table", "sse4.2", "pclmul", "avx512"};
 
   std::vector<uint8_t> buf((size_t{1} << 20) + 128);
   std::mt19937 rng(1);
@@ -54,17 +53,17 @@ int main(int argc, char** argv) {
 
   const Crc32cIsa available = netdirect::soft::crc32c_isa_available();
   std::printf("crc32c GB/s, start offset %zu mod 64 (best level here: %s)\n", offset,
-              kNames[static_cast<int>(available)]);
+              netdirect::soft::crc32c_isa_name(available));
   std::printf("%9s", "bytes");
-  for (const char* name : kNames) std::printf("%9s", name);
+  for (Crc32cIsa level : kLevels) std::printf("%18s", netdirect::soft::crc32c_isa_name(level));
   std::printf("\n");
   for (size_t n : kSizes) {
     std::printf("%9zu", n);
     for (Crc32cIsa level : kLevels) {
       if (level > available) {
-        std::printf("%9s", "-");
+        std::printf("%18s", "-");
       } else {
-        std::printf("%9.2f", gbps(level, p, n));
+        std::printf("%18.2f", gbps(level, p, n));
       }
       std::fflush(stdout);
     }

@@ -118,22 +118,13 @@ void test_crc() {
 // Every implementation level the CPU has (crc32 chains, PCLMULQDQ 128-bit folding, VPCLMULQDQ 512-bit folding)
 // against the table path: all lengths 0..4200 at start offsets 0..15, long lengths, chained updates split at
 // random points (each piece on a random level), and the dispatcher under crc32c_set_max_isa.
-const char* isa_name(Crc32cIsa l) {
-  switch (l) {
-    case Crc32cIsa::kTable: return "table";
-    case Crc32cIsa::kSse42: return "sse4.2";
-    case Crc32cIsa::kPclmul: return "pclmul";
-    case Crc32cIsa::kAvx512: return "avx512";
-  }
-  return "?";
-}
 
 void test_crc_levels() {
   const Crc32cIsa available = crc32c_isa_available();
   std::vector<Crc32cIsa> levels;
   for (int l = 0; l <= static_cast<int>(available); ++l) levels.push_back(static_cast<Crc32cIsa>(l));
   std::printf("crc32c levels tested:");
-  for (Crc32cIsa l : levels) std::printf(" %s", isa_name(l));
+  for (Crc32cIsa l : levels) std::printf(" %s", crc32c_isa_name(l));
   std::printf("\n");
 
   std::mt19937 rng(20240917);
@@ -146,7 +137,7 @@ void test_crc_levels() {
   auto same = [&](uint32_t got, uint32_t want, Crc32cIsa l, size_t off, size_t len, const char* what) {
     if (got == want) return true;
     if (logged++ < 8) {
-      std::printf("  crc32c %s %s: off %zu len %zu: 0x%08x, table 0x%08x\n", isa_name(l), what, off, len, got, want);
+      std::printf("  crc32c %s %s: off %zu len %zu: 0x%08x, table 0x%08x\n", crc32c_isa_name(l), what, off, len, got, want);
     }
     return false;
   };
