@@ -18,3 +18,29 @@ inline const GUID IID_INDPollingHint = {0x6e657464, 0x6972, 0x6563, {0x74, 0x70,
 struct INDPollingHint : public IUnknown {
   virtual HRESULT ND_CALL SetPollingThread(BOOL polling) = 0;
 };
+
+// {6E657464-6972-6563-7470-726F67720001}
+inline const GUID IID_INDProgress = {0x6e657464, 0x6972, 0x6563, {0x74, 0x70, 0x72, 0x6f, 0x67, 0x72, 0x00, 0x01}};
+
+// On an IND2Adapter: progress that the consumer's own loop can drive (a provider without hardware has to make
+// progress on some thread; this lets it be one the consumer already has). The pattern is libfabric's manual
+// progress (fi_trywait + wait on a descriptor + fi_cq_read), and libusb's pollfds driven by an event loop.
+//   1. SetExternalDriver(TRUE): the provider stops waking a thread of its own for the adapter.
+//   2. The consumer watches GetDescriptor()'s descriptor for readability and waits at most GetNextTimeout().
+//   3. When either fires, Progress(): one non-blocking round (read and place input, answer Read Requests,
+//      continue blocked sends, run due timers and deferred work). Completions and overlapped results are then
+//      delivered as usual: CQ entries, Notify and overlapped completions to the adapter's overlapped file.
+//   4. SetExternalDriver(FALSE) before the consumer stops driving (and before it waits for outstanding
+//      overlapped requests to end): the provider's own thread takes over again.
+// A consumer that stops calling Progress() stalls the adapter's connections (the peers' TCP flow control holds
+// their data back); nothing is lost.
+struct INDProgress : public IUnknown {
+  // The file descriptor (POSIX) to watch for readability; ND_NOT_SUPPORTED where there is none (then the
+  // provider keeps driving itself and the other methods are not used).
+  virtual HRESULT ND_CALL GetDescriptor(UINT64* pDescriptor) = 0;
+  virtual HRESULT ND_CALL SetExternalDriver(BOOL external) = 0;
+  // *pWork (optional): socket events, tasks and timers handled; 0 means there was nothing to do.
+  virtual HRESULT ND_CALL Progress(ULONG* pWork) = 0;
+  // Milliseconds until Progress() must run even if the descriptor stays quiet: 0 = at once, INFINITE = never.
+  virtual HRESULT ND_CALL GetNextTimeout(DWORD* pMilliseconds) = 0;
+};

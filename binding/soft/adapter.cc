@@ -81,6 +81,38 @@ HRESULT SoftAdapter::open(UINT64 id, SoftAdapter** out) {
   return ND_SUCCESS;
 }
 
+HRESULT SoftAdapter::QueryInterface(REFIID riid, VOID** ppv) {
+  if (ppv != nullptr && IsEqualGUID(riid, IID_INDProgress)) {
+    AddRef();
+    *ppv = static_cast<INDProgress*>(this);
+    return S_OK;
+  }
+  return ComObject::QueryInterface(riid, ppv);
+}
+
+HRESULT SoftAdapter::GetDescriptor(UINT64* pDescriptor) {
+  if (pDescriptor == nullptr) return ND_INVALID_PARAMETER_1;
+  const intptr_t fd = engine_->descriptor();
+  if (fd < 0) return ND_NOT_SUPPORTED;
+  *pDescriptor = static_cast<UINT64>(fd);
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::SetExternalDriver(BOOL external) { return engine_->set_external_driver(external != FALSE); }
+
+HRESULT SoftAdapter::Progress(ULONG* pWork) {
+  const uint32_t work = engine_->progress();
+  if (pWork != nullptr) *pWork = work;
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::GetNextTimeout(DWORD* pMilliseconds) {
+  if (pMilliseconds == nullptr) return ND_INVALID_PARAMETER_1;
+  const int ms = engine_->next_timeout_ms();
+  *pMilliseconds = ms < 0 ? INFINITE : static_cast<DWORD>(ms);
+  return ND_SUCCESS;
+}
+
 bool SoftAdapter::serves(const net::Address& a) const {
   for (const auto& mine : addresses_) {
     if (mine.same_ip(a)) return true;

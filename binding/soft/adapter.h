@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "nd/netdirect_ext.h"
 #include "soft/engine.h"
 #include "soft/object.h"
 #include "soft/socket.h"
@@ -33,8 +34,18 @@ constexpr UINT16 kVendorId = 0x4e44;  // "ND": not a PCI vendor; the software pr
 constexpr UINT16 kDeviceId = 0x0001;
 }  // namespace limits
 
-class SoftAdapter final : public ComObject<IND2Adapter> {
+class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress {
  public:
+  // IUnknown, for both interfaces: INDProgress is answered besides the ComObject's own ids.
+  HRESULT ND_CALL QueryInterface(REFIID riid, VOID** ppv) override;
+  ULONG ND_CALL AddRef() override { return ComObject::AddRef(); }
+  ULONG ND_CALL Release() override { return ComObject::Release(); }
+  // INDProgress (nd/netdirect_ext.h): the engine driven by the consumer's loop (engine.h).
+  HRESULT ND_CALL GetDescriptor(UINT64* pDescriptor) override;
+  HRESULT ND_CALL SetExternalDriver(BOOL external) override;
+  HRESULT ND_CALL Progress(ULONG* pWork) override;
+  HRESULT ND_CALL GetNextTimeout(DWORD* pMilliseconds) override;
+
   // Opens adapter `id` (an interface index from ResolveAddress); ND_INVALID_PARAMETER if unknown.
   static HRESULT open(UINT64 id, SoftAdapter** out);
 

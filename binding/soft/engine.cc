@@ -1,87 +1,74 @@
+// The progress engine (engine.h): one implementation for every OS, over the PollSet seam.
 #include "soft/engine.h"
 
+#if defined(__linux__)
 #include <pthread.h>
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
-#include <unistd.h>
-
-#include <cerrno>
-#include <chrono>
+#endif
 
 namespace netdirect::soft {
 
 namespace {
-uint32_t to_epoll(uint32_t events) {
-  uint32_t e = EPOLLRDHUP;
-  if (events & Engine::kRead) e |= EPOLLIN;
-  if (events & Engine::kWrite) e |= EPOLLOUT;
-  return e;
-}
+constexpr int kReadyBatch = 64;      // socket events per wait
+constexpr int kTaskPassesPerRound = 4;  // tasks posted by tasks run in the same progress() call, this often
 }  // namespace
 
 Engine::Engine() = default;
 
 Engine::~Engine() {
-  stop_.store(true);
-  if (thread_.joinable()) {
-    wake();
-    thread_.join();
+  closing_.store(true);
+  stop_thread();
+  // Tasks posted before the end still run (they release references), with this thread as the last driver.
+  std::lock_guard<std::mutex> lock(round_mu_);
+  const std::thread::id prev = driver_.exchange(std::this_thread::get_id());
+  while (run_tasks() != 0) {
   }
-  if (epfd_ >= 0) ::close(epfd_);
-  if (wakefd_ >= 0) ::close(wakefd_);
+  driver_.store(prev);
 }
 
 HRESULT Engine::start() {
-  epfd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  wakefd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (epfd_ < 0 || wakefd_ < 0) return ND_INSUFFICIENT_RESOURCES;
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ev.data.ptr = nullptr;  // the wake-up descriptor
-  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, wakefd_, &ev) != 0) return ND_INSUFFICIENT_RESOURCES;
-  try {
-    thread_ = std::thread([this] { run(); });
-  } catch (...) {
-    return ND_INSUFFICIENT_RESOURCES;
-  }
-  return ND_SUCCESS;
+  poll_ = PollSet::create();
+  return poll_ ? ND_SUCCESS : ND_INSUFFICIENT_RESOURCES;
 }
 
 bool Engine::add(net::Socket s, Handler* h, uint32_t events) {
-  std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);
-  epoll_event ev{};
-  ev.events = to_epoll(events);
-  ev.data.ptr = h;
-  if (::epoll_ctl(epfd_, EPOLL_CTL_ADD, s, &ev) != 0) return false;
-  live_.insert(h);
+  {
+    std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);
+    if (!poll_->add(s, h, events)) return false;
+    live_.insert(h);
+  }
+  need_driver();
+  if (poll_->changes_need_wake() && !in_engine_thread()) wake();
   return true;
 }
 
 bool Engine::modify(net::Socket s, Handler* h, uint32_t events) {
-  epoll_event ev{};
-  ev.events = to_epoll(events);
-  ev.data.ptr = h;
-  return ::epoll_ctl(epfd_, EPOLL_CTL_MOD, s, &ev) == 0;
+  if (!poll_->modify(s, h, events)) return false;
+  if (poll_->changes_need_wake() && !in_engine_thread()) wake();
+  return true;
 }
 
 void Engine::remove(net::Socket s, Handler* h) {
-  ::epoll_ctl(epfd_, EPOLL_CTL_DEL, s, nullptr);
-  std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);  // waits for a dispatch round in progress
-  live_.erase(h);
+  poll_->remove(s);
+  {
+    std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);  // waits for a dispatch round in progress
+    live_.erase(h);
+  }
+  // The caller closes the socket next; WSAPoll is not woken by a close, so leave the poll set now.
+  if (poll_->changes_need_wake() && !in_engine_thread()) wake();
 }
 
-void Engine::wake() {
-  uint64_t one = 1;
-  ssize_t r = ::write(wakefd_, &one, sizeof one);
-  (void)r;  // EAGAIN means a wake-up is already pending
-}
+void Engine::wake() { poll_->wake(); }
 
 void Engine::post(std::function<void()> fn) {
   {
     std::lock_guard<std::mutex> lock(task_mu_);
     tasks_.push_back(std::move(fn));
   }
-  wake();
+  // The driving thread runs its own posts at the end of its round (and the next round does not wait).
+  if (!in_engine_thread()) {
+    need_driver();
+    wake();
+  }
 }
 
 uint64_t Engine::add_timer(uint32_t ms, std::function<void()> fn) {
@@ -91,7 +78,11 @@ uint64_t Engine::add_timer(uint32_t ms, std::function<void()> fn) {
     id = next_timer_id_++;
     timers_.emplace(std::chrono::steady_clock::now() + std::chrono::milliseconds(ms), Timer{id, std::move(fn)});
   }
-  wake();
+  // The driving thread reads the next deadline before it waits again; others must interrupt its wait.
+  if (!in_engine_thread()) {
+    need_driver();
+    wake();
+  }
   return id;
 }
 
@@ -106,78 +97,132 @@ bool Engine::cancel_timer(uint64_t id) {
   return false;
 }
 
-void Engine::run_tasks() {
+uint32_t Engine::run_tasks() {
   std::vector<std::function<void()>> batch;
   {
     std::lock_guard<std::mutex> lock(task_mu_);
     batch.swap(tasks_);
   }
   for (auto& fn : batch) fn();
+  return static_cast<uint32_t>(batch.size());
 }
 
-int Engine::run_timers() {
+uint32_t Engine::run_timers(int* next_ms) {
+  uint32_t ran = 0;
   for (;;) {
     std::function<void()> fn;
     {
       std::lock_guard<std::mutex> lock(task_mu_);
-      if (timers_.empty()) return -1;
+      if (!tasks_.empty()) {
+        *next_ms = 0;  // posted since the last round: look at the sockets without sleeping, then run them
+        if (timers_.empty() || timers_.begin()->first > std::chrono::steady_clock::now()) return ran;
+      } else if (timers_.empty()) {
+        *next_ms = -1;
+        return ran;
+      }
       auto it = timers_.begin();
       auto now = std::chrono::steady_clock::now();
       if (it->first > now) {
         auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(it->first - now).count();
-        return static_cast<int>(ms) + 1;
+        *next_ms = static_cast<int>(ms) + 1;  // never wake a millisecond early and find nothing due
+        return ran;
       }
       fn = std::move(it->second.fn);
       timers_.erase(it);
     }
     fn();
+    ++ran;
   }
 }
 
-void Engine::run() {
-  thread_id_.store(std::this_thread::get_id());
-  pthread_setname_np(pthread_self(), "nd-engine");  // tells the threads apart in /proc, top and perf
-  constexpr int kMaxEvents = 64;
-  epoll_event events[kMaxEvents];
-  while (!stop_.load()) {
-    int timeout = run_timers();
-    // Spin with zero timeouts for the configured window before blocking: trades a core for latency.
-    int n = 0;
-    const uint32_t spin = spin_us_.load();
-    if (spin > 0) {
-      auto until = std::chrono::steady_clock::now() + std::chrono::microseconds(spin);
-      do {
-        n = ::epoll_wait(epfd_, events, kMaxEvents, 0);
-      } while (n == 0 && !stop_.load() && std::chrono::steady_clock::now() < until);
+int Engine::next_timeout_ms() {
+  std::lock_guard<std::mutex> lock(task_mu_);
+  if (!tasks_.empty()) return 0;
+  if (timers_.empty()) return -1;
+  auto wait = timers_.begin()->first - std::chrono::steady_clock::now();
+  if (wait <= std::chrono::steady_clock::duration::zero()) return 0;
+  return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()) + 1;
+}
+
+uint32_t Engine::round(int timeout_ms) {
+  int next = -1;
+  uint32_t work = run_timers(&next);
+  if (timeout_ms != 0 && next >= 0 && (timeout_ms < 0 || next < timeout_ms)) timeout_ms = next;
+  PollSet::Ready ready[kReadyBatch];
+  int n = poll_->wait(ready, kReadyBatch, timeout_ms);
+  if (n > 0) {
+    std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);
+    for (int i = 0; i < n; ++i) {
+      auto* h = static_cast<Handler*>(ready[i].tag);
+      if (live_.count(h) == 0) continue;  // removed earlier in this round
+      if (!poll_->still_watching(ready[i].socket, h)) continue;  // the socket was re-registered meanwhile
+      h->on_io(ready[i].events);
+      ++work;
     }
-    if (n == 0) n = ::epoll_wait(epfd_, events, kMaxEvents, timeout);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      break;
-    }
-    bool tasks = false;
-    {
-      std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);
-      for (int i = 0; i < n; ++i) {
-        auto* h = static_cast<Handler*>(events[i].data.ptr);
-        if (h == nullptr) {
-          uint64_t v;
-          while (::read(wakefd_, &v, sizeof v) > 0) {
-          }
-          tasks = true;
-          continue;
-        }
-        if (live_.count(h) == 0) continue;  // removed earlier in this round
-        uint32_t e = 0;
-        if (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLHUP | EPOLLERR)) e |= kRead;
-        if (events[i].events & EPOLLOUT) e |= kWrite;
-        if (events[i].events & (EPOLLRDHUP | EPOLLHUP | EPOLLERR)) e |= kHangup;
-        h->on_io(e);
-      }
-    }
-    if (tasks) run_tasks();
   }
-  run_tasks();  // tasks posted before stop still run (they release references)
+  // Every round, not only after a wake-up: a task never waits for a wake-up that was lost.
+  work += run_tasks();
+  return work;
+}
+
+uint32_t Engine::progress() {
+  std::unique_lock<std::mutex> lock(round_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return 0;
+  const std::thread::id prev = driver_.exchange(std::this_thread::get_id());
+  uint32_t work = round(0);
+  for (int i = 1; i < kTaskPassesPerRound; ++i) {
+    const uint32_t more = run_tasks();
+    if (more == 0) break;
+    work += more;
+  }
+  driver_.store(prev);
+  return work;
+}
+
+void Engine::run() {
+#if defined(__linux__)
+  pthread_setname_np(pthread_self(), "nd-engine");  // tells the threads apart in /proc, top and perf
+#endif
+  std::lock_guard<std::mutex> lock(round_mu_);
+  driver_.store(std::this_thread::get_id());
+  while (!stop_.load()) round(-1);
+  driver_.store(std::thread::id());
+}
+
+void Engine::need_driver() {
+  if (thread_running_.load(std::memory_order_acquire) || external_.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(thread_mu_);
+  if (thread_running_.load() || external_.load() || closing_.load()) return;
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (...) {
+    return;  // no thread: progress waits for the next need (or an external driver)
+  }
+  thread_running_.store(true, std::memory_order_release);
+}
+
+void Engine::stop_thread() {
+  std::lock_guard<std::mutex> lock(thread_mu_);
+  if (!thread_.joinable()) return;
+  stop_.store(true);
+  wake();
+  thread_.join();
+  stop_.store(false);
+  thread_running_.store(false);
+}
+
+HRESULT Engine::set_external_driver(bool external) {
+  if (external) {
+    if (descriptor() < 0) return ND_NOT_SUPPORTED;
+    if (in_engine_thread()) return ND_INVALID_DEVICE_STATE;
+    external_.store(true);
+    stop_thread();
+    return ND_SUCCESS;
+  }
+  external_.store(false);
+  need_driver();  // whatever is registered or queued goes on without the consumer
+  wake();
+  return ND_SUCCESS;
 }
 
 }  // namespace netdirect::soft

@@ -1,7 +1,14 @@
-// The software provider's progress engine: one thread per adapter that behaves like an RNIC's engine.
-// It waits on the adapter's sockets (epoll; IOCP/WSAPoll in a Windows build), reads and places incoming
-// FPDUs, answers Read Requests, continues blocked transmissions, runs connection-setup timers and posted
-// tasks. It progresses independently of whether anyone polls a CQ.
+// The software provider's progress engine: what an RNIC's engine does, for one adapter. It waits on the
+// adapter's sockets (a PollSet: epoll on Linux, WSAPoll on Windows), reads and places incoming FPDUs, answers
+// Read Requests, continues blocked transmissions, runs connection-setup timers and posted tasks.
+//
+// Who drives it: progress runs in rounds (wait for readiness, dispatch handlers, run due tasks and timers), and
+// any one thread at a time may run them. By default the engine's own thread does, started when the adapter
+// first needs progress. A consumer that has a loop of its own (the addon's event-loop mode, through
+// INDProgress in nd/netdirect_ext.h) takes over with set_external_driver(true): the thread stops, the consumer
+// watches descriptor() and calls progress() when it is readable or next_timeout_ms() has passed, so a
+// completion reaches it with no thread hop. set_external_driver(false) hands progress back to the thread.
+// Progress never depends on anyone polling a CQ.
 #ifndef NETDIRECT_SOFT_ENGINE_H_
 #define NETDIRECT_SOFT_ENGINE_H_
 
@@ -16,17 +23,18 @@
 #include <unordered_set>
 #include <vector>
 
+#include "soft/poll_set.h"
 #include "soft/socket.h"
 
 namespace netdirect::soft {
 
 class Engine {
  public:
-  static constexpr uint32_t kRead = 1;
-  static constexpr uint32_t kWrite = 2;
-  static constexpr uint32_t kHangup = 4;  // reported with kRead when the peer closed or the socket failed
+  static constexpr uint32_t kRead = PollSet::kRead;
+  static constexpr uint32_t kWrite = PollSet::kWrite;
+  static constexpr uint32_t kHangup = PollSet::kHangup;
 
-  // An owner of a socket. on_io runs on the engine thread only, never concurrently with itself.
+  // An owner of a socket. on_io runs on the driving thread only, never concurrently with itself.
   class Handler {
    public:
     virtual void on_io(uint32_t events) = 0;
@@ -36,11 +44,11 @@ class Engine {
   };
 
   Engine();
-  ~Engine();  // stops and joins the thread; every handler must have been removed
+  ~Engine();  // stops and joins the thread (if it ran), runs tasks still queued; every handler must be removed
   Engine(const Engine&) = delete;
   Engine& operator=(const Engine&) = delete;
 
-  // Starts the thread; ND_INSUFFICIENT_RESOURCES on failure.
+  // Creates the poll set; ND_INSUFFICIENT_RESOURCES on failure. The thread starts when first needed.
   HRESULT start();
 
   // Registers / changes the interest set (kRead | kWrite, level-triggered) of a socket. Thread-safe.
@@ -51,16 +59,18 @@ class Engine {
   // on_io may take (it waits for the current dispatch round).
   void remove(net::Socket s, Handler* h);
 
-  // Runs fn on the engine thread soon, in posting order. Thread-safe; fn must not block.
+  // Runs fn on the driving thread soon, in posting order. Thread-safe; fn must not block.
   void post(std::function<void()> fn);
-  // Runs fn on the engine thread after `ms` milliseconds unless cancelled. Returns a non-zero id.
+  // Runs fn on the driving thread after `ms` milliseconds unless cancelled. Returns a non-zero id.
   uint64_t add_timer(uint32_t ms, std::function<void()> fn);
   // True if the timer was cancelled before it ran.
   bool cancel_timer(uint64_t id);
 
-  bool in_engine_thread() const { return std::this_thread::get_id() == thread_id_.load(); }
+  // True on the thread that is running a round now (handlers, tasks and timers run there). For the engine's
+  // own thread that is its whole life; for an external driver, the inside of progress().
+  bool in_engine_thread() const { return std::this_thread::get_id() == driver_.load(std::memory_order_relaxed); }
 
-  // Owns `raw` (nullptr stays nullptr) in a shared_ptr whose last release destroys it on this engine's thread,
+  // Owns `raw` (nullptr stays nullptr) in a shared_ptr whose last release destroys it on the driving thread,
   // so an object whose handlers run there is never destroyed under one of them.
   template <typename T>
   std::shared_ptr<T> own_on_engine(T* raw) {
@@ -73,44 +83,49 @@ class Engine {
       }
     });
   }
-  // Busy-poll window in microseconds before the engine blocks (0 = block at once).
-  void set_spin_micros(uint32_t us) { spin_us_.store(us); }
+
+  // ---- Driving from outside (nd/netdirect_ext.h INDProgress) ----
+  // true: the engine's thread stops (joined before this returns; never call it from a round); the caller
+  // drives with progress(). false: the thread takes over again. ND_NOT_SUPPORTED where the poll set has no
+  // descriptor to watch.
+  HRESULT set_external_driver(bool external);
+  bool external_driver() const { return external_.load(std::memory_order_relaxed); }
+  // Readable while a round has something to do (sockets, wake-ups); -1 where the OS offers none.
+  intptr_t descriptor() const { return poll_ ? poll_->descriptor() : -1; }
+  // One round on the calling thread without waiting. Returns the number of socket events, tasks and timers it
+  // ran (0: nothing to do, or another thread is in a round).
+  uint32_t progress();
+  // Milliseconds until the next timer is due: 0 when tasks are queued, -1 when there is nothing.
+  int next_timeout_ms();
 
  private:
-  void run();
+  uint32_t round(int timeout_ms);  // one wait + dispatch + tasks + due timers; caller holds round_mu_
+  void run();                      // the engine thread
+  void need_driver();              // starts the thread unless an external driver has the engine
+  void stop_thread();
   void wake();
-  void run_tasks();
-  int run_timers();  // runs due timers, returns ms until the next (-1 = none; Windows: 0 while tasks wait)
+  uint32_t run_tasks();
+  uint32_t run_timers(int* next_ms);  // runs due timers; *next_ms: until the next one (-1 none, 0 tasks wait)
 
-#ifdef _WIN32
-  // engine_win.cc: WSAPoll over the registered sockets, woken through a loopback UDP socket.
-  struct Watch {
-    Handler* handler;
-    uint32_t events;
-  };
-  std::mutex watch_mu_;
-  std::map<net::Socket, Watch> watches_;  // guarded by watch_mu_
-  net::Socket wake_sock_ = net::kInvalidSocket;
-  std::atomic<bool> wake_pending_{false};  // a wake-up datagram is on its way (or being sent)
-  std::mutex wake_mu_;                     // one send on wake_sock_ at a time (see wake())
-#else
-  int epfd_ = -1;
-  int wakefd_ = -1;
-#endif
+  std::unique_ptr<PollSet> poll_;
+  std::atomic<std::thread::id> driver_{};  // the thread running rounds now (see in_engine_thread)
+  std::mutex round_mu_;                    // held by whoever runs a round: one driver at a time
+  std::mutex thread_mu_;                   // guards thread_ start/stop
   std::thread thread_;
-  std::atomic<std::thread::id> thread_id_{};
-  std::atomic<bool> stop_{false};
-  std::atomic<uint32_t> spin_us_{0};
+  std::atomic<bool> thread_running_{false};
+  std::atomic<bool> external_{false};
+  std::atomic<bool> closing_{false};  // the engine is being destroyed: no new thread
+  std::atomic<bool> stop_{false};  // the thread leaves its loop (engine destroyed, or an external driver took over)
   std::recursive_mutex dispatch_mu_;   // held while handlers run; remove() waits on it
   std::unordered_set<Handler*> live_;  // guarded by dispatch_mu_
   std::mutex task_mu_;
-  std::vector<std::function<void()>> tasks_;
+  std::vector<std::function<void()>> tasks_;  // guarded by task_mu_
   struct Timer {
     uint64_t id;
     std::function<void()> fn;
   };
   std::multimap<std::chrono::steady_clock::time_point, Timer> timers_;  // guarded by task_mu_
-  uint64_t next_timer_id_ = 1;
+  uint64_t next_timer_id_ = 1;                                         // guarded by task_mu_
 };
 
 }  // namespace netdirect::soft
