@@ -1,8 +1,21 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 
+// The suites that move data and settle requests run once per completion mode that delivers promises by itself:
+// 'loop' (the default on Linux: NETDIRECT_COMPLETION unset means 'auto') and 'thread'. Child processes the tests
+// start (peers, lifecycle fixtures) inherit NETDIRECT_COMPLETION, so both ends run in the project's mode.
+// 'manual' mode (promises settle only inside cq.poll()) has its own cases in test/poller.test.ts.
+const COMPLETION_SUITES = [
+  'test/data.test.ts',
+  'test/access.test.ts',
+  'test/lifecycle.test.ts',
+  'test/lifetime.test.ts',
+  'test/misc.test.ts',
+  'test/poller.test.ts',
+  'test/keepalive.test.ts',
+];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     // The siw interop tier has its own config (test/interop/vitest.interop.config.mts, `npm run test:interop`).
     exclude: [...configDefaults.exclude, 'test/interop/**'],
     // Native addons and threads do not mix (vitest docs: segfaults in the `threads` pool): one child process per file.
@@ -14,5 +27,9 @@ export default defineConfig({
     watch: false,
     // CI also writes a JSON report, from which .ci/run prints a plain "N passed, N failed" line.
     reporters: process.env.CI ? ['default', ['json', { outputFile: 'build/vitest-report.json' }]] : ['default'],
+    projects: [
+      { extends: true, test: { name: 'default', include: ['test/**/*.test.ts'] } },
+      { extends: true, test: { name: 'thread', include: COMPLETION_SUITES, env: { NETDIRECT_COMPLETION: 'thread' } } },
+    ],
   },
 });

@@ -53,6 +53,7 @@ Napi::Function Adapter::Init(Napi::Env env) {
                      {
                          InstanceAccessor<&Adapter::GetInfo>("info"),
                          InstanceAccessor<&Adapter::GetProvider>("provider"),
+                         InstanceAccessor<&Adapter::GetCompletion>("completion"),
                          InstanceMethod<&Adapter::QueryAddressList>("queryAddressList"),
                          InstanceMethod<&Adapter::CreateCompletionQueue>("createCompletionQueue"),
                          InstanceMethod<&Adapter::CreateQueuePair>("createQueuePair"),
@@ -66,13 +67,14 @@ Napi::Function Adapter::Init(Napi::Env env) {
                      });
 }
 
-// new Adapter(provider, address, mode, spinMicros, scratch, onBatch)
+// new Adapter(provider, address, mode (CompletionMode), spinMicros, scratch, onBatch)
 Adapter::Adapter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Adapter>(info) {
   Napi::Env env = info.Env();
   const char* op = "openAdapter";
   std::string spec = ArgString(info, 0, op, "provider");
   std::string address = ArgString(info, 1, op, "address");
-  manual_ = ArgU32(info, 2) == 1;
+  const uint32_t modeArg = ArgU32(info, 2);
+  if (modeArg > kModeAuto) ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "unknown completion mode");
   const uint32_t spinMicros = ArgU32(info, 3);
   if (!info[4].IsTypedArray() || info[4].As<Napi::TypedArray>().TypedArrayType() != napi_float64_array)
     ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "scratch must be a Float64Array");
@@ -114,14 +116,42 @@ Adapter::Adapter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Adapter>(inf
     size_t byteOffset = 0;
     napi_get_typedarray_info(env, scratch, &type, &scratchLength_, &data, &buffer, &byteOffset);
     scratchData_ = static_cast<const double*>(data);
-    tsfn_ = Tsfn::New(env, info[5].As<Napi::Function>(), "netdirect.completions", 0, 1, this);
-    tsfnLive_ = true;
-    tsfn_.Unref(env);  // nothing pending yet: an idle adapter does not keep the process alive
-    poller_.reset(new Poller(&Adapter::Deliver, this, spinMicros, !manual_));
+    mode_ = modeArg == kModeManual ? kModeManual : kModeThread;
+    std::string loopWhy;
+    if (modeArg == kModeLoop || modeArg == kModeAuto) {
+      UINT64 fd = 0;
+      if (!LoopWatch::Supported()) {
+        loopWhy = "this build of the addon cannot reach the event loop (no libuv symbols on this platform)";
+      } else if (FAILED(nd_->QueryInterface(IID_INDProgress, progress_.put())) || !progress_) {
+        loopWhy = "the provider '" + provider_ + "' cannot be driven from the event loop (it has no INDProgress)";
+      } else {
+        if (FAILED(progress_->GetDescriptor(&fd))) {
+          loopWhy = "the provider has no descriptor to watch on this platform";
+          progress_.reset();
+        } else {
+          mode_ = kModeLoop;
+        }
+      }
+      if (modeArg == kModeLoop && mode_ != kModeLoop)
+        ThrowNdError(env, "ND_NOT_SUPPORTED", ND_NOT_SUPPORTED, op, "completion 'loop' is not available: " + loopWhy);
+    }
+    poller_.reset(new Poller(&Adapter::Deliver, this, spinMicros, mode_ != kModeManual));
     const char* pollerWhy = nullptr;
-    if (!poller_->Start(file_, &pollerWhy))
+    if (!poller_->Start(file_, mode_ != kModeLoop, &pollerWhy))
       ThrowNdError(env, "ND_INSUFFICIENT_RESOURCES", ND_INSUFFICIENT_RESOURCES, op, pollerWhy);
+    if (mode_ == kModeLoop) {
+      const char* why = nullptr;
+      if (!StartLoop(env, &why))
+        ThrowNdError(env, "ND_INSUFFICIENT_RESOURCES", ND_INSUFFICIENT_RESOURCES, op,
+                     std::string("event-loop completions: ") + why);
+      onBatch_ = Napi::Persistent(info[5].As<Napi::Function>());
+    } else {
+      tsfn_ = Tsfn::New(env, info[5].As<Napi::Function>(), "netdirect.completions", 0, 1, this);
+      tsfnLive_ = true;
+      tsfn_.Unref(env);  // nothing pending yet: an idle adapter does not keep the process alive
+    }
   } catch (...) {
+    StopLoop();
     poller_.reset();
     if (tsfnLive_) tsfn_.Abort();
     tsfnLive_ = false;
@@ -158,7 +188,15 @@ void Adapter::RemoveChild(Child* child) { children_[child->childKind()].erase(ch
 void Adapter::SubPending(uint64_t n) {
   if (n == 0 || pending_ == 0) return;
   pending_ = n >= pending_ ? 0 : pending_ - n;
-  if (pending_ == 0) tsfn_.Unref(Env());
+  if (pending_ == 0) KeepLoopAlive(false);
+}
+
+void Adapter::KeepLoopAlive(bool on) {
+  if (loop_) {
+    loop_->SetRef(on);
+  } else if (tsfnLive_) {
+    on ? tsfn_.Ref(Env()) : tsfn_.Unref(Env());
+  }
 }
 
 uint32_t Adapter::FinishOverlapped(Napi::Env env, OvRecord* r, HRESULT hr, const char* operation) {
@@ -266,10 +304,66 @@ void Adapter::OnBatch(Napi::Env env, Napi::Function callback, Batch* batch) {
   Napi::Uint32Array records = Napi::Uint32Array::New(env, words);
   std::memcpy(records.Data(), batch->words.data(), words * sizeof(uint32_t));
   try {
-    callback.Call({records});
+    if (asyncContext_) {
+      // From libuv, not from JS: a callback scope of our own, so promise reactions run when it returns.
+      callback.MakeCallback(env.Global(), {records}, *asyncContext_);
+    } else {
+      callback.Call({records});
+    }
   } catch (const Napi::Error& e) {
-    e.ThrowAsJavaScriptException();  // surfaces as an uncaught exception, as for any callback
+    if (asyncContext_)
+      napi_fatal_exception(env, e.Value());  // nobody to throw to: the process's 'uncaughtException'
+    else
+      e.ThrowAsJavaScriptException();  // surfaces as an uncaught exception, as for any callback
   }
+}
+
+// ---- event-loop mode -------------------------------------------------------------------------------------
+
+bool Adapter::StartLoop(Napi::Env env, const char** why) {
+  UINT64 progressFd = 0;
+  if (FAILED(progress_->GetDescriptor(&progressFd))) {
+    *why = "the provider's descriptor went away";
+    return false;
+  }
+  const int fds[2] = {static_cast<int>(progressFd), poller_->Descriptor()};
+  if (fds[1] < 0) {
+    *why = "the completion port has no descriptor";
+    return false;
+  }
+  loop_.reset(new LoopWatch());
+  if (!loop_->Start(env, fds, 2, &Adapter::OnLoopReady, this, why)) return false;
+  if (FAILED(progress_->SetExternalDriver(TRUE))) {
+    *why = "the provider refused to be driven from the event loop";
+    return false;
+  }
+  asyncContext_.reset(new Napi::AsyncContext(env, "netdirect.completions"));
+  loop_->SetTimeout(0);  // a first round at once: whatever the provider queued while opening
+  return true;
+}
+
+// Hands progress back to the provider's own thread and closes the loop's handles. Idempotent.
+void Adapter::StopLoop() {
+  if (progress_) progress_->SetExternalDriver(FALSE);
+  progress_.reset();
+  loop_.reset();  // closes the handles
+  asyncContext_.reset();
+}
+
+// The loop found work (a descriptor readable, or the provider's deadline): progress, drain the port, deliver.
+void Adapter::OnLoopReady(void* ctx) {
+  auto* self = static_cast<Adapter*>(ctx);
+  if (self->closed_ || !self->progress_) return;
+  self->progress_->Progress(nullptr);
+  Batch* batch = self->poller_->RunOnce();
+  DWORD ms = INFINITE;
+  self->progress_->GetNextTimeout(&ms);
+  self->loop_->SetTimeout(ms == INFINITE ? -1 : static_cast<int>(ms));
+  if (batch->empty()) return;
+  Napi::Env env = self->Env();
+  Napi::HandleScope scope(env);
+  // Last: the callback (and the promise reactions after it) may close this adapter.
+  self->OnBatch(env, self->onBatch_.Value(), batch);
 }
 
 // ---- teardown --------------------------------------------------------------------------------------------
@@ -277,6 +371,8 @@ void Adapter::OnBatch(Napi::Env env, Napi::Function callback, Batch* batch) {
 void Adapter::Teardown(bool envExit) {
   if (closed_) return;
   closed_ = true;
+  // Event-loop mode: the provider's own thread finishes what the teardown starts (this thread stops driving).
+  StopLoop();
   // Stop asynchronous connection work first, then close children in the dependency order.
   for (ChildKind k : {kChildConnector, kChildListener}) {
     for (Child* c : std::vector<Child*>(children_[k].begin(), children_[k].end())) c->CancelAll();
@@ -384,6 +480,13 @@ Napi::Value Adapter::Stats(const Napi::CallbackInfo& info) {
   o.Set("wakeups", Napi::Number::New(env, poller_ ? static_cast<double>(poller_->wakeups()) : 0.0));
   o.Set("pending", Napi::Number::New(env, static_cast<double>(pending_)));
   return o;
+}
+
+Napi::Value Adapter::GetCompletion(const Napi::CallbackInfo& info) {
+  if (!HasTag(info.This(), kTag))
+    ThrowMisuse(info.Env(), "ERR_ND_FOREIGN_OBJECT", "completion", "receiver is not a netdirect Adapter object");
+  static const char* const kNames[] = {"thread", "manual", "loop"};
+  return Napi::String::New(info.Env(), kNames[mode_ <= kModeLoop ? static_cast<int>(mode_) : 0]);
 }
 
 // ---- children --------------------------------------------------------------------------------------------

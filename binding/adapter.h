@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "addon.h"
+#include "event_loop.h"
 #include "nd/nd2.h"
 #include "nd_ptr.h"
 #include "poller.h"
@@ -128,6 +129,14 @@ struct RegionSlot {
   bool inUse = false;
 };
 
+// Who delivers completions (AdapterOptions.completion; docs/threads.md). The values cross from lib/adapter.ts.
+enum CompletionMode : uint32_t {
+  kModeThread = 0,  // the poller thread, then a thread-safe function
+  kModeManual = 1,  // only cq.poll() on the JS thread
+  kModeLoop = 2,    // the JS thread's event loop runs the provider's progress and the poller (event_loop.h)
+  kModeAuto = 3,    // constructor argument only: kModeLoop where the provider offers it, else kModeThread
+};
+
 class Adapter : public Napi::ObjectWrap<Adapter> {
  public:
   static constexpr napi_type_tag kTag = tags::kAdapter;
@@ -143,14 +152,21 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   IND2Adapter* nd() const { return nd_.get(); }
   HANDLE file() const { return file_; }
   Poller* poller() const { return poller_.get(); }
-  bool manual() const { return manual_; }
+  bool manual() const { return mode_ == kModeManual; }
+  bool loopMode() const { return mode_ == kModeLoop; }
+  // Event-loop mode: one non-blocking round of the provider's progress on the JS thread (cq.poll() of an empty
+  // CQ uses it, so a loop that spins on cq.poll() is never starved). Completions it produces reach JS through
+  // the next loop turn (or the cq.poll() that asked).
+  void ProgressInline() {
+    if (progress_) progress_->Progress(nullptr);
+  }
 
   void AddChild(Child* child);
   void RemoveChild(Child* child);
 
   // Pending requests (JS thread): the TSFN, and so the event loop, is referenced while > 0.
   void AddPending() {
-    if (pending_++ == 0) tsfn_.Ref(Env());
+    if (pending_++ == 0) KeepLoopAlive(true);
   }
   void SubPending(uint64_t n);
 
@@ -173,6 +189,10 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
 
  private:
   static void CallJs(Napi::Env env, Napi::Function callback, Adapter* self, Batch* batch);
+  static void OnLoopReady(void* ctx);
+  void KeepLoopAlive(bool on);
+  bool StartLoop(Napi::Env env, const char** why);
+  void StopLoop();
   static bool Deliver(void* ctx, Batch* batch);
   static void EnvCleanup(void* arg);
   void OnBatch(Napi::Env env, Napi::Function callback, Batch* batch);
@@ -189,6 +209,7 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   Napi::Value CreateConnector(const Napi::CallbackInfo& info);
   Napi::Value CreateListener(const Napi::CallbackInfo& info);
   Napi::Value Stats(const Napi::CallbackInfo& info);
+  Napi::Value GetCompletion(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
 
   void RequireOpen(const Napi::CallbackInfo& info, const char* operation);
@@ -202,7 +223,12 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   bool tsfnLive_ = false;
   bool hookAdded_ = false;
   bool closed_ = true;  // until the constructor succeeded
-  bool manual_ = false;
+  CompletionMode mode_ = kModeThread;
+  // Event-loop mode:
+  NdPtr<INDProgress> progress_;  // the provider's progress, driven by this thread (nullptr: none to drive)
+  std::unique_ptr<LoopWatch> loop_;
+  Napi::FunctionReference onBatch_;
+  std::unique_ptr<Napi::AsyncContext> asyncContext_;
   std::string provider_;
   ND2_ADAPTER_INFO info_{};
   Napi::Reference<Napi::Float64Array> scratch_;  // keeps scratchData_ alive

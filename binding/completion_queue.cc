@@ -78,6 +78,13 @@ Napi::Value CompletionQueue::Poll(const Napi::CallbackInfo& info) {
     if (n < want) break;
   }
   if (hint != nullptr) hint->SetPollingThread(FALSE);
+  if (got == 0 && max > 0 && adapter_->loopMode()) {
+    // Event-loop mode and nothing here: a loop spinning on poll() drives the provider itself (the event loop
+    // cannot while this thread spins), then looks once more.
+    adapter_->ProgressInline();
+    const ULONG n = cq_->GetResults(results, std::min<ULONG>(kChunk, max));
+    for (ULONG i = 0; i < n; ++i) Poller::AppendResult(results[i], &batch, state_);
+  }
   adapter_->SubPending(batch.counted);
   if (batch.words.empty()) {
     // Length 0: nothing to mutate, so one shared array serves every empty poll.

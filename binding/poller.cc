@@ -64,7 +64,7 @@ Poller::Poller(DeliverFn deliver, void* ctx, uint32_t spinMicros, bool armCqs)
 
 Poller::~Poller() { Stop(); }
 
-bool Poller::Start(HANDLE file, const char** why) {
+bool Poller::Start(HANDLE file, bool ownThread, const char** why) {
   port_ = CreateIoCompletionPort(INVALID_HANDLE_VALUE, nullptr, 0, 1);
   if (port_ == nullptr) {
     *why = "CreateIoCompletionPort failed";
@@ -76,6 +76,7 @@ bool Poller::Start(HANDLE file, const char** why) {
     port_ = nullptr;
     return false;
   }
+  if (!ownThread) return true;
 #ifdef NETDIRECT_HAVE_UV
   if (uv_thread_create(&thread_, &Poller::ThreadMain, this) != 0) {
     *why = "uv_thread_create failed";
@@ -97,6 +98,12 @@ void Poller::Stop() {
     thread_.join();
 #endif
     started_ = false;
+  } else if (port_ != nullptr && !stopping_) {
+    // No thread: the stop runs here, with the same bounded wait for cancelled requests.
+    deliver_ = nullptr;
+    spinMicros_ = 0;
+    PostQueuedCompletionStatus(port_, 0, kStopKey, nullptr);
+    Run();
   }
   if (port_ != nullptr) {
     CloseHandle(port_);
@@ -112,6 +119,29 @@ void Poller::AddCq(CqState* cq) {
 void Poller::RemoveCq(CqState* cq) { PostQueuedCompletionStatus(port_, 0, kRemoveCqKey, &cq->ov); }
 
 void Poller::ThreadMain(void* arg) { static_cast<Poller*>(arg)->Run(); }
+
+Batch* Poller::RunOnce() {
+  if (loopBatch_.words.capacity() > kFlushWords) loopBatch_.words = std::vector<uint32_t>();  // after a burst
+  loopBatch_.words.clear();
+  loopBatch_.mrUpdates.clear();
+  loopBatch_.counted = 0;
+  OVERLAPPED_ENTRY entries[kPortBatch];
+  ULONG n = 0;
+  while (GetQueuedCompletionStatusEx(port_, entries, kPortBatch, &n, 0, FALSE) && n > 0) {
+    wakeups_.fetch_add(1, std::memory_order_relaxed);
+    for (ULONG i = 0; i < n; ++i) Handle(entries[i], &loopBatch_);
+    if (n < kPortBatch) break;
+  }
+  return &loopBatch_;
+}
+
+int Poller::Descriptor() {
+#ifdef _WIN32
+  return -1;
+#else
+  return NdCompatPortDescriptor(port_);
+#endif
+}
 
 void Poller::AppendResult(const ND2_RESULT& r, Batch* batch, CqState* cq) {
   const uint64_t ctx = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(r.RequestContext));
@@ -247,7 +277,7 @@ void Poller::Flush(std::unique_ptr<Batch>* batch) {
     return;
   }
   Batch* b = batch->release();
-  if (!deliver_(ctx_, b)) delete b;
+  if (deliver_ == nullptr || !deliver_(ctx_, b)) delete b;
   batch->reset(new Batch());
 }
 

@@ -1,7 +1,11 @@
-// The completion poller: one thread per adapter (a libuv thread) that owns an I/O completion port. The
-// adapter's overlapped file is associated with the port, so every pending overlapped request (registration,
-// connection management, CQ notification) ends as one packet there. The thread turns packets and drained CQ
-// entries into completion records and hands them to the JS thread in batches (one call per batch).
+// The completion poller: owns the adapter's I/O completion port. The adapter's overlapped file is associated with
+// the port, so every pending overlapped request (registration, connection management, CQ notification) ends as
+// one packet there. The poller turns packets and drained CQ entries into completion records, in batches.
+// Who runs it (docs/threads.md):
+//  * thread mode: a thread of its own (a libuv thread) blocks on the port and hands each batch to the JS thread
+//    through a thread-safe function (one call per batch);
+//  * event-loop mode: the JS thread runs RunOnce() when the port's descriptor is readable (event_loop.h) and
+//    delivers the batch itself — no thread at all.
 #ifndef NETDIRECT_POLLER_H_
 #define NETDIRECT_POLLER_H_
 
@@ -13,24 +17,7 @@
 #include "nd/nd2.h"
 #include "nd/netdirect_ext.h"
 
-// The poller is a libuv thread. node-api-headers ship no uv.h, but Node exports libuv's symbols to
-// addons; on POSIX uv_thread_t is pthread_t, so the two thread functions are declared here. The Windows
-// import library (node.lib from node-api-headers' .def) has no libuv symbols: std::thread there.
-#if defined(__has_include)
-#if __has_include(<uv.h>)
-#include <uv.h>
-#define NETDIRECT_HAVE_UV 1
-#endif
-#endif
-#if !defined(NETDIRECT_HAVE_UV) && !defined(_WIN32)
-#include <pthread.h>
-extern "C" {
-typedef pthread_t uv_thread_t;
-int uv_thread_create(uv_thread_t* tid, void (*entry)(void* arg), void* arg);
-int uv_thread_join(uv_thread_t* tid);
-}
-#define NETDIRECT_HAVE_UV 1
-#endif
+#include "uv_min.h"  // the poller is a libuv thread where Node exports libuv (std::thread otherwise)
 #ifndef NETDIRECT_HAVE_UV
 #include <thread>
 #endif
@@ -122,10 +109,16 @@ class Poller {
   Poller(const Poller&) = delete;
   Poller& operator=(const Poller&) = delete;
 
-  // Creates the port, associates `file` with it and starts the thread. false: *why says what failed.
-  bool Start(HANDLE file, const char** why);
-  // Posts the stop packet and joins. Requests still pending are waited for (bounded), then abandoned.
+  // Creates the port, associates `file` with it and, with ownThread, starts the thread. false: *why says what
+  // failed. Without a thread, deliver is never called: the owner runs RunOnce() and delivers what it returns.
+  bool Start(HANDLE file, bool ownThread, const char** why);
+  // Posts the stop packet and joins the thread (or, without one, runs the stop on the calling thread).
+  // Requests still pending are waited for (bounded), then abandoned; nothing is delivered after Stop began.
   void Stop();
+  // No thread: handles every packet queued now, without waiting; the records for the JS thread.
+  Batch* RunOnce();
+  // Readable while packets are queued (for an event loop); -1 where the port has no such descriptor.
+  int Descriptor();
 
   HANDLE port() const { return port_; }
   bool armsCqs() const { return armCqs_; }
@@ -163,7 +156,8 @@ class Poller {
   uint32_t spinMicros_;
   bool armCqs_;
   HANDLE port_ = nullptr;
-  bool started_ = false;
+  bool started_ = false;  // the thread runs
+  Batch loopBatch_;       // RunOnce()'s records, reused
 #ifdef NETDIRECT_HAVE_UV
   uv_thread_t thread_{};
 #else

@@ -36,8 +36,19 @@ import { Listener, type ListenOptions } from './listener.js';
 export interface AdapterOptions {
   /** 'auto' (default): system ND v2 providers on Windows, else 'soft'; 'soft'; a provider name; a DLL path. */
   provider?: string;
-  /** 'thread' (default): a libuv poller thread delivers completions; 'manual': only cq.poll() does. */
-  completion?: 'thread' | 'manual';
+  /**
+   * Who delivers completions and drives the provider (default 'auto', or the NETDIRECT_COMPLETION environment
+   * variable when the option is absent):
+   * - 'loop': the JS thread's event loop watches the provider and settles requests itself, with no thread hop —
+   *   the way Node's own sockets work. Needs a provider that can be driven from the loop (the built-in one on
+   *   Linux). A JS thread that blocks (a synchronous spin on memory) also stalls the adapter's progress: yield to
+   *   the loop, or call cq.poll(), which drives the provider when the CQ is empty.
+   * - 'thread': a poller thread waits for completions and hands them to the JS thread in batches; the provider
+   *   progresses on its own thread. Works with every provider.
+   * - 'manual': only cq.poll() dequeues completions (promises settle inside poll()); for busy-polling loops.
+   * - 'auto': 'loop' where the provider offers it, else 'thread'. `adapter.completion` tells which was chosen.
+   */
+  completion?: CompletionOption;
   /**
    * Busy-poll window of the poller thread before it sleeps, in microseconds (default 0). While it spins, a
    * provider that supports it (the built-in one does) makes progress on the poller thread itself, so a message
@@ -45,6 +56,12 @@ export interface AdapterOptions {
    */
   spinMicros?: number;
 }
+
+/** How an adapter's completions are delivered (AdapterOptions.completion). */
+export type CompletionMode = 'loop' | 'thread' | 'manual';
+export type CompletionOption = CompletionMode | 'auto';
+/** The addon's CompletionMode values (binding/adapter.h). */
+const NATIVE_MODES: Record<CompletionOption, number> = { thread: 0, manual: 1, loop: 2, auto: 3 };
 
 /** ND2_ADAPTER_INFO.AdapterFlags, raw and decoded. */
 export interface AdapterFlags {
@@ -97,7 +114,8 @@ export class Adapter implements AsyncDisposable {
   readonly address: string;
   readonly provider: string;
   readonly info: AdapterInfo;
-  readonly completion: 'thread' | 'manual';
+  /** The completion mode in use ('auto' resolved). */
+  readonly completion: CompletionMode;
   /** @internal */ readonly _native: NativeAdapter;
   /** @internal */ readonly _scratch = new Float64Array(3 * SCRATCH_SGES);
   /** @internal */ readonly _requests = new RequestTable();
@@ -115,15 +133,15 @@ export class Adapter implements AsyncDisposable {
   private _unknownRecords = 0;
 
   /** @internal Use openAdapter(). */
-  constructor(binding: NativeBinding, address: string, provider: string, completion: 'thread' | 'manual', spinMicros: number) {
-    this.completion = completion;
+  constructor(binding: NativeBinding, address: string, provider: string, completion: CompletionOption, spinMicros: number) {
     this.address = address;
     // The addon keeps a pointer to the scratch bytes: they must never be detached.
     markAsUntransferable(this._scratch.buffer);
     // The callback only reaches this adapter through a closure the addon holds while it is open.
-    this._native = new binding.Adapter(provider, address, completion === 'manual' ? 1 : 0, spinMicros, this._scratch, (records) =>
+    this._native = new binding.Adapter(provider, address, NATIVE_MODES[completion], spinMicros, this._scratch, (records) =>
       this._onBatch(records),
     );
+    this.completion = this._native.completion;
     this.provider = this._native.provider;
     const raw = this._native.info;
     this.info = Object.freeze({ ...raw, adapterFlags: decodeAdapterFlags(raw.adapterFlags) });

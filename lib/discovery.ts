@@ -6,7 +6,7 @@ import { lookup } from 'node:dns/promises';
 import { binding as loaded } from './binding.js';
 import type { NativeBinding } from './native.js';
 import { ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, NdError, asNdError, callerStack, errorFactory, misuse } from './errors.js';
-import { Adapter, checkOptions, type AdapterOptions } from './adapter.js';
+import { Adapter, checkOptions, type AdapterOptions, type CompletionOption } from './adapter.js';
 import { checkIndex, describe } from './memory-region.js';
 
 export interface ProviderInfo {
@@ -66,6 +66,22 @@ export async function listAddresses(options: { provider?: string } = {}): Promis
   }
 }
 
+const COMPLETION_MODES = ['auto', 'loop', 'thread', 'manual'] as const;
+
+/**
+ * The completion mode asked for: the option, else the NETDIRECT_COMPLETION environment variable (so a whole
+ * program or test run can be switched without code changes), else 'auto'.
+ */
+function completionOf(option: unknown, op: string): CompletionOption {
+  const fromEnv = process.env.NETDIRECT_COMPLETION;
+  const value = option ?? (fromEnv === undefined || fromEnv === '' ? 'auto' : fromEnv);
+  if (!(COMPLETION_MODES as readonly unknown[]).includes(value)) {
+    const where = option === undefined ? 'NETDIRECT_COMPLETION' : 'completion';
+    throw misuse(ERR_ND_INVALID_ARGUMENT, op, `${where} must be one of ${COMPLETION_MODES.map((m) => `'${m}'`).join(', ')}, got ${describe(value)}`);
+  }
+  return value as CompletionOption;
+}
+
 /** Opens the adapter that serves `address` (a local IPv4/IPv6 address, or a name that resolves to one). */
 export async function openAdapter(address: string, options: AdapterOptions = {}): Promise<Adapter> {
   const op = 'openAdapter';
@@ -75,10 +91,7 @@ export async function openAdapter(address: string, options: AdapterOptions = {})
     }
     checkOptions(options, op);
     const provider = providerOf(options.provider, op);
-    const completion = options.completion ?? 'thread';
-    if (completion !== 'thread' && completion !== 'manual') {
-      throw misuse(ERR_ND_INVALID_ARGUMENT, op, `completion must be 'thread' or 'manual', got ${describe(completion)}`);
-    }
+    const completion = completionOf(options.completion, op);
     const spinMicros = options.spinMicros === undefined ? 0 : checkIndex(options.spinMicros, 'spinMicros', op);
     if (spinMicros > 1_000_000) throw misuse(ERR_ND_OUT_OF_RANGE, op, `spinMicros must be at most 1000000, got ${spinMicros}`);
     let host = address.startsWith('[') && address.endsWith(']') ? address.slice(1, -1) : address;

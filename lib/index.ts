@@ -9,6 +9,8 @@ export {
   type AdapterInfo,
   type AdapterFlags,
   type AdapterStats,
+  type CompletionMode,
+  type CompletionOption,
   type RequestType,
 } from './adapter.js';
 export { CompletionQueue, type Completion, type RawCompletion } from './completion-queue.js';

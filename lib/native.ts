@@ -14,8 +14,9 @@
 //   [id, status, bytes, kind, qpId]
 // kind: 0..5 = ND2_REQUEST_TYPE (receive, send, bind, invalidate, read, write) for CQ completions;
 //       16.. = Kind.* below for overlapped completions (qpId 0).
-// With completion 'thread' the adapter's poller thread (a libuv thread) drains the CQs and calls the
-// adapter's onBatch callback once per batch on the JS thread. With 'manual', CQ completions are only
+// With completion 'loop' the JS thread's event loop runs the provider's progress and the poller and calls
+// onBatch from libuv (binding/event_loop.h). With 'thread' the adapter's poller thread (a libuv thread) drains
+// the CQs and calls the adapter's onBatch callback once per batch on the JS thread. With 'manual', CQ completions are only
 // returned by cq.poll(); overlapped completions still arrive through onBatch.
 
 export const RECORD_WORDS = 5;
@@ -90,6 +91,7 @@ export interface NativeAdapterStats {
 export interface NativeAdapter {
   readonly info: NativeAdapterInfo;
   readonly provider: string; // provider name actually used ('soft', or the system provider's name)
+  readonly completion: 'loop' | 'thread' | 'manual'; // the mode in use (mode 3 'auto' resolved)
   /** Local addresses this adapter serves (IND2Adapter::QueryAddressList). */
   queryAddressList(): string[];
   createCompletionQueue(depth: number): NativeCompletionQueue;
@@ -216,7 +218,8 @@ export interface NativeListener {
 export interface NativeAdapterConstructor {
   /**
    * Opens the adapter that serves `address` (NdOpenAdapter semantics) from `provider` ('soft', 'auto', a
-   * provider name from listProviders(), or a DLL path). mode 0 = 'thread', 1 = 'manual'. scratch is the
+   * provider name from listProviders(), or a DLL path). mode 0 = 'thread', 1 = 'manual', 2 = 'loop' (fails
+   * with ND_NOT_SUPPORTED where the provider cannot be driven from the event loop), 3 = 'auto'. scratch is the
    * Float64Array (3 * maxSge entries at least) that post()/receive() read SGE triples from.
    */
   new (

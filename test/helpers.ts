@@ -2,7 +2,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
 import { expect } from 'vitest';
-import { NdError, openAdapter, type Adapter, type CompletionQueue, type Connector, type QueuePair } from '../lib/index';
+import { NdError, openAdapter, type Adapter, type CompletionOption, type CompletionQueue, type Connector, type QueuePair } from '../lib/index';
 
 export const fixtures = path.join(__dirname, 'fixtures');
 export const root = path.resolve(__dirname, '..');
@@ -108,8 +108,9 @@ export async function connectToPeer(
   return { qp, connector, accepted };
 }
 
-export async function openLocal(completion: 'thread' | 'manual' = 'thread'): Promise<{ adapter: Adapter; cq: CompletionQueue }> {
-  const adapter = await openAdapter('127.0.0.1', { completion });
+/** An adapter on 127.0.0.1 in `completion` mode (default: the run's mode, NETDIRECT_COMPLETION or 'auto'). */
+export async function openLocal(completion?: CompletionOption): Promise<{ adapter: Adapter; cq: CompletionQueue }> {
+  const adapter = await openAdapter('127.0.0.1', completion === undefined ? {} : { completion });
   const cq = adapter.createCompletionQueue({ depth: 2048 });
   return { adapter, cq };
 }

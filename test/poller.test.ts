@@ -34,9 +34,18 @@ async function pollUntil(cq: CompletionQueue, done: () => boolean, out: RawCompl
   return out;
 }
 
-describe("completion: 'thread'", () => {
+describe.each(['loop', 'thread'] as const)("completion: '%s'", (mode) => {
+  it('is the mode the adapter reports', async () => {
+    const { adapter } = await openLocal(mode);
+    try {
+      expect(adapter.completion).toBe(mode);
+    } finally {
+      await adapter.close();
+    }
+  });
+
   it('delivers many completions per JS-thread crossing', async () => {
-    const { adapter, cq } = await openLocal('thread');
+    const { adapter, cq } = await openLocal(mode);
     try {
       const { qp } = await connectToPeer(adapter, cq, peer, address);
       const mr = await adapter.allocateMemory(64 * 1024);
@@ -56,7 +65,7 @@ describe("completion: 'thread'", () => {
   });
 
   it('raw completions of qp.post() wait for cq.poll()', async () => {
-    const { adapter, cq } = await openLocal('thread');
+    const { adapter, cq } = await openLocal(mode);
     try {
       const { qp } = await connectToPeer(adapter, cq, peer, address);
       const mr = await adapter.allocateMemory(4096);
@@ -68,6 +77,50 @@ describe("completion: 'thread'", () => {
       expect(got).toEqual([{ type: 'write', status: 0, bytes: 100, context: 7, qp }]);
     } finally {
       await adapter.close();
+    }
+  });
+});
+
+describe("completion: 'loop'", () => {
+  it("is what 'auto' chooses with the built-in provider on Linux", async () => {
+    const adapter = await openAdapter('127.0.0.1', { completion: 'auto', provider: 'soft' });
+    try {
+      expect(adapter.completion).toBe(process.platform === 'win32' ? 'thread' : 'loop');
+    } finally {
+      await adapter.close();
+    }
+  });
+
+  it('a synchronous loop over cq.poll() drives the provider itself: no yield to the event loop needed', async () => {
+    const { adapter, cq } = await openLocal('loop');
+    try {
+      const { qp } = await connectToPeer(adapter, cq, peer, address);
+      const mr = await adapter.allocateMemory(4096);
+      fillSegments(mr.buffer, [{ offset: 0, length: 512 }], 11);
+      qp.post('write', mr.slice(0, 512), remote, { context: 'w' });
+      qp.post('read', mr.slice(1024, 512), remote, { context: 'r' });
+      const got: RawCompletion[] = [];
+      const deadline = Date.now() + 10_000;
+      while (got.length < 2 && Date.now() < deadline) got.push(...cq.poll(16)); // never yields
+      expect(got.map((c) => [c.context, c.status, c.bytes])).toEqual([
+        ['w', 0, 512],
+        ['r', 0, 512],
+      ]);
+      expect(checkSegments(mr.buffer, [{ offset: 1024, length: 512 }], 11)).toBe(-1);
+    } finally {
+      await adapter.close();
+    }
+  });
+
+  it('an unknown mode, or one the environment names wrongly, is refused with the choices', async () => {
+    expect((await ndError(openAdapter('127.0.0.1', { completion: 'poll' as never }))).message).toMatch(/'auto', 'loop', 'thread', 'manual'/);
+    const saved = process.env.NETDIRECT_COMPLETION;
+    process.env.NETDIRECT_COMPLETION = 'fast';
+    try {
+      expect((await ndError(openAdapter('127.0.0.1'))).message).toMatch(/NETDIRECT_COMPLETION must be one of/);
+    } finally {
+      if (saved === undefined) delete process.env.NETDIRECT_COMPLETION;
+      else process.env.NETDIRECT_COMPLETION = saved;
     }
   });
 });

@@ -9,7 +9,9 @@
 #endif
 
 #include <netinet/in.h>
+#include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
@@ -150,12 +152,29 @@ struct Port : Object {
   std::deque<OVERLAPPED_ENTRY> queue;
   std::atomic<int> refs{1};  // the port handle plus one per associated file
   bool closed = false;
+  // Readable while packets are queued, once NdCompatPortDescriptor asked for it (an event loop watches it
+  // instead of a thread blocking in GetQueuedCompletionStatus). Written on empty -> non-empty, drained when a
+  // dequeue finds the queue empty (guarded by mu).
+  int fd = -1;
   Port() : Object(Kind::kPort) {}
+  ~Port() {
+    if (fd >= 0) ::close(fd);
+  }
   void unref() {
     if (refs.fetch_sub(1) == 1) {
       kind = Kind::kDead;
       delete this;
     }
+  }
+  void signal_fd_locked() {
+    uint64_t one = 1;
+    ssize_t r = ::write(fd, &one, sizeof one);
+    (void)r;  // EAGAIN: already readable
+  }
+  void drain_fd_locked() {
+    uint64_t v;
+    ssize_t r = ::read(fd, &v, sizeof v);
+    (void)r;
   }
 };
 
@@ -184,6 +203,7 @@ inline void post(Port* p, const OVERLAPPED_ENTRY& e) {
   {
     std::lock_guard<std::mutex> lock(p->mu);
     p->queue.push_back(e);
+    if (p->fd >= 0 && p->queue.size() == 1) p->signal_fd_locked();
   }
   p->cv.notify_one();
 }
@@ -254,9 +274,10 @@ inline BOOL GetQueuedCompletionStatusEx(HANDLE port, LPOVERLAPPED_ENTRY entries,
   }
   std::unique_lock<std::mutex> lock(p->mu);
   auto ready = [p] { return !p->queue.empty() || p->closed; };
-  if (ms == INFINITE)
+  if (ms == INFINITE) {
     p->cv.wait(lock, ready);
-  else if (!p->cv.wait_for(lock, std::chrono::milliseconds(ms), ready)) {
+  } else if (ms == 0 ? !ready() : !p->cv.wait_for(lock, std::chrono::milliseconds(ms), ready)) {
+    if (p->fd >= 0) p->drain_fd_locked();
     SetLastError(WAIT_TIMEOUT);
     return FALSE;
   }
@@ -269,8 +290,23 @@ inline BOOL GetQueuedCompletionStatusEx(HANDLE port, LPOVERLAPPED_ENTRY entries,
     entries[n++] = p->queue.front();
     p->queue.pop_front();
   }
+  if (p->fd >= 0 && p->queue.empty()) p->drain_fd_locked();
   *removed = n;
   return TRUE;
+}
+
+// netdirect's addition (no Win32 counterpart): a descriptor that is readable while the port has packets, for a
+// consumer that waits in an event loop rather than in GetQueuedCompletionStatus. -1 if it cannot be made.
+inline int NdCompatPortDescriptor(HANDLE port) {
+  using namespace nd_compat;
+  Port* p = as<Port>(port, Kind::kPort);
+  if (p == nullptr) return -1;
+  std::lock_guard<std::mutex> lock(p->mu);
+  if (p->fd < 0) {
+    p->fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (p->fd >= 0 && !p->queue.empty()) p->signal_fd_locked();
+  }
+  return p->fd;
 }
 
 // As on Windows: FALSE with *ov != nullptr when the dequeued request failed (its status is in ov->Internal).

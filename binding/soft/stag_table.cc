@@ -57,7 +57,7 @@ StagTable::Entry* StagTable::live_entry(uint32_t stag, Kind kind) {
 }
 
 uint32_t StagTable::add_region(uint64_t base, uint64_t length, uint32_t rights) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<CheckedMutex> lock(mu_);
   const uint32_t index = allocate(Kind::kRegion);
   if (index == 0) return 0;
   Entry& e = entries_[index];
@@ -68,7 +68,7 @@ uint32_t StagTable::add_region(uint64_t base, uint64_t length, uint32_t rights) 
 }
 
 HRESULT StagTable::remove_region(uint32_t stag, std::function<void()> on_released) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<CheckedMutex> lock(mu_);
   Entry* e = live_entry(stag, Kind::kRegion);
   if (e == nullptr) return ND_INVALID_DEVICE_STATE;
   if (e->windows > 0) return ND_DEVICE_BUSY;
@@ -82,7 +82,7 @@ HRESULT StagTable::remove_region(uint32_t stag, std::function<void()> on_release
 }
 
 void StagTable::force_remove_region(uint32_t stag) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<CheckedMutex> lock(mu_);
   const uint32_t index = index_of(stag);
   if (index == 0 || index >= entries_.size()) return;
   Entry& e = entries_[index];
@@ -105,7 +105,7 @@ void StagTable::force_remove_region(uint32_t stag) {
 
 HRESULT StagTable::bind_window(uint32_t region_stag, uint64_t base, uint64_t length, uint32_t rights,
                                uint32_t* out_stag) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<CheckedMutex> lock(mu_);
   Entry* r = live_entry(region_stag, Kind::kRegion);
   if (r == nullptr) return ND_INVALID_PARAMETER;
   if (!range_inside(r->base, r->length, base, length)) return ND_ACCESS_VIOLATION;
@@ -124,7 +124,7 @@ HRESULT StagTable::bind_window(uint32_t region_stag, uint64_t base, uint64_t len
 }
 
 bool StagTable::invalidate_window(uint32_t stag) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<CheckedMutex> lock(mu_);
   Entry* w = live_entry(stag, Kind::kWindow);
   if (w == nullptr) return false;
   Entry& r = entries_[w->region];
@@ -134,12 +134,12 @@ bool StagTable::invalidate_window(uint32_t stag) {
 }
 
 bool StagTable::window_live(uint32_t stag) const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<CheckedMutex> lock(mu_);
   return const_cast<StagTable*>(this)->live_entry(stag, Kind::kWindow) != nullptr;
 }
 
 StagCheck StagTable::pin_local(uint32_t stag, uint64_t addr, uint64_t length, uint32_t rights) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<CheckedMutex> lock(mu_);
   Entry* e = live_entry(stag, Kind::kRegion);
   if (e == nullptr) return StagCheck::kInvalid;
   if ((e->rights & rights) != rights) return StagCheck::kAccess;
@@ -149,7 +149,7 @@ StagCheck StagTable::pin_local(uint32_t stag, uint64_t addr, uint64_t length, ui
 }
 
 StagCheck StagTable::pin_remote(uint32_t stag, uint64_t to, uint64_t length, uint32_t rights, uint32_t* pinned) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<CheckedMutex> lock(mu_);
   const uint32_t index = index_of(stag);
   if (index == 0 || index >= entries_.size()) return StagCheck::kInvalid;
   Entry& e = entries_[index];
@@ -164,6 +164,7 @@ StagCheck StagTable::pin_remote(uint32_t stag, uint64_t to, uint64_t length, uin
 }
 
 std::function<void()> StagTable::unpin_locked(uint32_t stag) {
+  mu_.assert_held();
   const uint32_t index = index_of(stag);
   if (index == 0 || index >= entries_.size()) return nullptr;
   Entry& e = entries_[index];
@@ -179,7 +180,7 @@ std::function<void()> StagTable::unpin_locked(uint32_t stag) {
 void StagTable::unpin(uint32_t stag) {
   std::function<void()> cb;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<CheckedMutex> lock(mu_);
     cb = unpin_locked(stag);
   }
   if (cb) cb();
@@ -192,7 +193,7 @@ void StagTable::unpin_many(const uint32_t* stags, size_t n) {
 }
 
 size_t StagTable::live() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<CheckedMutex> lock(mu_);
   return live_;
 }
 

@@ -18,6 +18,8 @@
 #include <random>
 #include <vector>
 
+#include "soft/checked_mutex.h"
+
 #include "nd/nd2.h"
 
 namespace netdirect::soft {
@@ -103,7 +105,7 @@ class StagTable {
   void free_slot(uint32_t index);                // mu_ held
   std::function<void()> unpin_locked(uint32_t stag);
 
-  mutable std::mutex mu_;
+  mutable CheckedMutex mu_;
   std::vector<Entry> entries_;       // [0] unused
   std::vector<uint32_t> free_;       // free indices
   std::mt19937 rng_;                 // seeded from std::random_device (CSPRNG-backed on Linux)

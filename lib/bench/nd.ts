@@ -4,8 +4,9 @@
 //   [max, 2·max)      send area: the source of writes and sends, what the peer reads (read_*)
 //   ctrl (64 B)       CREDIT (u32, written by the peer), CREDIT_SRC, STOP (u8, written by the peer), STOP_SRC
 // Completion modes: 'manual' — the JS thread spins on memory and cq.poll(), requests posted with qp.post()
-// (completions moderated: every K-th signaled); 'thread' — the promise API, completions from the poller thread,
-// and the JS thread yields to the event loop (setImmediate) while it waits, as a Node program would.
+// (completions moderated: every K-th signaled); 'loop' / 'thread' (and 'auto', whichever the provider offers) —
+// the promise API, completions from the event loop or from the poller thread, and the JS thread yields to the
+// event loop (setImmediate) while it waits, as a Node program would.
 
 import type { Adapter, CompletionQueue, Connector, Listener, MemoryRegion, QueuePair, RawCompletion, RemoteMemory } from '../index.js';
 import type { TestName } from './options.js';
@@ -27,7 +28,7 @@ export interface NdConfig {
   maxSize: number;
   qps: number;
   txDepth: number;
-  completion: 'thread' | 'manual';
+  completion: 'auto' | 'loop' | 'thread' | 'manual';
   provider: string;
   spinMicros?: number;
   timeoutMs: number;

@@ -23,7 +23,7 @@ export interface BenchOptions {
   /** -D: seconds per size instead of a fixed iteration count (0: off). */
   duration: number;
   provider: string;
-  completion: 'thread' | 'manual';
+  completion: 'auto' | 'loop' | 'thread' | 'manual';
   crc?: 'on' | 'off';
   format: Format;
   json?: string;
@@ -66,7 +66,9 @@ export const USAGE = `usage: ndbench <test> [server-host] [options]     server: 
   -t, --tx-depth <n>       requests in flight per QP for *_bw (default 128)
                            (*_bw: up to 2000 untimed warm-up messages first, baselines too; *_lat: up to 100)
   --provider <name|dll>    ND v2 provider (default auto: the built-in 'soft' provider off Windows)
-  --completion thread|manual   poller thread (default) or the JS thread polls (cq.poll(), spinning)
+  --completion auto|loop|thread|manual   promise API with completions from the event loop (loop), from the
+                           poller thread (thread) or whichever the provider supports (auto, default: loop with
+                           the built-in provider on Linux); manual: the JS thread posts and spins on cq.poll()
   --crc on|off             MPA CRC32c of the software provider (sets NETDIRECT_SOFT_CRC for both sides)
   --format perftest|osu|json   output format (default perftest's columns)
   --json <file>            also write the JSON report to <file>
@@ -197,7 +199,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
         if (!o.provider) throw new UsageError('--provider needs a value');
         break;
       case '--completion':
-        o.completion = choice(a, value(), ['thread', 'manual'] as const);
+        o.completion = choice(a, value(), ['auto', 'loop', 'thread', 'manual'] as const);
         break;
       case '--crc':
         o.crc = choice(a, value(), ['on', 'off'] as const);
@@ -274,7 +276,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     itersGiven: iters !== undefined,
     duration: o.duration ?? 0,
     provider: o.provider ?? 'auto',
-    completion: o.completion ?? 'thread',
+    completion: o.completion ?? 'auto',
     crc: o.crc,
     format: o.format ?? 'perftest',
     json: o.json,

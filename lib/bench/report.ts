@@ -39,7 +39,7 @@ export interface Report {
     iterations: number;
     duration_s: number;
     provider: string;
-    completion: 'thread' | 'manual';
+    completion: 'auto' | 'loop' | 'thread' | 'manual';
     crc: 'on' | 'off' | 'default';
     qps: number;
     tx_depth: number;

@@ -1,0 +1,123 @@
+#include "event_loop.h"
+
+#include <cstdlib>
+
+namespace netdirect {
+
+#ifdef NETDIRECT_HAVE_UV
+
+namespace {
+
+void FreeHandle(uv_handle_t* h) { std::free(h); }
+
+template <typename T>
+T* NewHandle(uv_handle_type type) {
+  return static_cast<T*>(std::calloc(1, uv_handle_size(type)));
+}
+
+}  // namespace
+
+bool LoopWatch::Supported() { return true; }
+
+bool LoopWatch::Start(napi_env env, const int* fds, int count, ReadyFn onReady, void* ctx, const char** why) {
+  uv_loop_t* loop = nullptr;
+  if (napi_get_uv_event_loop(env, reinterpret_cast<struct uv_loop_s**>(&loop)) != napi_ok || loop == nullptr) {
+    *why = "napi_get_uv_event_loop failed";
+    return false;
+  }
+  onReady_ = onReady;
+  ctx_ = ctx;
+  for (int i = 0; i < count && npolls_ < kMaxFds; ++i) {
+    if (fds[i] < 0) continue;
+    uv_poll_t* p = NewHandle<uv_poll_t>(UV_POLL);
+    if (p == nullptr || uv_poll_init(loop, p, fds[i]) != 0) {
+      std::free(p);
+      *why = "uv_poll_init failed on a provider descriptor";
+      Stop();
+      return false;
+    }
+    uv_handle_set_data(reinterpret_cast<uv_handle_t*>(p), this);
+    polls_[npolls_++] = p;
+    uv_unref(reinterpret_cast<uv_handle_t*>(p));
+    if (uv_poll_start(p, UV_READABLE, &LoopWatch::OnPoll) != 0) {
+      *why = "uv_poll_start failed on a provider descriptor";
+      Stop();
+      return false;
+    }
+  }
+  timer_ = NewHandle<uv_timer_t>(UV_TIMER);
+  if (timer_ == nullptr || uv_timer_init(loop, timer_) != 0) {
+    std::free(timer_);
+    timer_ = nullptr;
+    *why = "uv_timer_init failed";
+    Stop();
+    return false;
+  }
+  uv_handle_set_data(reinterpret_cast<uv_handle_t*>(timer_), this);
+  uv_unref(reinterpret_cast<uv_handle_t*>(timer_));  // a provider deadline alone never keeps the process alive
+  return true;
+}
+
+void LoopWatch::SetRef(bool ref) {
+  if (ref == ref_) return;
+  ref_ = ref;
+  for (int i = 0; i < npolls_; ++i) {
+    auto* h = reinterpret_cast<uv_handle_t*>(polls_[i]);
+    ref ? uv_ref(h) : uv_unref(h);
+  }
+}
+
+void LoopWatch::SetTimeout(int ms) {
+  if (timer_ == nullptr) return;
+  if (ms < 0) {
+    if (timeout_ >= 0) uv_timer_stop(timer_);
+    timeout_ = -1;
+    return;
+  }
+  // A deadline further out than the one armed is re-armed too: the armed one would only wake the loop early.
+  if (timeout_ == ms && ms != 0) return;
+  timeout_ = ms;
+  uv_timer_start(timer_, &LoopWatch::OnTimer, static_cast<uint64_t>(ms), 0);
+}
+
+void LoopWatch::Stop() {
+  for (int i = 0; i < npolls_; ++i) {
+    uv_poll_stop(polls_[i]);
+    uv_close(reinterpret_cast<uv_handle_t*>(polls_[i]), &FreeHandle);
+    polls_[i] = nullptr;
+  }
+  npolls_ = 0;
+  if (timer_ != nullptr) {
+    uv_timer_stop(timer_);
+    uv_close(reinterpret_cast<uv_handle_t*>(timer_), &FreeHandle);
+    timer_ = nullptr;
+  }
+  onReady_ = nullptr;
+}
+
+void LoopWatch::OnPoll(uv_poll_t* handle, int /*status*/, int /*events*/) {
+  // status < 0 (EBADF and the like) also runs progress: the provider reports what broke.
+  auto* self = static_cast<LoopWatch*>(uv_handle_get_data(reinterpret_cast<uv_handle_t*>(handle)));
+  if (self->onReady_ != nullptr) self->onReady_(self->ctx_);
+}
+
+void LoopWatch::OnTimer(uv_timer_t* handle) {
+  auto* self = static_cast<LoopWatch*>(uv_handle_get_data(reinterpret_cast<uv_handle_t*>(handle)));
+  self->timeout_ = -1;
+  if (self->onReady_ != nullptr) self->onReady_(self->ctx_);
+}
+
+#else  // no libuv reachable (Windows import library)
+
+bool LoopWatch::Supported() { return false; }
+bool LoopWatch::Start(napi_env, const int*, int, ReadyFn, void*, const char** why) {
+  *why = "libuv is not reachable from this build of the addon";
+  return false;
+}
+void LoopWatch::SetRef(bool) {}
+void LoopWatch::SetTimeout(int) {}
+void LoopWatch::Stop() {}
+
+#endif
+
+}  // namespace netdirect

@@ -1,0 +1,70 @@
+// The event loop and pending requests, in the run's completion mode (vitest.config.mts runs this file once per
+// mode): a process with nothing pending ends by itself even with a connection open; a pending receive keeps it
+// alive, as a pending socket read does in Node, until the receive completes.
+import { spawn } from 'node:child_process';
+import * as path from 'node:path';
+import { afterAll, beforeAll, expect, it } from 'vitest';
+import type { Adapter, CompletionQueue, Listener } from '../lib/index';
+import { fixtures, openLocal, root } from './helpers';
+
+let adapter: Adapter;
+let cq: CompletionQueue;
+let listener: Listener;
+
+beforeAll(async () => {
+  ({ adapter, cq } = await openLocal());
+  listener = await adapter.listen({});
+});
+
+afterAll(async () => {
+  await adapter?.close();
+});
+
+function child(what: string) {
+  const proc = spawn(process.execPath, [path.join(fixtures, 'keepalive.mjs'), what, `${listener.address.host}:${listener.address.port}`], {
+    cwd: root,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stdout = '';
+  let stderr = '';
+  const said = (text: string) =>
+    new Promise<void>((resolve) => {
+      const check = () => (stdout.includes(text) ? resolve() : undefined);
+      proc.stdout.on('data', check);
+      check();
+    });
+  proc.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  proc.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const closed = new Promise<{ code: number | null; signal: string | null }>((resolve) => proc.on('close', (code, signal) => resolve({ code, signal })));
+  return { proc, said, closed, out: () => ({ stdout, stderr }) };
+}
+
+async function acceptOne() {
+  const qp = adapter.createQueuePair({ receiveCq: cq });
+  const connector = await listener.getConnectionRequest();
+  await connector.accept(qp);
+  return qp;
+}
+
+it('a pending receive keeps the process alive until it completes; then the process ends by itself', async () => {
+  const c = child('receive');
+  const qp = await acceptOne();
+  await c.said('waiting');
+  const expected = process.env.NETDIRECT_COMPLETION ?? (process.platform === 'win32' ? 'thread' : 'loop');
+  expect(c.out().stdout).toContain(`mode:${expected}`);
+  await new Promise((r) => setTimeout(r, 500));
+  expect(c.proc.exitCode, c.out().stderr).toBeNull(); // still waiting for its receive
+  const mr = await adapter.allocateMemory(64);
+  await qp.send(mr.slice(0, 24));
+  expect(await c.closed).toEqual({ code: 0, signal: null });
+  expect(c.out()).toEqual({ stdout: expect.stringContaining('received 24'), stderr: '' });
+  await qp.close();
+});
+
+it('a process with a connection open and nothing pending ends by itself', async () => {
+  const c = child('idle');
+  const qp = await acceptOne();
+  expect(await c.closed).toEqual({ code: 0, signal: null });
+  expect(c.out()).toEqual({ stdout: expect.stringContaining('connected'), stderr: '' });
+  await qp.close();
+});
