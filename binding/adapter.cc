@@ -354,8 +354,10 @@ void Adapter::StopLoop() {
 void Adapter::OnLoopReady(void* ctx) {
   auto* self = static_cast<Adapter*>(ctx);
   if (self->closed_ || !self->progress_) return;
+  self->poller_->WillDrain(true);  // what the progress completes, RunOnce takes right after: no wake-up needed
   self->progress_->Progress(nullptr);
   Batch* batch = self->poller_->RunOnce();
+  self->poller_->WillDrain(false);
   DWORD ms = INFINITE;
   self->progress_->GetNextTimeout(&ms);
   self->loop_->SetTimeout(ms == INFINITE ? -1 : static_cast<int>(ms));

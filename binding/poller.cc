@@ -135,6 +135,14 @@ Batch* Poller::RunOnce() {
   return &loopBatch_;
 }
 
+void Poller::WillDrain(bool on) {
+#ifndef _WIN32
+  NdCompatPortDraining(on ? port_ : nullptr);
+#else
+  (void)on;
+#endif
+}
+
 int Poller::Descriptor() {
 #ifdef _WIN32
   return -1;

@@ -119,6 +119,8 @@ class Poller {
   Batch* RunOnce();
   // Readable while packets are queued (for an event loop); -1 where the port has no such descriptor.
   int Descriptor();
+  // The calling thread runs RunOnce() before it next waits: its own packets need not signal the descriptor.
+  void WillDrain(bool on);
 
   HANDLE port() const { return port_; }
   bool armsCqs() const { return armCqs_; }

@@ -156,6 +156,7 @@ struct Port : Object {
   // instead of a thread blocking in GetQueuedCompletionStatus). Written on empty -> non-empty, drained when a
   // dequeue finds the queue empty (guarded by mu).
   int fd = -1;
+  bool fd_signaled = false;  // fd holds an unread wake-up
   Port() : Object(Kind::kPort) {}
   ~Port() {
     if (fd >= 0) ::close(fd);
@@ -167,14 +168,18 @@ struct Port : Object {
     }
   }
   void signal_fd_locked() {
+    if (fd_signaled) return;
     uint64_t one = 1;
     ssize_t r = ::write(fd, &one, sizeof one);
     (void)r;  // EAGAIN: already readable
+    fd_signaled = true;
   }
   void drain_fd_locked() {
+    if (!fd_signaled) return;
     uint64_t v;
     ssize_t r = ::read(fd, &v, sizeof v);
     (void)r;
+    fd_signaled = false;
   }
 };
 
@@ -199,11 +204,17 @@ inline T* as(HANDLE h, Kind k) {
   return o->kind.load() == k ? static_cast<T*>(o) : nullptr;
 }
 
+// The port a thread is about to drain itself (NdCompatPortDraining): its own posts need no wake-up.
+inline Port*& draining_port() {
+  static thread_local Port* p = nullptr;
+  return p;
+}
+
 inline void post(Port* p, const OVERLAPPED_ENTRY& e) {
   {
     std::lock_guard<std::mutex> lock(p->mu);
     p->queue.push_back(e);
-    if (p->fd >= 0 && p->queue.size() == 1) p->signal_fd_locked();
+    if (p->fd >= 0 && p->queue.size() == 1 && draining_port() != p) p->signal_fd_locked();
   }
   p->cv.notify_one();
 }
@@ -293,6 +304,13 @@ inline BOOL GetQueuedCompletionStatusEx(HANDLE port, LPOVERLAPPED_ENTRY entries,
   if (p->fd >= 0 && p->queue.empty()) p->drain_fd_locked();
   *removed = n;
   return TRUE;
+}
+
+// netdirect's addition: the calling thread will dequeue from `port` (or nullptr: no port) before it next waits,
+// so packets it posts meanwhile need not signal the port's descriptor (two system calls per packet saved on the
+// event-loop path, which runs the provider's progress and then drains the port on the same thread).
+inline void NdCompatPortDraining(HANDLE port) {
+  nd_compat::draining_port() = nd_compat::as<nd_compat::Port>(port, nd_compat::Kind::kPort);
 }
 
 // netdirect's addition (no Win32 counterpart): a descriptor that is readable while the port has packets, for a
