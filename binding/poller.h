@@ -12,6 +12,7 @@
 
 #include "nd/nd2.h"
 #include "nd/netdirect_ext.h"
+#include "records.h"  // kRecordWords, RecordKind
 
 // The poller is a libuv thread. node-api-headers ship no uv.h, but Node exports libuv's symbols to
 // addons; on POSIX uv_thread_t is pthread_t, so the two thread functions are declared here. The Windows
@@ -36,22 +37,6 @@ int uv_thread_join(uv_thread_t* tid);
 #endif
 
 namespace netdirect {
-
-constexpr uint32_t kRecordWords = 5;  // [id, status, bytes, kind, qpId] (lib/native.ts RECORD_WORDS)
-
-// Record kinds (lib/native.ts Kind): 0..5 are ND2_REQUEST_TYPE; overlapped requests from 16.
-enum RecordKind : uint8_t {
-  kKindRegister = 16,
-  kKindDeregister = 17,
-  kKindConnect = 18,
-  kKindCompleteConnect = 19,
-  kKindAccept = 20,
-  kKindDisconnect = 21,
-  kKindNotifyDisconnect = 22,
-  kKindGetConnectionRequest = 23,
-  kKindSrqNotify = 24,
-  kKindCqNotify = 255,  // internal: a CQ's Notify (thread mode), never delivered
-};
 
 // requestContext of posted requests: the lib/ id in the low 32 bits plus accounting bits.
 constexpr uint64_t kContextCounted = uint64_t(1) << 32;     // refs the event loop until its completion
