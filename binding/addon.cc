@@ -17,6 +17,7 @@
 #include "memory_window.h"
 #include "providers.h"
 #include "queue_pair.h"
+#include "records.h"
 #include "shared_receive_queue.h"
 
 #ifndef NETDIRECT_VERSION
@@ -226,6 +227,15 @@ Napi::Object StatusNames(Napi::Env env) {
   return o;
 }
 
+// The record kind table of records.h, jsName -> value: a test compares it with lib/records.ts RECORD_KINDS.
+Napi::Object RecordKinds(Napi::Env env) {
+  Napi::Object o = Napi::Object::New(env);
+#define RECORD_KIND_ENTRY_(name, value, jsName) o.Set(jsName, Napi::Number::New(env, static_cast<double>(kKind##name)));
+  NETDIRECT_RECORD_KINDS(RECORD_KIND_ENTRY_)
+#undef RECORD_KIND_ENTRY_
+  return o;
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
   auto* data = new AddonData();
   env.SetInstanceData<AddonData>(data);
@@ -240,6 +250,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
 
   exports.Set("version", Napi::String::New(env, NETDIRECT_VERSION));
   exports.Set("statusNames", StatusNames(env));
+  exports.Set("recordKinds", RecordKinds(env));
+  exports.Set("recordWords", Napi::Number::New(env, kRecordWords));
   exports.Set("setErrorFactory", Napi::Function::New(env, SetErrorFactory, "setErrorFactory"));
   exports.Set("listProviders", Napi::Function::New(env, ListProvidersJs, "listProviders"));
   exports.Set("listAddresses", Napi::Function::New(env, ListAddresses, "listAddresses"));

@@ -16,6 +16,7 @@
 
 #include "nd/nd2.h"
 #include "nd/netdirect_ext.h"
+#include "records.h"  // kRecordWords, RecordKind
 
 #include "uv_min.h"  // the poller is a libuv thread where Node exports libuv (std::thread otherwise)
 #ifndef NETDIRECT_HAVE_UV
@@ -23,22 +24,6 @@
 #endif
 
 namespace netdirect {
-
-constexpr uint32_t kRecordWords = 5;  // [id, status, bytes, kind, qpId] (lib/native.ts RECORD_WORDS)
-
-// Record kinds (lib/native.ts Kind): 0..5 are ND2_REQUEST_TYPE; overlapped requests from 16.
-enum RecordKind : uint8_t {
-  kKindRegister = 16,
-  kKindDeregister = 17,
-  kKindConnect = 18,
-  kKindCompleteConnect = 19,
-  kKindAccept = 20,
-  kKindDisconnect = 21,
-  kKindNotifyDisconnect = 22,
-  kKindGetConnectionRequest = 23,
-  kKindSrqNotify = 24,
-  kKindCqNotify = 255,  // internal: a CQ's Notify (thread mode), never delivered
-};
 
 // requestContext of posted requests: the lib/ id in the low 32 bits plus accounting bits.
 constexpr uint64_t kContextCounted = uint64_t(1) << 32;     // refs the event loop until its completion

@@ -121,7 +121,7 @@ Napi::Value QueuePair::Post(const Napi::CallbackInfo& info) {
       break;
     }
     default:
-      ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", "post", "op must be Kind.Send, Receive, Read or Write");
+      ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", "post", "op must be K_SEND, K_RECEIVE, K_READ or K_WRITE (lib/records.ts)");
   }
   if (FAILED(hr)) {
     Uncount(cq, counted);

@@ -17,17 +17,12 @@ import {
   statusError,
 } from './errors.js';
 import type { NativeAdapter, NativeAdapterInfo, NativeAdapterStats, NativeBinding, NativeMemoryRegion } from './native.js';
-import {
-  K_RECEIVE,
-  K_REGISTER,
-  RequestTable,
-  unpin,
-  type PendingRequest,
-  type RequestOwner,
-} from './requests.js';
+import { RequestTable, unpin, type PendingRequest, type RequestOwner } from './requests.js';
+import { K_RECEIVE, K_REGISTER, RECORD_WORDS, REQUEST_TYPES } from './records.js';
+import { SCRATCH_SGES, bufferRange, checkIndex, checkOptions, describe } from './validate.js';
 import { CompletionQueue, type RawCompletion } from './completion-queue.js';
 import { QueuePair, type QueuePairOptions } from './queue-pair.js';
-import { MemoryRegion, accessFlags, bufferRange, checkIndex, describe, type Access } from './memory-region.js';
+import { MemoryRegion, accessFlags, type Access } from './memory-region.js';
 import { MemoryWindow } from './memory-window.js';
 import { SharedReceiveQueue, type SharedReceiveQueueOptions } from './shared-receive-queue.js';
 import { Connector, parseEndpoint, type ConnectOptions } from './connector.js';
@@ -98,15 +93,10 @@ export function decodeAdapterFlags(value: number): AdapterFlags {
   };
 }
 
-/** ND2_REQUEST_TYPE → Completion.type. */
-export const REQUEST_TYPES = ['receive', 'send', 'bind', 'invalidate', 'read', 'write'] as const;
-export type RequestType = (typeof REQUEST_TYPES)[number];
+export type { RequestType } from './records.js';
 
-const RECORD_WORDS = 5;
 /** Deregistered native regions kept for reuse: creating one costs more than a whole registration. */
 const SPARE_REGIONS = 16;
-/** SGE triples the scratch array holds; queue pairs are limited to this many SGEs per request. */
-export const SCRATCH_SGES = 256;
 
 type State = 'open' | 'closing' | 'closed';
 
@@ -497,8 +487,3 @@ export class Adapter implements AsyncDisposable {
   }
 }
 
-export function checkOptions(options: unknown, operation: string): void {
-  if (typeof options !== 'object' || options === null) {
-    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `options must be an object, got ${describe(options)}`);
-  }
-}

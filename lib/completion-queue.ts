@@ -4,9 +4,10 @@
 
 import { ERR_ND_CLOSED, ERR_ND_OUT_OF_RANGE, misuse } from './errors.js';
 import type { NativeCompletionQueue } from './native.js';
-import type { Adapter, RequestType } from './adapter.js';
+import type { Adapter } from './adapter.js';
 import type { QueuePair } from './queue-pair.js';
-import { checkIndex } from './memory-region.js';
+import type { RequestType } from './records.js';
+import { checkIndex } from './validate.js';
 
 /** A completion of a request posted with qp.post(). */
 export interface RawCompletion {

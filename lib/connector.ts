@@ -17,19 +17,11 @@ import {
   misuse,
 } from './errors.js';
 import type { NativeConnector } from './native.js';
-import { checkOptions, type Adapter } from './adapter.js';
+import type { Adapter } from './adapter.js';
 import { QueuePair } from './queue-pair.js';
-import {
-  InFlight,
-  K_ACCEPT,
-  K_COMPLETE_CONNECT,
-  K_CONNECT,
-  K_DISCONNECT,
-  K_NOTIFY_DISCONNECT,
-  type PendingRequest,
-  type RequestOwner,
-} from './requests.js';
-import { checkIndex, describe } from './memory-region.js';
+import { InFlight, type PendingRequest, type RequestOwner } from './requests.js';
+import { K_ACCEPT, K_COMPLETE_CONNECT, K_CONNECT, K_DISCONNECT, K_NOTIFY_DISCONNECT } from './records.js';
+import { checkIndex, checkOptions, describe } from './validate.js';
 
 export interface Endpoint {
   host: string;

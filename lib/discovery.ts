@@ -6,8 +6,8 @@ import { lookup } from 'node:dns/promises';
 import { binding as loaded } from './binding.js';
 import type { NativeBinding } from './native.js';
 import { ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, NdError, asNdError, callerStack, errorFactory, misuse } from './errors.js';
-import { Adapter, checkOptions, type AdapterOptions, type CompletionOption } from './adapter.js';
-import { checkIndex, describe } from './memory-region.js';
+import { Adapter, type AdapterOptions, type CompletionOption } from './adapter.js';
+import { checkIndex, checkOptions, describe } from './validate.js';
 
 export interface ProviderInfo {
   name: string;

@@ -5,7 +5,8 @@ import { ERR_ND_CLOSED, asNdError, callerStack, misuse } from './errors.js';
 import type { NativeListener } from './native.js';
 import type { Adapter } from './adapter.js';
 import { Connector, type Endpoint } from './connector.js';
-import { InFlight, K_GET_CONNECTION_REQUEST, type PendingRequest, type RequestOwner } from './requests.js';
+import { InFlight, type PendingRequest, type RequestOwner } from './requests.js';
+import { K_GET_CONNECTION_REQUEST } from './records.js';
 
 export interface ListenOptions {
   /** Local address to listen on (default: the adapter's address). */

@@ -10,34 +10,14 @@
 // follow; ND_PENDING (0x103) means exactly one completion record with that id will arrive later; failures
 // throw an NdError. Posted requests return nothing (immediate failures throw) and complete through the CQ.
 //
-// Completion records are delivered in batches as a Uint32Array of RECORD_WORDS words per record:
+// Completion records are delivered in batches as a Uint32Array of RECORD_WORDS words per record,
 //   [id, status, bytes, kind, qpId]
-// kind: 0..5 = ND2_REQUEST_TYPE (receive, send, bind, invalidate, read, write) for CQ completions;
-//       16.. = Kind.* below for overlapped completions (qpId 0).
+// with layout and kinds declared in records.ts (binding/records.h on the C++ side; binding.recordKinds lets a
+// test compare the two). kind: 0..5 = ND2_REQUEST_TYPE for CQ completions; 16.. overlapped completions (qpId 0).
 // With completion 'loop' the JS thread's event loop runs the provider's progress and the poller and calls
 // onBatch from libuv (binding/event_loop.h). With 'thread' the adapter's poller thread (a libuv thread) drains
 // the CQs and calls the adapter's onBatch callback once per batch on the JS thread. With 'manual', CQ completions are only
 // returned by cq.poll(); overlapped completions still arrive through onBatch.
-
-export const RECORD_WORDS = 5;
-
-export enum Kind {
-  Receive = 0,
-  Send = 1,
-  Bind = 2,
-  Invalidate = 3,
-  Read = 4,
-  Write = 5,
-  Register = 16,
-  Deregister = 17,
-  Connect = 18,
-  CompleteConnect = 19,
-  Accept = 20,
-  Disconnect = 21,
-  NotifyDisconnect = 22,
-  GetConnectionRequest = 23,
-  SrqNotify = 24,
-}
 
 /** Builds the error the addon throws; lib/ hands its NdError factory to the addon once (setErrorFactory). */
 export type ErrorFactory = (code: string, status: number, operation: string, message: string) => Error;
@@ -165,7 +145,7 @@ export interface NativeSharedReceiveQueue {
 export interface NativeQueuePair {
   /**
    * Posts a request whose SGEs are the first nSge triples [memoryRegionId, offset, length] of the adapter's
-   * scratch Float64Array. opFlags = op | flags << 8, op: Kind.Send | Kind.Receive | Kind.Read | Kind.Write,
+   * scratch Float64Array. opFlags = op | flags << 8, op: K_SEND | K_RECEIVE | K_READ | K_WRITE (records.ts),
    * flags: ND_OP_FLAG_* (packed: six arguments are passed without an allocation). For read/write the remote
    * address is remoteAddress + remoteOffset (lib/ checked that it does not wrap; 0n and 0 for send/receive)
    * and remoteToken is the peer's token.
@@ -236,6 +216,10 @@ export interface NativeBinding {
   readonly version: string;
   /** ND status name table (ND_* and the few NTSTATUS values providers use), value -> name. */
   readonly statusNames: Record<number, string>;
+  /** Record kinds by name (binding/records.h): must equal records.ts RECORD_KINDS. */
+  readonly recordKinds: Readonly<Record<string, number>>;
+  /** Words per completion record (binding/records.h kRecordWords): must equal records.ts RECORD_WORDS. */
+  readonly recordWords: number;
   setErrorFactory(factory: ErrorFactory): void;
   listProviders(): NativeProviderInfo[];
   /** Addresses served by a provider (NdQueryAddressList for one provider). */

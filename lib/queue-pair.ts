@@ -15,26 +15,14 @@ import {
   misuse,
 } from './errors.js';
 import type { NativeQueuePair } from './native.js';
-import { SCRATCH_SGES, type Adapter } from './adapter.js';
+import type { Adapter } from './adapter.js';
 import { CompletionQueue, type Completion } from './completion-queue.js';
-import {
-  InFlight,
-  K_BIND,
-  K_INVALIDATE,
-  K_READ,
-  K_RECEIVE,
-  K_SEND,
-  K_WRITE,
-  pin,
-  unpin,
-  type PendingRequest,
-  type RequestOwner,
-} from './requests.js';
+import { InFlight, pin, unpin, type PendingRequest, type RequestOwner } from './requests.js';
+import { K_BIND, K_INVALIDATE, K_READ, K_RECEIVE, K_SEND, K_WRITE } from './records.js';
+import { SCRATCH_SGES, checkIndex, describe } from './validate.js';
 import {
   MemoryRegion,
-  checkIndex,
   checkRemote,
-  describe,
   writeSges,
   type Local,
   type RemoteMemory,

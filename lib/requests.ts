@@ -5,24 +5,6 @@
 
 import type { MemoryRegion } from './memory-region.js';
 
-// Record kinds (native.ts Kind) as plain numbers, here in a leaf module: the class modules import each other in
-// cycles, and a constant read from a module that is still loading would be undefined.
-export const K_RECEIVE = 0;
-export const K_SEND = 1;
-export const K_BIND = 2;
-export const K_INVALIDATE = 3;
-export const K_READ = 4;
-export const K_WRITE = 5;
-export const K_REGISTER = 16;
-export const K_DEREGISTER = 17;
-export const K_CONNECT = 18;
-export const K_COMPLETE_CONNECT = 19;
-export const K_ACCEPT = 20;
-export const K_DISCONNECT = 21;
-export const K_NOTIFY_DISCONNECT = 22;
-export const K_GET_CONNECTION_REQUEST = 23;
-
-
 /** Something whose in-flight requests must settle before it can be released natively. */
 export class InFlight {
   private count = 0;
@@ -63,7 +45,7 @@ export type Pins = MemoryRegion | MemoryRegion[] | null;
 
 export class PendingRequest {
   id = 0;
-  /** Kind.* of native.ts: 0..5 posted requests, 16.. overlapped calls. */
+  /** Record kind (records.ts K_*): 0..5 posted requests, 16.. overlapped calls. */
   kind = 0;
   operation = '';
   owner: RequestOwner | null = null;

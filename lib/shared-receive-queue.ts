@@ -6,7 +6,8 @@ import type { NativeSharedReceiveQueue } from './native.js';
 import type { Adapter } from './adapter.js';
 import type { Completion } from './completion-queue.js';
 import type { QueuePair } from './queue-pair.js';
-import { InFlight, K_RECEIVE, pin, type PendingRequest, type RequestOwner } from './requests.js';
+import { InFlight, pin, type PendingRequest, type RequestOwner } from './requests.js';
+import { K_RECEIVE } from './records.js';
 import { writeSges, type Local, type SgeList } from './memory-region.js';
 
 export interface SharedReceiveQueueOptions {

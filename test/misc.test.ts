@@ -10,7 +10,8 @@ import {
   ndStatusValue,
   statusError,
 } from '../lib/errors';
-import { decodeRemote, encodeRemote, bufferRange } from '../lib/memory-region';
+import { decodeRemote, encodeRemote } from '../lib/memory-region';
+import { bufferRange } from '../lib/validate';
 import { parseAddress } from '../lib/connector';
 import { RequestTable } from '../lib/requests';
 import { decodeAdapterFlags } from '../lib/adapter';

@@ -1,0 +1,29 @@
+// The completion-record layout is declared once per language: lib/records.ts and binding/records.h. The addon
+// exports its table (binding.recordKinds, binding.recordWords); these tests fail when one side changes alone.
+import { describe, expect, it } from 'vitest';
+import { binding } from '../lib/binding';
+import type { NativeBinding } from '../lib/native';
+import { RECORD_KINDS, RECORD_WORDS, REQUEST_TYPES } from '../lib/records';
+
+const native = binding as NativeBinding;
+
+describe('completion records: lib/records.ts and binding/records.h agree', () => {
+  it('has the same words per record', () => {
+    expect(native.recordWords).toBe(RECORD_WORDS);
+  });
+
+  it('has the same kinds, names and values', () => {
+    expect({ ...native.recordKinds }).toEqual({ ...RECORD_KINDS });
+  });
+
+  it('gives kinds 0..5 the ND2_REQUEST_TYPE order that REQUEST_TYPES (Completion.type) follows', () => {
+    REQUEST_TYPES.forEach((type, kind) => expect(RECORD_KINDS[type]).toBe(kind));
+    const posted = Object.values(RECORD_KINDS).filter((k) => k < 16);
+    expect(posted.sort((a, b) => a - b)).toEqual([0, 1, 2, 3, 4, 5]);
+  });
+
+  it('declares every kind value once', () => {
+    const values = Object.values(RECORD_KINDS);
+    expect(new Set(values).size).toBe(values.length);
+  });
+});
