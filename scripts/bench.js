@@ -180,8 +180,19 @@ function main() {
   lines.push('');
   lines.push('Units: latency µs (half round trip, median = perftest t_typical); bandwidth MiB/s (2^20 B/s); message rate Mpps.');
   lines.push('Baselines: tcp = native C++ TCP (blocking; busy-polling for --completion manual rows), node-net = Node net; same pattern, sizes and counts.');
+  // Idle cost (target: no wake-ups of an idle adapter in event-loop mode): context switches per second of a process
+  // with connected QPs and pending receives, beside an idle Node net socket (scripts/perf/idle.js).
+  let idle = null;
+  if (!only || only.includes('idle')) {
+    const res = spawnSync(process.execPath, [path.join(__dirname, 'perf', 'idle.js'), quick ? '1' : '3', '--json'], { cwd: root, encoding: 'utf8', timeout: 60_000 });
+    if (res.status !== 0) throw new Error(`idle: exited ${res.status ?? res.signal}\n${res.stderr}`);
+    idle = JSON.parse(res.stdout);
+    lines.push('');
+    lines.push('Idle (context switches per second of the whole process, nothing moving; target: none in event-loop mode):');
+    for (const r of idle) lines.push(`  ${r.rate.toFixed(1).padStart(7)}/s  ${r.name}`);
+  }
   console.log(lines.join('\n'));
-  if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ date: started.toISOString(), reps, rows: table }, null, 2) + '\n');
+  if (jsonOut) fs.writeFileSync(jsonOut, JSON.stringify({ date: started.toISOString(), reps, rows: table, idle }, null, 2) + '\n');
 }
 
 try {
