@@ -199,9 +199,9 @@ void Adapter::KeepLoopAlive(bool on) {
   }
 }
 
-uint32_t Adapter::FinishOverlapped(Napi::Env env, OvRecord* r, HRESULT hr, const char* operation) {
+uint32_t Adapter::FinishOverlapped(Napi::Env env, OvRecord* r, bool counted, HRESULT hr, const char* operation) {
   if (hr == ND_PENDING) {
-    if (r->counted) AddPending();
+    if (counted) AddPending();
     return static_cast<uint32_t>(ND_PENDING);
   }
   // ND_SUCCESS: no packet will come (skip-on-success); failures: none either.

@@ -170,9 +170,17 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   }
   void SubPending(uint64_t n);
 
-  // Completes an overlapped call issued with `r` (after Poller::WillIssue): ND_PENDING hands the record to
-  // the poller and returns ND_PENDING; otherwise frees it and returns ND_SUCCESS or throws NdError.
-  uint32_t FinishOverlapped(Napi::Env env, OvRecord* r, HRESULT hr, const char* operation);
+  // Issues one overlapped request: call(&r->ov) -> HRESULT. ND_PENDING hands `r` to the poller, which may
+  // complete and delete it before the call even returns (a provider completing from another thread), so
+  // nothing reads `r` after the call: `counted` is taken before, and `call` gets only the OVERLAPPED (take
+  // anything else it passes from `r` before too). Returns ND_PENDING or ND_SUCCESS, or throws NdError.
+  template <typename Call>
+  uint32_t IssueOverlapped(Napi::Env env, OvRecord* r, const char* operation, Call&& call) {
+    const bool counted = r->counted;
+    poller_->WillIssue();
+    const HRESULT hr = call(&r->ov);
+    return FinishOverlapped(env, r, counted, hr, operation);
+  }
 
   // Memory region table: ids used in SGE triples.
   uint32_t AllocRegion(IND2MemoryRegion* mr);
@@ -188,6 +196,9 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   Napi::Object NewChild(Napi::FunctionReference& ctor, ChildInit* init);
 
  private:
+  // After IssueOverlapped's call: ND_PENDING counts the request (r is the poller's now: never read); otherwise
+  // frees r (no packet will come) and returns ND_SUCCESS or throws NdError.
+  uint32_t FinishOverlapped(Napi::Env env, OvRecord* r, bool counted, HRESULT hr, const char* operation);
   static void CallJs(Napi::Env env, Napi::Function callback, Adapter* self, Batch* batch);
   static void OnLoopReady(void* ctx);
   void KeepLoopAlive(bool on);

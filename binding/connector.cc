@@ -48,9 +48,9 @@ Napi::Value Connector::Overlapped(const Napi::CallbackInfo& info, uint8_t kind, 
   CheckThis(info, this, operation);
   Napi::Env env = info.Env();
   auto* r = new OvRecord(connector_.get(), ArgU32(info, 0), kind, counted);
-  adapter_->poller()->WillIssue();
-  HRESULT hr = call(connector_.get(), &r->ov);
-  return Napi::Number::New(env, adapter_->FinishOverlapped(env, r, hr, operation));
+  IND2Connector* c = connector_.get();
+  return Napi::Number::New(env,
+                           adapter_->IssueOverlapped(env, r, operation, [&](OVERLAPPED* ov) { return call(c, ov); }));
 }
 
 Napi::Value Connector::Bind(const Napi::CallbackInfo& info) {
@@ -79,11 +79,10 @@ Napi::Value Connector::Connect(const Napi::CallbackInfo& info) {
   std::memcpy(r->keep.get(), &sa.storage, sizeof(sa.storage));
   if (pd.length > 0) std::memcpy(r->keep.get() + sizeof(sa.storage), pd.data, pd.length);
   const auto* dest = reinterpret_cast<const sockaddr*>(r->keep.get());
-  adapter_->poller()->WillIssue();
-  HRESULT hr = connector_->Connect(qp->nd(), dest, sa.length, inbound, outbound,
-                                   pd.length > 0 ? r->keep.get() + sizeof(sa.storage) : nullptr,
-                                   static_cast<ULONG>(pd.length), &r->ov);
-  return Napi::Number::New(env, adapter_->FinishOverlapped(env, r, hr, op));
+  const uint8_t* pdCopy = pd.length > 0 ? r->keep.get() + sizeof(sa.storage) : nullptr;
+  return Napi::Number::New(env, adapter_->IssueOverlapped(env, r, op, [&](OVERLAPPED* ov) {
+    return connector_->Connect(qp->nd(), dest, sa.length, inbound, outbound, pdCopy, static_cast<ULONG>(pd.length), ov);
+  }));
 }
 
 Napi::Value Connector::CompleteConnect(const Napi::CallbackInfo& info) {
@@ -105,9 +104,10 @@ Napi::Value Connector::Accept(const Napi::CallbackInfo& info) {
     r->keep.reset(new uint8_t[pd.length]);
     std::memcpy(r->keep.get(), pd.data, pd.length);
   }
-  adapter_->poller()->WillIssue();
-  HRESULT hr = connector_->Accept(qp->nd(), inbound, outbound, r->keep.get(), static_cast<ULONG>(pd.length), &r->ov);
-  return Napi::Number::New(env, adapter_->FinishOverlapped(env, r, hr, op));
+  const uint8_t* pdCopy = r->keep.get();
+  return Napi::Number::New(env, adapter_->IssueOverlapped(env, r, op, [&](OVERLAPPED* ov) {
+    return connector_->Accept(qp->nd(), inbound, outbound, pdCopy, static_cast<ULONG>(pd.length), ov);
+  }));
 }
 
 Napi::Value Connector::Reject(const Napi::CallbackInfo& info) {

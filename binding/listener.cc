@@ -68,9 +68,9 @@ Napi::Value Listener::GetConnectionRequest(const Napi::CallbackInfo& info) {
   auto* connector = UnwrapChild<Connector>(info[1], adapter_, op, "connector");
   auto* r = new OvRecord(listener_.get(), ArgU32(info, 0), kKindGetConnectionRequest, true);
   r->Hold(connector->nd());
-  adapter_->poller()->WillIssue();
-  HRESULT hr = listener_->GetConnectionRequest(connector->nd(), &r->ov);
-  return Napi::Number::New(env, adapter_->FinishOverlapped(env, r, hr, op));
+  return Napi::Number::New(env, adapter_->IssueOverlapped(env, r, op, [&](OVERLAPPED* ov) {
+    return listener_->GetConnectionRequest(connector->nd(), ov);
+  }));
 }
 
 Napi::Value Listener::Cancel(const Napi::CallbackInfo& info) {

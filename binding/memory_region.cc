@@ -60,17 +60,18 @@ Napi::Value MemoryRegion::Register(const Napi::CallbackInfo& info) {
   uint8_t* base = static_cast<uint8_t*>(ab.Data()) + static_cast<size_t>(offset);
   auto* r = new OvRecord(mr_.get(), requestId, kKindRegister, true);
   r->mrId = id_;
-  adapter_->poller()->WillIssue();
-  HRESULT hr = mr_->Register(base, static_cast<SIZE_T>(length), flags, &r->ov);
-  if (hr == ND_SUCCESS || hr == ND_PENDING) {
-    // Keep the memory alive while the provider may touch it: from now until close().
-    buffer_ = Napi::Persistent(ab);
-    base_ = base;
-    slot->base = base;
-    slot->length = static_cast<uint64_t>(length);
-    slot->state = hr == ND_SUCCESS ? kRegionRegistered : kRegionRegistering;
-  }
-  return Napi::Number::New(env, adapter_->FinishOverlapped(env, r, hr, op));
+  return Napi::Number::New(env, adapter_->IssueOverlapped(env, r, op, [&](OVERLAPPED* ov) {
+    HRESULT hr = mr_->Register(base, static_cast<SIZE_T>(length), flags, ov);
+    if (hr == ND_SUCCESS || hr == ND_PENDING) {
+      // Keep the memory alive while the provider may touch it: from now until close().
+      buffer_ = Napi::Persistent(ab);
+      base_ = base;
+      slot->base = base;
+      slot->length = static_cast<uint64_t>(length);
+      slot->state = hr == ND_SUCCESS ? kRegionRegistered : kRegionRegistering;
+    }
+    return hr;
+  }));
 }
 
 // deregister(id) -> ND_SUCCESS | ND_PENDING
@@ -84,11 +85,12 @@ Napi::Value MemoryRegion::Deregister(const Napi::CallbackInfo& info) {
     ThrowMisuse(env, "ERR_ND_BUSY", op, "the memory region is not registered (or a request on it is in flight)");
   auto* r = new OvRecord(mr_.get(), requestId, kKindDeregister, true);
   r->mrId = id_;
-  adapter_->poller()->WillIssue();
-  HRESULT hr = mr_->Deregister(&r->ov);
-  if (hr == ND_SUCCESS) slot->state = kRegionIdle;
-  if (hr == ND_PENDING) slot->state = kRegionDeregistering;
-  return Napi::Number::New(env, adapter_->FinishOverlapped(env, r, hr, op));
+  return Napi::Number::New(env, adapter_->IssueOverlapped(env, r, op, [&](OVERLAPPED* ov) {
+    HRESULT hr = mr_->Deregister(ov);
+    if (hr == ND_SUCCESS) slot->state = kRegionIdle;
+    if (hr == ND_PENDING) slot->state = kRegionDeregistering;
+    return hr;
+  }));
 }
 
 // reset(): drops the ArrayBuffer of a registration whose deregistration completed, so that lib/ can keep the

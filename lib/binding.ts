@@ -1,4 +1,5 @@
-// Loads the native addon (build/Release, build/Debug, then prebuilds/<platform>-<arch>/) with node-gyp-build.
+// Loads the native addon (build/Release, build/Debug, then prebuilds/<platform>-<arch>/) with node-gyp-build, or
+// the one file NETDIRECT_ADDON_PATH names.
 import { existsSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 
@@ -51,13 +52,25 @@ function loadError(root: string, cause: unknown): Error {
     'Fix: build it from source with `npm rebuild netdirect` (needs CMake >= 3.15 and a C++17 compiler:',
     '  apt-get install cmake g++ make / dnf install cmake gcc-c++ / Visual Studio 2022 C++ + CMake on Windows);',
     '  in a netdirect checkout: `npm run build:native`.',
-    `  To load an addon from elsewhere, set ${PACKAGE_NAME.toUpperCase()}_PREBUILD=<dir holding build/Release/ or prebuilds/>.`,
+    `  To load an addon from elsewhere, set ${PACKAGE_NAME.toUpperCase()}_PREBUILD=<dir holding build/Release/ or prebuilds/>`,
+    `  or ${PACKAGE_NAME.toUpperCase()}_ADDON_PATH=<path to the .node file>.`,
   ];
   if (notFound) lines.push(`Cause: ${reason}`);
   return new Error(lines.join('\n'), { cause });
 }
 
 function load(): any {
+  // NETDIRECT_ADDON_PATH=<path to a .node file>: load exactly that addon instead of searching (the sanitizer
+  // tier, `npm run test:asan`, points it at build-asan/Release/netdirect.node).
+  const override = process.env[`${PACKAGE_NAME.toUpperCase()}_ADDON_PATH`];
+  if (override) {
+    try {
+      return require(path.resolve(override));
+    } catch (err) {
+      const reason = err instanceof Error ? err.message.split('\n')[0] : String(err);
+      throw new Error(`netdirect: cannot load the addon ${override} (NETDIRECT_ADDON_PATH): ${reason}`, { cause: err });
+    }
+  }
   const root = packageRoot();
   try {
     return nodeGypBuild(root);
