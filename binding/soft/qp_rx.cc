@@ -134,15 +134,54 @@ void SoftQueuePair::rx_progress_locked() {
       }
       continue;
     }
+    if (crc_) {
+      // CRC on: the rest of the FPDU (payload, pad, CRC) is collected in the staging buffer, checked there, and
+      // only then copied into its target (queue_pair.h, Receive). Never CRC the target itself: the consumer may
+      // rewrite placed bytes at once (a spin on the last byte), and a failing FPDU must place nothing.
+      const size_t need = rx_payload_len_ + rx_trailer_len_;
+      const size_t avail = rx_stage_end_ - rx_stage_pos_;
+      if (avail >= need) {
+        const uint8_t* src = stage + rx_stage_pos_;
+        rx_stage_pos_ += need;
+        if (!rx_staged_fpdu_locked(src)) return;
+        continue;
+      }
+      if (drained || syscalls++ >= kRxBudget) return;
+      if (avail == 0) rx_stage_pos_ = rx_stage_end_ = 0;
+      if (rx_stage_cap_ - rx_stage_pos_ < need) {
+        if (rx_stage_cap_ < need) {
+          if (!rx_grow_stage_locked()) return;  // moves the pending bytes to the front
+          stage = rx_stage_.get();
+        } else {
+          std::memmove(stage, stage + rx_stage_pos_, avail);
+          rx_stage_pos_ = 0;
+          rx_stage_end_ = avail;
+        }
+      }
+      // Read-ahead as on the zero-copy path: a whole stage behind a small FPDU, a header's worth behind a large one
+      // (so that the next large FPDU starts near the front and nothing has to be moved).
+      const size_t until = rx_ulpdu_len_ <= kRxCopyFpdu ? rx_stage_cap_
+                                                        : std::min(rx_stage_cap_, rx_stage_pos_ + need + kPeek);
+      const size_t ask = until - rx_stage_end_;
+      const ptrdiff_t n = net::recv_bytes(sock_, stage + rx_stage_end_, ask);
+      if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) return;
+      if (n <= 0) {
+        peer_eof_ = true;
+        fail_locked(ND_CONNECTION_ABORTED, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+        return;
+      }
+      rx_stage_end_ += static_cast<size_t>(n);
+      drained = until == rx_stage_cap_ && static_cast<size_t>(n) < ask;
+      continue;
+    }
     if (rx_stage_pos_ < rx_stage_end_) {
-      // Payload (possibly empty) + trailer from the staging buffer; CRC over the bytes as placed.
+      // CRC off: payload (possibly empty) + trailer copied from the staging buffer.
       const uint8_t* src = stage + rx_stage_pos_;
       size_t avail = rx_stage_end_ - rx_stage_pos_;
       while (avail > 0 && rx_piece_pos_ < rx_piece_count_) {
         iovec& p = rx_piece_[rx_piece_pos_];
         const size_t take = std::min(avail, p.iov_len);
         std::memcpy(p.iov_base, src, take);
-        if (crc_) rx_crc_ = crc32c_update(rx_crc_, p.iov_base, take);
         p.iov_base = static_cast<uint8_t*>(p.iov_base) + take;
         p.iov_len -= take;
         src += take;
@@ -160,7 +199,7 @@ void SoftQueuePair::rx_progress_locked() {
       if (!rx_segment_done_locked()) return;
       continue;
     }
-    // Staging buffer empty: the rest of the payload straight into the target, the trailer, and a read-ahead
+    // CRC off, staging buffer empty: the rest of the payload straight into the target, the trailer, and a read-ahead
     // into the staging buffer (a whole one behind a small FPDU; only a header's worth behind a large one, so
     // that the next large payload is not copied).
     if (drained || syscalls++ >= kRxBudget) return;
@@ -188,7 +227,6 @@ void SoftQueuePair::rx_progress_locked() {
     while (left > 0 && rx_piece_pos_ < rx_piece_count_) {
       iovec& p = rx_piece_[rx_piece_pos_];
       const size_t take = std::min(left, p.iov_len);
-      if (crc_) rx_crc_ = crc32c_update(rx_crc_, p.iov_base, take);
       p.iov_base = static_cast<uint8_t*>(p.iov_base) + take;
       p.iov_len -= take;
       left -= take;
@@ -205,6 +243,27 @@ void SoftQueuePair::rx_progress_locked() {
     rx_need_ = kPeek;
     if (!rx_segment_done_locked()) return;
   }
+}
+
+// CRC on: the rest of the current FPDU (payload, pad, CRC trailer) is at src in the staging buffer. Checks the CRC over
+// these received bytes (seeded with the header's in rx_header_locked) and only then places the payload: an FPDU that
+// fails the check changes no target byte (RFC 5044 §4.4, §7: a ULPDU whose CRC fails is not handed to DDP).
+// false: the connection failed.
+bool SoftQueuePair::rx_staged_fpdu_locked(const uint8_t* src) {
+  const size_t pad = rx_trailer_len_ - kMpaTrailerCrcSize;
+  const uint32_t crc = crc32c_final(crc32c_update(rx_crc_, src, rx_payload_len_ + pad));
+  if (crc != get_crc_le(src + rx_payload_len_ + pad)) {
+    rx_fail_locked(term_code(LlpErr::kCrcError), ND_CANCELED, rx_seg_hdr_ + kMpaLenSize, 0);
+    return false;
+  }
+  for (int i = rx_piece_pos_; i < rx_piece_count_; ++i) {
+    std::memcpy(rx_piece_[i].iov_base, src, rx_piece_[i].iov_len);
+    src += rx_piece_[i].iov_len;
+  }
+  rx_piece_pos_ = rx_piece_count_;
+  rx_have_ = 0;
+  rx_need_ = kPeek;
+  return rx_segment_done_locked();
 }
 
 // Medium FPDUs arrive: the small stage becomes a large one, keeping the bytes read ahead (at most the small
@@ -284,6 +343,7 @@ bool SoftQueuePair::rx_header_locked() {
 
   rx_hdr_len_ = kMpaLenSize + st.consumed;
   const uint32_t payload = static_cast<uint32_t>(rx_ulpdu_len_ - st.consumed);
+  rx_payload_len_ = payload;
   if (crc_) rx_crc_ = crc32c_update(kCrc32cInit, rx_buf_, rx_hdr_len_);
   std::memcpy(rx_seg_hdr_, rx_buf_, rx_hdr_len_);
   rx_piece_count_ = rx_piece_pos_ = 0;
@@ -410,15 +470,7 @@ bool SoftQueuePair::rx_header_locked() {
 }
 
 bool SoftQueuePair::rx_segment_done_locked() {
-  rx_state_ = RxState::kHeader;
-  const size_t pad = rx_trailer_len_ - kMpaTrailerCrcSize;
-  if (crc_) {
-    rx_crc_ = crc32c_update(rx_crc_, rx_trailer_, pad);
-    if (crc32c_final(rx_crc_) != get_crc_le(rx_trailer_ + pad)) {
-      rx_fail_locked(term_code(LlpErr::kCrcError), ND_CANCELED, rx_seg_hdr_ + kMpaLenSize, 0);
-      return false;
-    }
-  }
+  rx_state_ = RxState::kHeader;  // (with CRC on, rx_staged_fpdu_locked checked it before placing)
   const DdpHeader& h = rx_hdr_;
   switch (h.opcode) {
     case RdmapOpcode::kWrite:

@@ -50,12 +50,17 @@
 // STag/key/rights/bounds incl. 64-bit wrap), then places the payload into the target (registered memory of
 // the Write's STag, the posted receive, or the Read's SGE list). Staged receive: one recv of up to 4 KiB
 // into a per-QP staging buffer (allocated on first use) usually holds many small FPDUs; headers, payloads
-// and trailers are copied out of it one FPDU after another. When the staging buffer runs dry inside an
-// FPDU, the rest of the payload goes with recv_iov straight into the target, then the trailer, then a
-// read-ahead into the staging buffer (a whole buffer behind a small FPDU, only 16 bytes behind one with a
-// ULPDU over 2 KiB, so large payloads stay zero-copy). CRC32c runs over the placed bytes. A short read of a
-// small FPDU ends the progress call (the socket is empty; no extra EAGAIN receive). Read Requests and
-// Terminates are taken whole into the header buffer.
+// and trailers are copied out of it one FPDU after another. With CRC off, when the staging buffer runs dry
+// inside an FPDU, the rest of the payload goes with recv_iov straight into the target, then the trailer,
+// then a read-ahead into the staging buffer (a whole buffer behind a small FPDU, only 16 bytes behind one
+// with a ULPDU over 16 KiB, so large payloads stay zero-copy). With CRC on, every FPDU goes through the
+// staging buffer (grown to 64 KiB when an FPDU does not fit the small one: the whole rest of an FPDU after
+// its header always fits, so memory stays bounded per QP): CRC32c runs over the bytes as received and the
+// payload is copied into its target only after the check passed. The CRC is never computed over the
+// target: the consumer may legitimately rewrite placed bytes at once (spinning on the last byte, which our
+// in-order placement allows), and an FPDU that fails the check must place nothing (RFC 5044 §4.4, §7).
+// A short read of a small FPDU ends the progress call (the socket is empty; no extra EAGAIN receive).
+// Read Requests and Terminates are taken whole into the header buffer.
 //
 // ---- Errors ------------------------------------------------------------------------------------------
 // A check failure sends a Terminate with the RFC code (best effort, as siw), fails the matching local
@@ -243,7 +248,8 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   void rx_progress_locked();
   bool rx_header_locked();          // a full header is in rx_buf_: check and set up placement
   bool rx_control_locked();         // a whole Read Request / Terminate FPDU is in rx_buf_
-  bool rx_segment_done_locked();    // trailer verified: finish the segment
+  bool rx_staged_fpdu_locked(const uint8_t* src);  // CRC on: check the staged rest of the FPDU, then place it
+  bool rx_segment_done_locked();    // payload placed, trailer in: finish the segment
   // Sends a Terminate copying headers from ulpdu (default: the header bytes in rx_buf_) and fails the QP.
   void rx_fail_locked(wire::TermCode code, HRESULT recv_status, const uint8_t* ulpdu = nullptr, size_t avail = 0);
   void rx_terminate_received_locked(const wire::TerminateInfo& t);
@@ -346,6 +352,7 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   wire::DdpHeader rx_hdr_;
   uint16_t rx_ulpdu_len_ = 0;
   size_t rx_hdr_len_ = 0;               // FPDU header bytes (incl. length)
+  uint32_t rx_payload_len_ = 0;         // payload bytes of the current FPDU
   uint8_t rx_seg_hdr_[wire::kFpduHdrSend];  // copy of the current segment's header (rx_buf_ is reused)
   // payload pieces still to fill, then trailer (pad + CRC)
   iovec rx_piece_[limits::kMaxSge + 1];
@@ -375,6 +382,8 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   static constexpr size_t kRxStageLarge = 64 * 1024;
   static constexpr size_t kRxCopyFpdu = 16 * 1024;  // FPDUs up to this ULPDU length: read ahead a whole stage
   static constexpr size_t kRxMediumFpdu = 2048;     // FPDUs above this ULPDU length (up to kRxCopyFpdu) grow it
+  // With CRC on, the rest of any FPDU after its header (payload, pad, CRC) must fit the large stage.
+  static_assert(kRxStageLarge >= 0xFFFF - wire::kDdpTaggedHdrSize + 3 + wire::kMpaTrailerCrcSize);
   std::unique_ptr<uint8_t[]> rx_stage_;
   size_t rx_stage_cap_ = 0;
   size_t rx_stage_pos_ = 0;
