@@ -67,7 +67,7 @@ bool SoftQueuePair::confirm_read_outstanding_locked() const {
 bool SoftQueuePair::tx_fill_locked() {
   Batch& b = *batch_;
   b.sq_done = sq_next_;
-  if (awaiting_rtr_) return false;  // P2P responder: nothing goes out before the initiator's RTR
+  if (rx_.awaiting_rtr()) return false;  // P2P responder: nothing goes out before the initiator's RTR
   while (b.fpdus < kMaxBatchFpdus && b.iov_count + kIovPerFpduMax <= kMaxBatchIov && b.bytes < kMaxBatchBytes) {
     if (tx_kind_ == TxKind::kNone) {
       if (!tx_next_message_locked()) break;

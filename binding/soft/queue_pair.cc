@@ -74,7 +74,13 @@ HRESULT SoftQueuePair::create(SoftAdapter* adapter, SoftCompletionQueue* receive
 
 SoftQueuePair::SoftQueuePair(SoftAdapter* adapter, SoftCompletionQueue* rcq, SoftCompletionQueue* icq,
                              SoftSharedReceiveQueue* srq, VOID* context)
-    : adapter_(adapter), stags_(adapter->stags()), rcq_(rcq), icq_(icq), srq_(srq), context_(context) {
+    : adapter_(adapter),
+      stags_(adapter->stags()),
+      rcq_(rcq),
+      icq_(icq),
+      srq_(srq),
+      context_(context),
+      rx_(adapter->stags(), *this) {
   adapter_->AddRef();
   rcq_->AddRef();
   icq_->AddRef();
@@ -89,12 +95,11 @@ SoftQueuePair::~SoftQueuePair() {
     RecvRequest& r = rq_[s % rq_depth_];
     release_local_sges(stags_, r.sge, r.nsge);
   }
-  if (rx_have_recv_) release_local_sges(stags_, rx_recv_.sge, rx_recv_.nsge);
+  rx_.release();  // (before the adapter, and with it the STag table, may go)
   for (uint32_t i = 0; i < irq_count_; ++i) {
     InRead& in = irq_[(irq_head_ + i) % irq_.size()];
     if (in.pin != 0) stags_.unpin(in.pin);
   }
-  if (rx_pin_ != 0) stags_.unpin(rx_pin_);
   if (sock_ != net::kInvalidSocket) {
     adapter_->engine().remove(sock_, this);
     net::close_socket(sock_, true);
@@ -394,10 +399,7 @@ void SoftQueuePair::fail_locked(HRESULT event_status, bool report, bool success_
   }
   sq_sent_ = sq_next_ = sq_head_;
   // The receive being filled, then the posted ones (SRQ receives stay in the SRQ).
-  if (rx_have_recv_) {
-    complete_recv_locked(rx_recv_, recv_status, static_cast<ULONG>(rx_send_placed_), false);
-    rx_have_recv_ = false;
-  }
+  rx_.stop(recv_status);  // no more receive processing; a placement pin goes back
   while (rq_head_ < rq_tail_) {
     complete_recv_locked(rq_[rq_head_ % rq_depth_], ND_CANCELED, 0, false);
     ++rq_head_;
@@ -411,12 +413,7 @@ void SoftQueuePair::fail_locked(HRESULT event_status, bool report, bool success_
   }
   irq_started_ = 0;
   orq_count_ = 0;
-  if (rx_pin_ != 0) {
-    stags_.unpin(rx_pin_);
-    rx_pin_ = 0;
-  }
   tx_kind_ = TxKind::kNone;
-  rx_state_ = RxState::kDrain;
   if (!was_connected) return;
   if (report) {
     event_closed_pending_ = true;
@@ -473,7 +470,7 @@ void SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
   ord_ = c.mpa.ord;
   ird_ = c.mpa.ird;
   rtr_pending_tx_ = p2p_ && initiator_;
-  awaiting_rtr_ = p2p_ && !initiator_;
+  rx_.start(crc_, p2p_ && !initiator_, rtr_);
   state_ = State::kConnected;
   ever_attached_ = true;
   self_ref_ = true;
@@ -539,7 +536,7 @@ void SoftQueuePair::poll_progress() {
   // reference). Never blocks: when the engine thread is in on_io it makes the progress anyway.
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return;
-  if (sock_ == net::kInvalidSocket || state_ != State::kConnected || rx_state_ == RxState::kDrain) return;
+  if (sock_ == net::kInvalidSocket || state_ != State::kConnected || rx_.stopped()) return;
   inline_last_ns_ = now_ns();
   posted_since_poll_ = false;
   if (!rx_inline_) {
@@ -645,7 +642,7 @@ void SoftQueuePair::run_teardown() {
       // Let a Terminate (or the last bytes) reach the peer: shut down our direction and drain until the
       // peer closes, instead of closing with unread data (which resets the connection).
       linger_ = true;
-      rx_state_ = RxState::kDrain;
+      rx_.stop(ND_CANCELED);
       tx_set_want_write_locked(false);
       net::shutdown_write(s);
       linger_timer_ = adapter_->engine().add_timer(kLingerMs, [this] { close_socket_now(); });

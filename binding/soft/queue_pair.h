@@ -1,6 +1,8 @@
 // IND2QueuePair of the software provider: the iWARP data path (RDMAP over DDP over MPA FPDUs over TCP).
 // Split by job as Linux siw does: queue_pair.cc (posts, state, completions, teardown), qp_tx.cc (transmit),
-// qp_rx.cc (receive, checks, placement), terminate.cc (Terminate build/classify).
+// rx_stream.h/.cc (RxStream: the receive stream — FPDU parsing, staging, CRC, checks, placement — testable on
+// byte buffers without a socket, test/native/rx_stream_test.cc), qp_rx.cc (the queue pair side of it: socket
+// readiness and the RxEvents it calls), terminate.cc (Terminate build/classify).
 //
 // ---- Threads and locks -------------------------------------------------------------------------------
 // Posts come from any thread, RX and TX continuation run on the adapter's engine thread. One mutex (mu_)
@@ -84,6 +86,7 @@
 #include "soft/connection.h"
 #include "soft/engine.h"
 #include "soft/object.h"
+#include "soft/rx_stream.h"
 #include "soft/shared_receive_queue.h"
 
 namespace netdirect::soft {
@@ -95,7 +98,8 @@ class StagTable;
 
 class SoftQueuePair final : public ComObject<IND2QueuePair>,
                             private Engine::Handler,
-                            private SoftCompletionQueue::ProgressSource {
+                            private SoftCompletionQueue::ProgressSource,
+                            private RxEvents {
  public:
   // ND_INVALID_PARAMETER_2/_3 for missing CQs (checked by the adapter), _5 receive depth (0 without SRQ or
   // above limits), _6 initiator depth, _7 receive SGEs, _8 initiator SGEs, _9 inline size.
@@ -243,20 +247,24 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   bool posted_since_poll_ = false;      // doorbell batching: a post went out since the last inline poll
   void inline_lease_check();            // engine thread
 
-  // ---- qp_rx.cc ----
+  // ---- qp_rx.cc: the queue pair side of the receive stream (rx_) ----
   void on_io(uint32_t events) override;
-  void rx_progress_locked();
-  bool rx_header_locked();          // a full header is in rx_buf_: check and set up placement
-  bool rx_control_locked();         // a whole Read Request / Terminate FPDU is in rx_buf_
-  bool rx_staged_fpdu_locked(const uint8_t* src);  // CRC on: check the staged rest of the FPDU, then place it
-  bool rx_segment_done_locked();    // payload placed, trailer in: finish the segment
-  // Sends a Terminate copying headers from ulpdu (default: the header bytes in rx_buf_) and fails the QP.
-  void rx_fail_locked(wire::TermCode code, HRESULT recv_status, const uint8_t* ulpdu = nullptr, size_t avail = 0);
-  void rx_terminate_received_locked(const wire::TerminateInfo& t);
+  void rx_progress_locked();        // rx_ reads from the socket
   bool rx_drain_locked();           // discards input; true when the lingering socket can be closed
-  void rx_read_response_done_locked();
-  bool rx_place_pieces(const LocalSge* sge, uint32_t nsge, uint64_t offset, uint32_t len);
-  void rx_discard_locked(uint32_t len);  // payload goes to a scratch sink (internal Read Responses)
+  // RxEvents (rx_stream.h), called by rx_ under mu_.
+  bool rx_take_receive(RecvRequest* out) override;
+  void rx_receive_done(RecvRequest& r, HRESULT status, uint32_t bytes, bool solicited) override;
+  bool rx_read_target(RxReadTarget* out) override;
+  void rx_read_progress(uint32_t bytes) override;
+  void rx_read_response_done() override;
+  bool rx_inbound_read_room(bool rtr) override;
+  void rx_inbound_read(uint32_t sink_stag, uint64_t sink_to, uint32_t size, const uint8_t* src,
+                       uint32_t pin) override;
+  void rx_rtr_received() override;
+  void rx_terminate_received(const wire::TerminateInfo& t) override;
+  void rx_protocol_error(wire::TermCode code, HRESULT recv_status, const uint8_t* ulpdu, size_t avail,
+                         uint16_t ulpdu_len) override;
+  void rx_connection_failed(HRESULT status, bool peer_gone) override;
 
   // ---- fixed after creation ----
   SoftAdapter* adapter_;
@@ -302,7 +310,6 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   bool p2p_ = false;
   uint8_t rtr_ = 0;
   bool rtr_pending_tx_ = false;         // initiator: RTR not yet queued
-  bool awaiting_rtr_ = false;           // responder: RTR not yet received (TX blocked)
   uint32_t mss_ = 1460;
   uint32_t ord_ = 0;
   uint32_t ird_ = 0;
@@ -342,53 +349,8 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   uint8_t term_fpdu_[128];
   bool term_sent_ = false;
 
-  // ---- RX state ----
-  enum class RxState : uint8_t { kHeader, kPayload, kDrain };
-  RxState rx_state_ = RxState::kHeader;
-  uint8_t rx_buf_[128];                 // FPDU header / whole control FPDU
-  size_t rx_have_ = 0;
-  size_t rx_need_ = 16;
-  uint32_t rx_crc_ = 0;                 // running CRC32c of the current FPDU
-  wire::DdpHeader rx_hdr_;
-  uint16_t rx_ulpdu_len_ = 0;
-  size_t rx_hdr_len_ = 0;               // FPDU header bytes (incl. length)
-  uint32_t rx_payload_len_ = 0;         // payload bytes of the current FPDU
-  uint8_t rx_seg_hdr_[wire::kFpduHdrSend];  // copy of the current segment's header (rx_buf_ is reused)
-  // payload pieces still to fill, then trailer (pad + CRC)
-  iovec rx_piece_[limits::kMaxSge + 1];
-  int rx_piece_count_ = 0;
-  int rx_piece_pos_ = 0;
-  uint8_t rx_trailer_[8];
-  size_t rx_trailer_len_ = 0;
-  size_t rx_trailer_have_ = 0;
-  uint32_t rx_pin_ = 0;                 // region pinned for the current tagged placement
-  // message continuity
-  uint32_t rx_send_msn_ = wire::kMsnFirst;  // expected MSN of the next Send message
-  uint32_t rx_read_msn_ = wire::kMsnFirst;  // expected MSN of the next Read Request
-  bool rx_in_send_ = false;             // a Send message is partly received
-  uint32_t rx_send_placed_ = 0;
-  RecvRequest rx_recv_;                 // the receive being filled (taken from RQ/SRQ)
-  bool rx_have_recv_ = false;
-  bool rx_in_write_ = false;            // a Write message is partly received
-  uint32_t rx_write_stag_ = 0;
-  uint64_t rx_write_next_to_ = 0;
-  // Staging buffer (allocated on first receive progress): small and medium FPDUs arrive many per recv and
-  // are parsed and copied from here; bytes [rx_stage_pos_, rx_stage_end_) are received but not yet consumed.
-  // Large payloads go straight from the socket into their targets (recv_iov), with only a short read-ahead.
-  // A connection starts with a small stage (idle QPs stay small) and grows it once it receives medium FPDUs:
-  // copying up to kRxCopyFpdu bytes costs less than the extra receive call per FPDU it saves (a 4 KiB Write
-  // stream: ~16 FPDUs per call instead of one; measured with scripts/perf/abbench.js).
-  static constexpr size_t kRxStageSmall = 4096;
-  static constexpr size_t kRxStageLarge = 64 * 1024;
-  static constexpr size_t kRxCopyFpdu = 16 * 1024;  // FPDUs up to this ULPDU length: read ahead a whole stage
-  static constexpr size_t kRxMediumFpdu = 2048;     // FPDUs above this ULPDU length (up to kRxCopyFpdu) grow it
-  // With CRC on, the rest of any FPDU after its header (payload, pad, CRC) must fit the large stage.
-  static_assert(kRxStageLarge >= 0xFFFF - wire::kDdpTaggedHdrSize + 3 + wire::kMpaTrailerCrcSize);
-  std::unique_ptr<uint8_t[]> rx_stage_;
-  size_t rx_stage_cap_ = 0;
-  size_t rx_stage_pos_ = 0;
-  size_t rx_stage_end_ = 0;
-  bool rx_grow_stage_locked();
+  // ---- receive stream (rx_stream.h): FPDU parsing, staging, CRC, placement ----
+  RxStream rx_;
 
   // ---- teardown ----
   bool teardown_scheduled_ = false;
