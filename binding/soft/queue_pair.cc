@@ -61,8 +61,7 @@ HRESULT SoftQueuePair::create(SoftAdapter* adapter, SoftCompletionQueue* receive
       qp->rq_max_sge_ = maxReceiveSge;
       qp->rq_.resize(receiveDepth);
     }
-    qp->batch_store_.resize(1);
-    qp->batch_ = &qp->batch_store_[0];
+    qp->tx_.batch = std::make_unique<TxBatch>();
     qp->sq_max_sge_request_ = maxInitiatorSge;
   } catch (...) {
     qp->Release();
@@ -179,14 +178,14 @@ HRESULT SoftQueuePair::post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND
   //    (on_io). A stream of posts then costs one send call per round trip instead of one per post (each ~5 µs
   //    on a VM), and the posting thread makes no system call. Only our own Reads count: a peer that never
   //    answers those stalls every completion anyway, whereas an application Read may legitimately take long;
-  //  * and while a send waits for a full socket to drain (want_write_, the engine watches EPOLLOUT): the engine
+  //  * and while a send waits for a full socket to drain (tx_.want_write, the engine watches EPOLLOUT): the engine
   //    continues it and takes the queue along, where trying now would only fail again (perf trace of a stream
   //    of 1 MiB Writes: ~1 failing send call per post on the posting thread before this rule, none after).
   // Anything else goes out now.
   const bool behind = sq_sent_ > sq_head_;
   const bool stream = sq_tail_ - sq_head_ > kEngineBatchMinInFlight && total <= kEngineBatchMaxBytes;
   const bool queue_only = rx_inline_ ? posted_since_poll_ && behind
-                                     : want_write_ || (behind && stream && confirm_read_outstanding_locked());
+                                     : tx_.want_write || (behind && stream && confirm_read_outstanding_locked());
   if (!queue_only) tx_progress_locked();
   posted_since_poll_ = rx_inline_;
   return ND_SUCCESS;
@@ -413,7 +412,7 @@ void SoftQueuePair::fail_locked(HRESULT event_status, bool report, bool success_
   }
   irq_started_ = 0;
   orq_count_ = 0;
-  tx_kind_ = TxKind::kNone;
+  tx_.kind = TxKind::kNone;
   if (!was_connected) return;
   if (report) {
     event_closed_pending_ = true;
@@ -469,7 +468,7 @@ void SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
   mss_ = std::max<uint32_t>(c.mss, 64);
   ord_ = c.mpa.ord;
   ird_ = c.mpa.ird;
-  rtr_pending_tx_ = p2p_ && initiator_;
+  tx_.rtr_pending = p2p_ && initiator_;
   rx_.start(crc_, p2p_ && !initiator_, rtr_);
   state_ = State::kConnected;
   ever_attached_ = true;
@@ -518,7 +517,7 @@ void SoftQueuePair::end_inline_locked() {
   // The engine reads again (level-triggered: input that is already there is reported at once), and requests
   // left queued by doorbell batching go out.
   rx_inline_ = false;
-  adapter_->engine().modify(sock_, this, Engine::kRead | (want_write_ ? Engine::kWrite : 0));
+  adapter_->engine().modify(sock_, this, Engine::kRead | (tx_.want_write ? Engine::kWrite : 0));
   tx_progress_locked();
 }
 
@@ -636,7 +635,7 @@ void SoftQueuePair::run_teardown() {
     close_now = peer_eof_;
     if (rx_inline_) {
       rx_inline_ = false;  // draining / closing is the engine's job again
-      adapter_->engine().modify(s, this, Engine::kRead | (want_write_ ? Engine::kWrite : 0));
+      adapter_->engine().modify(s, this, Engine::kRead | (tx_.want_write ? Engine::kWrite : 0));
     }
     if (!close_now) {
       // Let a Terminate (or the last bytes) reach the peer: shut down our direction and drain until the

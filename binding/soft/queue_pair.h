@@ -5,8 +5,19 @@
 // readiness and the RxEvents it calls), terminate.cc (Terminate build/classify).
 //
 // ---- Threads and locks -------------------------------------------------------------------------------
-// Posts come from any thread, RX and TX continuation run on the adapter's engine thread. One mutex (mu_)
-// guards the QP; lock order QP -> SRQ -> StagTable -> CQ. Posting threads transmit directly while the
+// One mutex (mu_) guards the QP and all of its job structs; lock order QP -> SRQ -> StagTable -> CQ.
+//  * rx_ (RxStream, rx_stream.h: FPDU parse state, staging buffer, CRC state, placement target, Send/Read MSNs,
+//    the receive being filled) is run by whichever thread does receive progress — the engine thread (on_io) or
+//    an inline poller (poll_progress, try-lock) — always under mu_; it calls back into the QP (RxEvents, qp_rx.cc)
+//    with mu_ still held. Posting threads never touch it; fail_locked stops it (any thread, under mu_).
+//  * tx_ (TxContext, tx_context.h: current message, MSN counters, gather batch, Terminate slot) is run by a
+//    posting thread (post_sq_locked transmits directly), the engine thread (EPOLLOUT, Read Responses) or an
+//    inline poller, always under mu_.
+//  * Shared between them, owned by the QP and also under mu_: the send queue (tx_ reads it; rx_ places Read
+//    Responses into its SGEs), the outstanding-Read ring orq_ (tx_ appends, rx_ completes) and the inbound-Read
+//    ring irq_ (rx_ appends, tx_ answers), the receive queue (posts append, rx_ takes), and the connection
+//    fields (socket, crc_, mss_, ord_/ird_), which are fixed while attached.
+// Posts come from any thread, RX and TX continuation run on the adapter's engine thread. Posting threads transmit directly while the
 // socket accepts data (low latency); on EAGAIN the engine continues on EPOLLOUT. Socket close, Engine::
 // remove and ConnectionEvents callbacks happen on the engine thread with mu_ released.
 // Inline progress: a thread that polls a CQ in a loop (INDPollingHint, nd/netdirect_ext.h: the JS thread in manual
@@ -87,6 +98,7 @@
 #include "soft/engine.h"
 #include "soft/object.h"
 #include "soft/rx_stream.h"
+#include "soft/tx_context.h"
 #include "soft/shared_receive_queue.h"
 
 namespace netdirect::soft {
@@ -183,9 +195,6 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
     const uint8_t* src;
     uint32_t pin;          // region STag pinned for the response (0 = none)
   };
-
-  // What the current TX message is.
-  enum class TxKind : uint8_t { kNone, kSq, kReadResponse, kInternalRead, kRtr };
 
   // ---- queue_pair.cc ----
   HRESULT check_post_locked();        // state / CQ health for initiator posts
@@ -309,7 +318,6 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   bool initiator_ = false;
   bool p2p_ = false;
   uint8_t rtr_ = 0;
-  bool rtr_pending_tx_ = false;         // initiator: RTR not yet queued
   uint32_t mss_ = 1460;
   uint32_t ord_ = 0;
   uint32_t ird_ = 0;
@@ -321,33 +329,8 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   std::vector<InRead> irq_;
   uint32_t irq_head_ = 0, irq_count_ = 0, irq_started_ = 0;  // started: responses queued into batches
 
-  // ---- TX state ----
-  uint32_t tx_send_msn_ = 0;            // last used (pre-incremented)
-  uint32_t tx_read_msn_ = 0;
-  TxKind tx_kind_ = TxKind::kNone;
-  uint64_t tx_off_ = 0;                 // payload bytes of the current message already in batches
-  uint64_t tx_len_ = 0;
-  bool want_write_ = false;
-  static constexpr int kMaxBatchFpdus = 64;
-  static constexpr int kMaxBatchIov = 512;
-  static constexpr size_t kMaxBatchBytes = 1024 * 1024;
-  static constexpr size_t kHdrSlot = 64;
-  struct Batch {
-    iovec iov[kMaxBatchIov];
-    int iov_count = 0;
-    int iov_pos = 0;                    // first iovec not fully sent
-    int fpdus = 0;
-    size_t bytes = 0;
-    size_t sent = 0;
-    uint8_t hdr[kMaxBatchFpdus][kHdrSlot];
-    uint8_t trailer[kMaxBatchFpdus][8];
-    uint64_t sq_done = 0;               // sq_sent_ after this batch
-    uint32_t irq_done = 0;              // Read Responses finished by this batch
-  };
-  std::vector<Batch> batch_store_;      // one Batch, heap-held (large)
-  Batch* batch_ = nullptr;
-  uint8_t term_fpdu_[128];
-  bool term_sent_ = false;
+  // ---- transmit context (tx_context.h): current message, segmentation, gather batch, Terminate slot ----
+  TxContext tx_;
 
   // ---- receive stream (rx_stream.h): FPDU parsing, staging, CRC, placement ----
   RxStream rx_;
