@@ -17,7 +17,6 @@ using namespace wire;
 
 namespace {
 constexpr uint32_t kRtrStag = 1;         // STag of RTRs and internal zero-length Reads (never 0 on the wire)
-constexpr int kIovPerFpduMax = static_cast<int>(limits::kMaxSge) + 2;  // header, pieces, trailer
 constexpr int kSendIovMax = 1024;        // IOV_MAX on Linux
 constexpr uint64_t kNoOffender = ~uint64_t{0};
 constexpr uint64_t kConfirmBatch = 32;   // unconfirmed requests that justify a second confirmation Read in flight
@@ -26,8 +25,8 @@ constexpr uint64_t kConfirmStream = 64;  // the same before the send queue drain
 }  // namespace
 
 void SoftQueuePair::tx_set_want_write_locked(bool want) {
-  if (want == want_write_ || sock_ == net::kInvalidSocket) return;
-  want_write_ = want;
+  if (want == tx_.want_write || sock_ == net::kInvalidSocket) return;
+  tx_.want_write = want;
   // Nothing while an inline poller drives the connection (queue_pair.cc poll_progress): it retries the send.
   if (rx_inline_) return;
   adapter_->engine().modify(sock_, this, Engine::kRead | (want ? Engine::kWrite : 0));
@@ -36,7 +35,7 @@ void SoftQueuePair::tx_set_want_write_locked(bool want) {
 void SoftQueuePair::tx_progress_locked() {
   if (state_ != State::kConnected || sock_ == net::kInvalidSocket) return;
   for (;;) {
-    if (batch_->iov_count > 0 && !tx_flush_locked()) return;  // blocked (EPOLLOUT armed) or failed
+    if (tx_.batch->iov_count > 0 && !tx_flush_locked()) return;  // blocked (EPOLLOUT armed) or failed
     if (state_ != State::kConnected) return;
     if (!tx_fill_locked()) break;
   }
@@ -48,7 +47,7 @@ void SoftQueuePair::tx_progress_locked() {
 // queued request, or a confirmation Read that is due now — the sources tx_next_message_locked takes from, in
 // the same order; a new source there belongs here too.
 bool SoftQueuePair::tx_pending_locked() const {
-  return batch_->iov_count > 0 || want_write_ || rtr_pending_tx_ || tx_kind_ != TxKind::kNone ||
+  return tx_.batch->iov_count > 0 || tx_.want_write || tx_.rtr_pending || tx_.kind != TxKind::kNone ||
          irq_started_ < irq_count_ || sq_next_ < sq_tail_ || tx_confirm_due_locked(true);
 }
 
@@ -65,60 +64,60 @@ bool SoftQueuePair::confirm_read_outstanding_locked() const {
 }
 
 bool SoftQueuePair::tx_fill_locked() {
-  Batch& b = *batch_;
+  TxBatch& b = *tx_.batch;
   b.sq_done = sq_next_;
-  if (awaiting_rtr_) return false;  // P2P responder: nothing goes out before the initiator's RTR
-  while (b.fpdus < kMaxBatchFpdus && b.iov_count + kIovPerFpduMax <= kMaxBatchIov && b.bytes < kMaxBatchBytes) {
-    if (tx_kind_ == TxKind::kNone) {
+  if (rx_.awaiting_rtr()) return false;  // P2P responder: nothing goes out before the initiator's RTR
+  while (b.has_room()) {
+    if (tx_.kind == TxKind::kNone) {
       if (!tx_next_message_locked()) break;
       continue;
     }
-    if (tx_kind_ == TxKind::kSq) {
+    if (tx_.kind == TxKind::kSq) {
       SqRequest& r = sq_at(sq_next_);
       const bool send = r.type == Nd2RequestTypeSend;
       const size_t max_payload = fpdu_max_payload(mss_, send ? kDdpUntaggedHdrSize : kDdpTaggedHdrSize);
-      const uint64_t seg = std::min<uint64_t>(tx_len_ - tx_off_, fpdu_even_payload(tx_len_, max_payload));
+      const uint64_t seg = std::min<uint64_t>(tx_.len - tx_.off, fpdu_even_payload(tx_.len, max_payload));
       DdpHeader h;
-      h.last = tx_off_ + seg == tx_len_;
+      h.last = tx_.off + seg == tx_.len;
       if (send) {
         h.opcode = (r.flags & ND_OP_FLAG_SEND_AND_SOLICIT_EVENT) ? RdmapOpcode::kSendSe : RdmapOpcode::kSend;
         h.qn = kQnSend;
         h.msn = r.msn;
-        h.mo = static_cast<uint32_t>(tx_off_);
+        h.mo = static_cast<uint32_t>(tx_.off);
       } else {
         h.opcode = RdmapOpcode::kWrite;
         h.stag = r.remote_token;
-        h.to = r.remote_addr + tx_off_;
+        h.to = r.remote_addr + tx_.off;
       }
-      tx_append_fpdu_locked(h, nullptr, 0, sq_sges(sq_next_), r.nsge, tx_off_, static_cast<uint32_t>(seg));
-      tx_off_ += seg;
+      tx_append_fpdu_locked(h, nullptr, 0, sq_sges(sq_next_), r.nsge, tx_.off, static_cast<uint32_t>(seg));
+      tx_.off += seg;
       if (h.last) {
         r.state = SqState::kTransmitted;
         last_unconfirmed_ = sq_next_ + 1;
         if (!(r.flags & ND_OP_FLAG_SILENT_SUCCESS)) last_signaled_unconfirmed_ = sq_next_ + 1;
         ++sq_next_;
         b.sq_done = sq_next_;
-        tx_kind_ = TxKind::kNone;
+        tx_.kind = TxKind::kNone;
       }
-    } else if (tx_kind_ == TxKind::kReadResponse) {
+    } else if (tx_.kind == TxKind::kReadResponse) {
       InRead& in = irq_[(irq_head_ + irq_started_) % irq_.size()];
       const size_t max_payload = fpdu_max_payload(mss_, kDdpTaggedHdrSize);
-      const uint64_t seg = std::min<uint64_t>(tx_len_ - tx_off_, fpdu_even_payload(tx_len_, max_payload));
+      const uint64_t seg = std::min<uint64_t>(tx_.len - tx_.off, fpdu_even_payload(tx_.len, max_payload));
       DdpHeader h;
       h.opcode = RdmapOpcode::kReadResponse;
-      h.last = tx_off_ + seg == tx_len_;
+      h.last = tx_.off + seg == tx_.len;
       h.stag = in.sink_stag;
-      h.to = in.sink_to + tx_off_;
+      h.to = in.sink_to + tx_.off;
       LocalSge src{const_cast<uint8_t*>(in.src), in.size, 0};
-      tx_append_fpdu_locked(h, nullptr, 0, &src, in.size > 0 ? 1 : 0, tx_off_, static_cast<uint32_t>(seg));
-      tx_off_ += seg;
+      tx_append_fpdu_locked(h, nullptr, 0, &src, in.size > 0 ? 1 : 0, tx_.off, static_cast<uint32_t>(seg));
+      tx_.off += seg;
       if (h.last) {
         ++irq_started_;
         ++b.irq_done;
-        tx_kind_ = TxKind::kNone;
+        tx_.kind = TxKind::kNone;
       }
     } else {
-      tx_kind_ = TxKind::kNone;
+      tx_.kind = TxKind::kNone;
     }
   }
   if (b.iov_count == 0) {
@@ -131,8 +130,8 @@ bool SoftQueuePair::tx_fill_locked() {
 
 bool SoftQueuePair::tx_next_message_locked() {
   // 1. The P2P RTR is the initiator's first FPDU (iwarp-facts §1.2, §4).
-  if (rtr_pending_tx_) {
-    rtr_pending_tx_ = false;
+  if (tx_.rtr_pending) {
+    tx_.rtr_pending = false;
     if (rtr_ == kRtrRead) {
       tx_internal_read_locked(0);  // confirms nothing: no request precedes the RTR
     } else {
@@ -147,9 +146,9 @@ bool SoftQueuePair::tx_next_message_locked() {
   // 2. Read Responses go between messages, in arrival order.
   if (irq_started_ < irq_count_) {
     const InRead& in = irq_[(irq_head_ + irq_started_) % irq_.size()];
-    tx_kind_ = TxKind::kReadResponse;
-    tx_off_ = 0;
-    tx_len_ = in.size;
+    tx_.kind = TxKind::kReadResponse;
+    tx_.off = 0;
+    tx_.len = in.size;
     return true;
   }
   // 3. In a long stream, a confirmation Read every kConfirmStream requests even before the queue drains:
@@ -169,7 +168,7 @@ bool SoftQueuePair::tx_next_message_locked() {
       case Nd2RequestTypeInvalidate:
         r.state = SqState::kTransmitted;
         ++sq_next_;
-        batch_->sq_done = sq_next_;
+        tx_.batch->sq_done = sq_next_;
         return true;
       case Nd2RequestTypeRead: {
         if (orq_count_ >= std::max<uint32_t>(ord_, 1)) return false;  // ORD full: stall the queue
@@ -183,7 +182,7 @@ bool SoftQueuePair::tx_next_message_locked() {
             break;
           }
         }
-        r.msn = ++tx_read_msn_;
+        r.msn = ++tx_.read_msn;
         OutRead& o = orq_[(orq_head_ + orq_count_) % orq_.size()];
         o = OutRead{sq_next_, sq_next_ + 1, false, r.msn, sink_stag, sink_to, static_cast<uint32_t>(r.length), 0};
         ++orq_count_;
@@ -197,15 +196,15 @@ bool SoftQueuePair::tx_next_message_locked() {
         tx_append_fpdu_locked(h, body, sizeof body, nullptr, 0, 0, 0);
         r.state = SqState::kTransmitted;
         ++sq_next_;
-        batch_->sq_done = sq_next_;
+        tx_.batch->sq_done = sq_next_;
         confirm_requested_ = std::max(confirm_requested_, sq_next_);
         return true;
       }
       default:
-        if (r.type == Nd2RequestTypeSend) r.msn = ++tx_send_msn_;
-        tx_kind_ = TxKind::kSq;
-        tx_off_ = 0;
-        tx_len_ = r.length;
+        if (r.type == Nd2RequestTypeSend) r.msn = ++tx_.send_msn;
+        tx_.kind = TxKind::kSq;
+        tx_.off = 0;
+        tx_.len = r.length;
         return true;
     }
   }
@@ -241,7 +240,7 @@ void SoftQueuePair::tx_confirm_read_locked() {
 // Appends an internal zero-length Read Request (the P2P RTR, or a confirmation of requests with seq < confirms).
 void SoftQueuePair::tx_internal_read_locked(uint64_t confirms) {
   OutRead& o = orq_[(orq_head_ + orq_count_) % orq_.size()];
-  o = OutRead{0, confirms, true, ++tx_read_msn_, kRtrStag, 0, 0, 0};
+  o = OutRead{0, confirms, true, ++tx_.read_msn, kRtrStag, 0, 0, 0};
   ++orq_count_;
   DdpHeader h;
   h.opcode = RdmapOpcode::kReadRequest;
@@ -254,38 +253,11 @@ void SoftQueuePair::tx_internal_read_locked(uint64_t confirms) {
 
 void SoftQueuePair::tx_append_fpdu_locked(const DdpHeader& h, const uint8_t* body, size_t body_len,
                                           const LocalSge* sge, uint32_t nsge, uint64_t offset, uint32_t len) {
-  Batch& b = *batch_;
-  const int slot = b.fpdus++;
-  uint8_t* hp = b.hdr[slot];
-  const size_t ulpdu_len = ddp_header_size(h.opcode) + body_len + len;
-  size_t n = encode_fpdu_header(h, static_cast<uint16_t>(ulpdu_len), hp);
-  if (body_len > 0) {
-    std::memcpy(hp + n, body, body_len);
-    n += body_len;
-  }
-  b.iov[b.iov_count++] = iovec{hp, n};
-  uint32_t crc = crc_ ? crc32c_update(kCrc32cInit, hp, n) : 0;
-  uint64_t skip = offset;
-  uint32_t left = len;
-  for (uint32_t i = 0; i < nsge && left > 0; ++i) {
-    if (skip >= sge[i].length) {
-      skip -= sge[i].length;
-      continue;
-    }
-    const uint32_t take = static_cast<uint32_t>(std::min<uint64_t>(sge[i].length - skip, left));
-    uint8_t* p = sge[i].addr + skip;
-    b.iov[b.iov_count++] = iovec{p, take};
-    if (crc_) crc = crc32c_update(crc, p, take);
-    left -= take;
-    skip = 0;
-  }
-  const size_t t = encode_fpdu_trailer(crc, ulpdu_len, crc_, b.trailer[slot]);
-  b.iov[b.iov_count++] = iovec{b.trailer[slot], t};
-  b.bytes += n + len + t;
+  tx_.batch->append_fpdu(h, body, body_len, sge, nsge, offset, len, crc_);
 }
 
 bool SoftQueuePair::tx_flush_locked() {
-  Batch& b = *batch_;
+  TxBatch& b = *tx_.batch;
   while (b.iov_pos < b.iov_count) {
     const int cnt = std::min(b.iov_count - b.iov_pos, kSendIovMax);
     const ptrdiff_t n = net::send_iov(sock_, &b.iov[b.iov_pos], cnt);
@@ -321,7 +293,7 @@ bool SoftQueuePair::tx_flush_locked() {
 }
 
 void SoftQueuePair::tx_batch_done_locked() {
-  Batch& b = *batch_;
+  TxBatch& b = *tx_.batch;
   if (b.sq_done > sq_sent_) sq_sent_ = b.sq_done;
   for (uint32_t k = 0; k < b.irq_done && irq_count_ > 0; ++k) {
     InRead& in = irq_[irq_head_];
@@ -341,16 +313,14 @@ void SoftQueuePair::tx_batch_done_locked() {
 }
 
 void SoftQueuePair::send_terminate_locked(TermCode code, const uint8_t* ulpdu, size_t avail, uint16_t ulpdu_len) {
-  if (term_sent_ || sock_ == net::kInvalidSocket) return;
-  term_sent_ = true;
-  Batch& b = *batch_;
+  if (tx_.term_sent || sock_ == net::kInvalidSocket) return;
+  tx_.term_sent = true;
+  TxBatch& b = *tx_.batch;
   // Best effort, as siw: never in the middle of a half-sent FPDU stream.
   if (b.iov_count > 0 && b.sent > 0) return;
-  b.iov_count = b.iov_pos = b.fpdus = 0;
-  b.bytes = b.sent = 0;
-  b.irq_done = 0;
-  const size_t n = build_terminate_fpdu(code, ulpdu, avail, ulpdu_len, crc_, term_fpdu_);
-  iovec v{term_fpdu_, n};
+  b.clear();
+  const size_t n = build_terminate_fpdu(code, ulpdu, avail, ulpdu_len, crc_, tx_.term_fpdu);
+  iovec v{tx_.term_fpdu, n};
   (void)net::send_iov(sock_, &v, 1);
 }
 

@@ -61,8 +61,7 @@ HRESULT SoftQueuePair::create(SoftAdapter* adapter, SoftCompletionQueue* receive
       qp->rq_max_sge_ = maxReceiveSge;
       qp->rq_.resize(receiveDepth);
     }
-    qp->batch_store_.resize(1);
-    qp->batch_ = &qp->batch_store_[0];
+    qp->tx_.batch = std::make_unique<TxBatch>();
     qp->sq_max_sge_request_ = maxInitiatorSge;
   } catch (...) {
     qp->Release();
@@ -74,7 +73,13 @@ HRESULT SoftQueuePair::create(SoftAdapter* adapter, SoftCompletionQueue* receive
 
 SoftQueuePair::SoftQueuePair(SoftAdapter* adapter, SoftCompletionQueue* rcq, SoftCompletionQueue* icq,
                              SoftSharedReceiveQueue* srq, VOID* context)
-    : adapter_(adapter), stags_(adapter->stags()), rcq_(rcq), icq_(icq), srq_(srq), context_(context) {
+    : adapter_(adapter),
+      stags_(adapter->stags()),
+      rcq_(rcq),
+      icq_(icq),
+      srq_(srq),
+      context_(context),
+      rx_(adapter->stags(), *this) {
   adapter_->AddRef();
   rcq_->AddRef();
   icq_->AddRef();
@@ -89,12 +94,11 @@ SoftQueuePair::~SoftQueuePair() {
     RecvRequest& r = rq_[s % rq_depth_];
     release_local_sges(stags_, r.sge, r.nsge);
   }
-  if (rx_have_recv_) release_local_sges(stags_, rx_recv_.sge, rx_recv_.nsge);
+  rx_.release();  // (before the adapter, and with it the STag table, may go)
   for (uint32_t i = 0; i < irq_count_; ++i) {
     InRead& in = irq_[(irq_head_ + i) % irq_.size()];
     if (in.pin != 0) stags_.unpin(in.pin);
   }
-  if (rx_pin_ != 0) stags_.unpin(rx_pin_);
   if (sock_ != net::kInvalidSocket) {
     adapter_->engine().remove(sock_, this);
     net::close_socket(sock_, true);
@@ -174,14 +178,14 @@ HRESULT SoftQueuePair::post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND
   //    (on_io). A stream of posts then costs one send call per round trip instead of one per post (each ~5 µs
   //    on a VM), and the posting thread makes no system call. Only our own Reads count: a peer that never
   //    answers those stalls every completion anyway, whereas an application Read may legitimately take long;
-  //  * and while a send waits for a full socket to drain (want_write_, the engine watches EPOLLOUT): the engine
+  //  * and while a send waits for a full socket to drain (tx_.want_write, the engine watches EPOLLOUT): the engine
   //    continues it and takes the queue along, where trying now would only fail again (perf trace of a stream
   //    of 1 MiB Writes: ~1 failing send call per post on the posting thread before this rule, none after).
   // Anything else goes out now.
   const bool behind = sq_sent_ > sq_head_;
   const bool stream = sq_tail_ - sq_head_ > kEngineBatchMinInFlight && total <= kEngineBatchMaxBytes;
   const bool queue_only = rx_inline_ ? posted_since_poll_ && behind
-                                     : want_write_ || (behind && stream && confirm_read_outstanding_locked());
+                                     : tx_.want_write || (behind && stream && confirm_read_outstanding_locked());
   if (!queue_only) tx_progress_locked();
   posted_since_poll_ = rx_inline_;
   return ND_SUCCESS;
@@ -394,10 +398,7 @@ void SoftQueuePair::fail_locked(HRESULT event_status, bool report, bool success_
   }
   sq_sent_ = sq_next_ = sq_head_;
   // The receive being filled, then the posted ones (SRQ receives stay in the SRQ).
-  if (rx_have_recv_) {
-    complete_recv_locked(rx_recv_, recv_status, static_cast<ULONG>(rx_send_placed_), false);
-    rx_have_recv_ = false;
-  }
+  rx_.stop(recv_status);  // no more receive processing; a placement pin goes back
   while (rq_head_ < rq_tail_) {
     complete_recv_locked(rq_[rq_head_ % rq_depth_], ND_CANCELED, 0, false);
     ++rq_head_;
@@ -411,12 +412,7 @@ void SoftQueuePair::fail_locked(HRESULT event_status, bool report, bool success_
   }
   irq_started_ = 0;
   orq_count_ = 0;
-  if (rx_pin_ != 0) {
-    stags_.unpin(rx_pin_);
-    rx_pin_ = 0;
-  }
-  tx_kind_ = TxKind::kNone;
-  rx_state_ = RxState::kDrain;
+  tx_.kind = TxKind::kNone;
   if (!was_connected) return;
   if (report) {
     event_closed_pending_ = true;
@@ -472,8 +468,8 @@ void SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
   mss_ = std::max<uint32_t>(c.mss, 64);
   ord_ = c.mpa.ord;
   ird_ = c.mpa.ird;
-  rtr_pending_tx_ = p2p_ && initiator_;
-  awaiting_rtr_ = p2p_ && !initiator_;
+  tx_.rtr_pending = p2p_ && initiator_;
+  rx_.start(crc_, p2p_ && !initiator_, rtr_);
   state_ = State::kConnected;
   ever_attached_ = true;
   self_ref_ = true;
@@ -521,7 +517,7 @@ void SoftQueuePair::end_inline_locked() {
   // The engine reads again (level-triggered: input that is already there is reported at once), and requests
   // left queued by doorbell batching go out.
   rx_inline_ = false;
-  adapter_->engine().modify(sock_, this, Engine::kRead | (want_write_ ? Engine::kWrite : 0));
+  adapter_->engine().modify(sock_, this, Engine::kRead | (tx_.want_write ? Engine::kWrite : 0));
   tx_progress_locked();
 }
 
@@ -539,7 +535,7 @@ void SoftQueuePair::poll_progress() {
   // reference). Never blocks: when the engine thread is in on_io it makes the progress anyway.
   std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return;
-  if (sock_ == net::kInvalidSocket || state_ != State::kConnected || rx_state_ == RxState::kDrain) return;
+  if (sock_ == net::kInvalidSocket || state_ != State::kConnected || rx_.stopped()) return;
   inline_last_ns_ = now_ns();
   posted_since_poll_ = false;
   if (!rx_inline_) {
@@ -639,13 +635,13 @@ void SoftQueuePair::run_teardown() {
     close_now = peer_eof_;
     if (rx_inline_) {
       rx_inline_ = false;  // draining / closing is the engine's job again
-      adapter_->engine().modify(s, this, Engine::kRead | (want_write_ ? Engine::kWrite : 0));
+      adapter_->engine().modify(s, this, Engine::kRead | (tx_.want_write ? Engine::kWrite : 0));
     }
     if (!close_now) {
       // Let a Terminate (or the last bytes) reach the peer: shut down our direction and drain until the
       // peer closes, instead of closing with unread data (which resets the connection).
       linger_ = true;
-      rx_state_ = RxState::kDrain;
+      rx_.stop(ND_CANCELED);
       tx_set_want_write_locked(false);
       net::shutdown_write(s);
       linger_timer_ = adapter_->engine().add_timer(kLingerMs, [this] { close_socket_now(); });

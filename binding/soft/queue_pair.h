@@ -1,10 +1,23 @@
 // IND2QueuePair of the software provider: the iWARP data path (RDMAP over DDP over MPA FPDUs over TCP).
 // Split by job as Linux siw does: queue_pair.cc (posts, state, completions, teardown), qp_tx.cc (transmit),
-// qp_rx.cc (receive, checks, placement), terminate.cc (Terminate build/classify).
+// rx_stream.h/.cc (RxStream: the receive stream — FPDU parsing, staging, CRC, checks, placement — testable on
+// byte buffers without a socket, test/native/rx_stream_test.cc), qp_rx.cc (the queue pair side of it: socket
+// readiness and the RxEvents it calls), terminate.cc (Terminate build/classify).
 //
 // ---- Threads and locks -------------------------------------------------------------------------------
-// Posts come from any thread, RX and TX continuation run on the adapter's engine thread. One mutex (mu_)
-// guards the QP; lock order QP -> SRQ -> StagTable -> CQ. Posting threads transmit directly while the
+// One mutex (mu_) guards the QP and all of its job structs; lock order QP -> SRQ -> StagTable -> CQ.
+//  * rx_ (RxStream, rx_stream.h: FPDU parse state, staging buffer, CRC state, placement target, Send/Read MSNs,
+//    the receive being filled) is run by whichever thread does receive progress — the engine thread (on_io) or
+//    an inline poller (poll_progress, try-lock) — always under mu_; it calls back into the QP (RxEvents, qp_rx.cc)
+//    with mu_ still held. Posting threads never touch it; fail_locked stops it (any thread, under mu_).
+//  * tx_ (TxContext, tx_context.h: current message, MSN counters, gather batch, Terminate slot) is run by a
+//    posting thread (post_sq_locked transmits directly), the engine thread (EPOLLOUT, Read Responses) or an
+//    inline poller, always under mu_.
+//  * Shared between them, owned by the QP and also under mu_: the send queue (tx_ reads it; rx_ places Read
+//    Responses into its SGEs), the outstanding-Read ring orq_ (tx_ appends, rx_ completes) and the inbound-Read
+//    ring irq_ (rx_ appends, tx_ answers), the receive queue (posts append, rx_ takes), and the connection
+//    fields (socket, crc_, mss_, ord_/ird_), which are fixed while attached.
+// Posts come from any thread, RX and TX continuation run on the adapter's engine thread. Posting threads transmit directly while the
 // socket accepts data (low latency); on EAGAIN the engine continues on EPOLLOUT. Socket close, Engine::
 // remove and ConnectionEvents callbacks happen on the engine thread with mu_ released.
 // Inline progress: a thread that polls a CQ in a loop (INDPollingHint, nd/netdirect_ext.h: the JS thread in manual
@@ -50,12 +63,17 @@
 // STag/key/rights/bounds incl. 64-bit wrap), then places the payload into the target (registered memory of
 // the Write's STag, the posted receive, or the Read's SGE list). Staged receive: one recv of up to 4 KiB
 // into a per-QP staging buffer (allocated on first use) usually holds many small FPDUs; headers, payloads
-// and trailers are copied out of it one FPDU after another. When the staging buffer runs dry inside an
-// FPDU, the rest of the payload goes with recv_iov straight into the target, then the trailer, then a
-// read-ahead into the staging buffer (a whole buffer behind a small FPDU, only 16 bytes behind one with a
-// ULPDU over 2 KiB, so large payloads stay zero-copy). CRC32c runs over the placed bytes. A short read of a
-// small FPDU ends the progress call (the socket is empty; no extra EAGAIN receive). Read Requests and
-// Terminates are taken whole into the header buffer.
+// and trailers are copied out of it one FPDU after another. With CRC off, when the staging buffer runs dry
+// inside an FPDU, the rest of the payload goes with recv_iov straight into the target, then the trailer,
+// then a read-ahead into the staging buffer (a whole buffer behind a small FPDU, only 16 bytes behind one
+// with a ULPDU over 16 KiB, so large payloads stay zero-copy). With CRC on, every FPDU goes through the
+// staging buffer (grown to 64 KiB when an FPDU does not fit the small one: the whole rest of an FPDU after
+// its header always fits, so memory stays bounded per QP): CRC32c runs over the bytes as received and the
+// payload is copied into its target only after the check passed. The CRC is never computed over the
+// target: the consumer may legitimately rewrite placed bytes at once (spinning on the last byte, which our
+// in-order placement allows), and an FPDU that fails the check must place nothing (RFC 5044 §4.4, §7).
+// A short read of a small FPDU ends the progress call (the socket is empty; no extra EAGAIN receive).
+// Read Requests and Terminates are taken whole into the header buffer.
 //
 // ---- Errors ------------------------------------------------------------------------------------------
 // A check failure sends a Terminate with the RFC code (best effort, as siw), fails the matching local
@@ -79,6 +97,8 @@
 #include "soft/connection.h"
 #include "soft/engine.h"
 #include "soft/object.h"
+#include "soft/rx_stream.h"
+#include "soft/tx_context.h"
 #include "soft/shared_receive_queue.h"
 
 namespace netdirect::soft {
@@ -90,7 +110,8 @@ class StagTable;
 
 class SoftQueuePair final : public ComObject<IND2QueuePair>,
                             private Engine::Handler,
-                            private SoftCompletionQueue::ProgressSource {
+                            private SoftCompletionQueue::ProgressSource,
+                            private RxEvents {
  public:
   // ND_INVALID_PARAMETER_2/_3 for missing CQs (checked by the adapter), _5 receive depth (0 without SRQ or
   // above limits), _6 initiator depth, _7 receive SGEs, _8 initiator SGEs, _9 inline size.
@@ -175,9 +196,6 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
     uint32_t pin;          // region STag pinned for the response (0 = none)
   };
 
-  // What the current TX message is.
-  enum class TxKind : uint8_t { kNone, kSq, kReadResponse, kInternalRead, kRtr };
-
   // ---- queue_pair.cc ----
   HRESULT check_post_locked();        // state / CQ health for initiator posts
   HRESULT post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
@@ -238,19 +256,24 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   bool posted_since_poll_ = false;      // doorbell batching: a post went out since the last inline poll
   void inline_lease_check();            // engine thread
 
-  // ---- qp_rx.cc ----
+  // ---- qp_rx.cc: the queue pair side of the receive stream (rx_) ----
   void on_io(uint32_t events) override;
-  void rx_progress_locked();
-  bool rx_header_locked();          // a full header is in rx_buf_: check and set up placement
-  bool rx_control_locked();         // a whole Read Request / Terminate FPDU is in rx_buf_
-  bool rx_segment_done_locked();    // trailer verified: finish the segment
-  // Sends a Terminate copying headers from ulpdu (default: the header bytes in rx_buf_) and fails the QP.
-  void rx_fail_locked(wire::TermCode code, HRESULT recv_status, const uint8_t* ulpdu = nullptr, size_t avail = 0);
-  void rx_terminate_received_locked(const wire::TerminateInfo& t);
+  void rx_progress_locked();        // rx_ reads from the socket
   bool rx_drain_locked();           // discards input; true when the lingering socket can be closed
-  void rx_read_response_done_locked();
-  bool rx_place_pieces(const LocalSge* sge, uint32_t nsge, uint64_t offset, uint32_t len);
-  void rx_discard_locked(uint32_t len);  // payload goes to a scratch sink (internal Read Responses)
+  // RxEvents (rx_stream.h), called by rx_ under mu_.
+  bool rx_take_receive(RecvRequest* out) override;
+  void rx_receive_done(RecvRequest& r, HRESULT status, uint32_t bytes, bool solicited) override;
+  bool rx_read_target(RxReadTarget* out) override;
+  void rx_read_progress(uint32_t bytes) override;
+  void rx_read_response_done() override;
+  bool rx_inbound_read_room(bool rtr) override;
+  void rx_inbound_read(uint32_t sink_stag, uint64_t sink_to, uint32_t size, const uint8_t* src,
+                       uint32_t pin) override;
+  void rx_rtr_received() override;
+  void rx_terminate_received(const wire::TerminateInfo& t) override;
+  void rx_protocol_error(wire::TermCode code, HRESULT recv_status, const uint8_t* ulpdu, size_t avail,
+                         uint16_t ulpdu_len) override;
+  void rx_connection_failed(HRESULT status, bool peer_gone) override;
 
   // ---- fixed after creation ----
   SoftAdapter* adapter_;
@@ -295,8 +318,6 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   bool initiator_ = false;
   bool p2p_ = false;
   uint8_t rtr_ = 0;
-  bool rtr_pending_tx_ = false;         // initiator: RTR not yet queued
-  bool awaiting_rtr_ = false;           // responder: RTR not yet received (TX blocked)
   uint32_t mss_ = 1460;
   uint32_t ord_ = 0;
   uint32_t ird_ = 0;
@@ -308,78 +329,11 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   std::vector<InRead> irq_;
   uint32_t irq_head_ = 0, irq_count_ = 0, irq_started_ = 0;  // started: responses queued into batches
 
-  // ---- TX state ----
-  uint32_t tx_send_msn_ = 0;            // last used (pre-incremented)
-  uint32_t tx_read_msn_ = 0;
-  TxKind tx_kind_ = TxKind::kNone;
-  uint64_t tx_off_ = 0;                 // payload bytes of the current message already in batches
-  uint64_t tx_len_ = 0;
-  bool want_write_ = false;
-  static constexpr int kMaxBatchFpdus = 64;
-  static constexpr int kMaxBatchIov = 512;
-  static constexpr size_t kMaxBatchBytes = 1024 * 1024;
-  static constexpr size_t kHdrSlot = 64;
-  struct Batch {
-    iovec iov[kMaxBatchIov];
-    int iov_count = 0;
-    int iov_pos = 0;                    // first iovec not fully sent
-    int fpdus = 0;
-    size_t bytes = 0;
-    size_t sent = 0;
-    uint8_t hdr[kMaxBatchFpdus][kHdrSlot];
-    uint8_t trailer[kMaxBatchFpdus][8];
-    uint64_t sq_done = 0;               // sq_sent_ after this batch
-    uint32_t irq_done = 0;              // Read Responses finished by this batch
-  };
-  std::vector<Batch> batch_store_;      // one Batch, heap-held (large)
-  Batch* batch_ = nullptr;
-  uint8_t term_fpdu_[128];
-  bool term_sent_ = false;
+  // ---- transmit context (tx_context.h): current message, segmentation, gather batch, Terminate slot ----
+  TxContext tx_;
 
-  // ---- RX state ----
-  enum class RxState : uint8_t { kHeader, kPayload, kDrain };
-  RxState rx_state_ = RxState::kHeader;
-  uint8_t rx_buf_[128];                 // FPDU header / whole control FPDU
-  size_t rx_have_ = 0;
-  size_t rx_need_ = 16;
-  uint32_t rx_crc_ = 0;                 // running CRC32c of the current FPDU
-  wire::DdpHeader rx_hdr_;
-  uint16_t rx_ulpdu_len_ = 0;
-  size_t rx_hdr_len_ = 0;               // FPDU header bytes (incl. length)
-  uint8_t rx_seg_hdr_[wire::kFpduHdrSend];  // copy of the current segment's header (rx_buf_ is reused)
-  // payload pieces still to fill, then trailer (pad + CRC)
-  iovec rx_piece_[limits::kMaxSge + 1];
-  int rx_piece_count_ = 0;
-  int rx_piece_pos_ = 0;
-  uint8_t rx_trailer_[8];
-  size_t rx_trailer_len_ = 0;
-  size_t rx_trailer_have_ = 0;
-  uint32_t rx_pin_ = 0;                 // region pinned for the current tagged placement
-  // message continuity
-  uint32_t rx_send_msn_ = wire::kMsnFirst;  // expected MSN of the next Send message
-  uint32_t rx_read_msn_ = wire::kMsnFirst;  // expected MSN of the next Read Request
-  bool rx_in_send_ = false;             // a Send message is partly received
-  uint32_t rx_send_placed_ = 0;
-  RecvRequest rx_recv_;                 // the receive being filled (taken from RQ/SRQ)
-  bool rx_have_recv_ = false;
-  bool rx_in_write_ = false;            // a Write message is partly received
-  uint32_t rx_write_stag_ = 0;
-  uint64_t rx_write_next_to_ = 0;
-  // Staging buffer (allocated on first receive progress): small and medium FPDUs arrive many per recv and
-  // are parsed and copied from here; bytes [rx_stage_pos_, rx_stage_end_) are received but not yet consumed.
-  // Large payloads go straight from the socket into their targets (recv_iov), with only a short read-ahead.
-  // A connection starts with a small stage (idle QPs stay small) and grows it once it receives medium FPDUs:
-  // copying up to kRxCopyFpdu bytes costs less than the extra receive call per FPDU it saves (a 4 KiB Write
-  // stream: ~16 FPDUs per call instead of one; measured with scripts/perf/abbench.js).
-  static constexpr size_t kRxStageSmall = 4096;
-  static constexpr size_t kRxStageLarge = 64 * 1024;
-  static constexpr size_t kRxCopyFpdu = 16 * 1024;  // FPDUs up to this ULPDU length: read ahead a whole stage
-  static constexpr size_t kRxMediumFpdu = 2048;     // FPDUs above this ULPDU length (up to kRxCopyFpdu) grow it
-  std::unique_ptr<uint8_t[]> rx_stage_;
-  size_t rx_stage_cap_ = 0;
-  size_t rx_stage_pos_ = 0;
-  size_t rx_stage_end_ = 0;
-  bool rx_grow_stage_locked();
+  // ---- receive stream (rx_stream.h): FPDU parsing, staging, CRC, placement ----
+  RxStream rx_;
 
   // ---- teardown ----
   bool teardown_scheduled_ = false;

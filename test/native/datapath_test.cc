@@ -883,6 +883,47 @@ void test_crc_corruption() {
   }
 }
 
+// ndrpingpong pattern: the consumer spins on the last byte of a Write target and rewrites it at once, which the
+// in-order placement we advertise allows. With CRC on, the CRC must be checked over the bytes as received
+// (RFC 5044 §6.5: the CRC covers the FPDU as sent), not re-read from the application's memory after placing: a
+// byte the consumer changed in between would turn a good FPDU into a false "MPA CRC error" Terminate.
+void test_crc_consumer_rewrites_target(uint32_t mss) {
+  g_test = mss > 4096 ? "crc: consumer rewrites the target (large FPDUs)" : "crc: consumer rewrites the target";
+  Opts o;
+  o.crc = true;
+  o.mss = mss;
+  Pair p(o);
+  p.connect();
+  constexpr size_t kLen = 128 * 1024;
+  Region la(kLen, kAll), rb(kLen, kAll);
+  fill(la.p(), kLen, 21);
+  std::atomic<bool> stop{false};
+  std::thread spinner([&] {
+    volatile uint8_t* last = rb.p() + kLen - 1;
+    uint8_t v = 0;
+    while (!stop.load(std::memory_order_relaxed)) *last = ++v;
+  });
+  // Whole-region Writes (the last byte in the last FPDU) and short Writes that end at the last byte, for about a
+  // second: the race needs the spinner on a core while the receiver handles the last FPDU (a busy 2-core machine
+  // missed it in 120 Writes without the fix once; a second of them caught it every time).
+  bool ok = true;
+  const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(1000);
+  for (int i = 0; ok && (i < 100 || std::chrono::steady_clock::now() < until); ++i) {
+    const size_t len = i % 2 == 0 ? kLen : 64;
+    ND2_SGE s = la.sge(kLen - len, static_cast<ULONG>(len));
+    ok = p.a->Write(nullptr, &s, 1, rb.addr(kLen - len), rb.token(), 0) == ND_SUCCESS;
+    ND2_RESULT r{};
+    ok = ok && next_cqe(p.acq, &r) && r.Status == ND_SUCCESS;
+  }
+  stop = true;
+  spinner.join();
+  CHECK(ok);
+  CHECK(p.ea.closed.load() == 0 && p.eb.closed.load() == 0);
+  CHECK(p.b->connected());
+  // Everything but the byte the consumer owns arrived intact.
+  CHECK(mcmp(rb.p(), la.p(), kLen - 1) == 0);
+}
+
 void test_peer_closed() {
   g_test = "peer_closed";
   int sv[2];
@@ -1230,6 +1271,8 @@ int main() {
   }
   test_send_errors();
   test_crc_corruption();
+  test_crc_consumer_rewrites_target(65535);
+  test_crc_consumer_rewrites_target(1460);
   test_peer_closed();
   test_flush_and_deregister_wait();
   test_flags();

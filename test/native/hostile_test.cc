@@ -1023,8 +1023,8 @@ void test_crc_and_truncation() {
       [&](Conn& c) { return bad_crc(frame(untagged(RdmapOpcode::kTerminate, true, kQnTerminate, 1, 0, pat(4)), c.crc)); },
       term(llp(LlpErr::kCrcError)));
   {
+    // A Write that fails the CRC places no byte: check_memory allows no change in the target (RFC 5044 §4.4, §7).
     Expect e = term(llp(LlpErr::kCrcError));
-    e.allowed.push_back(Range{kRwOff + 100, 40});  // a legitimate Write's target (placed before the CRC check)
     run("crc error write", po,
         [&](Conn& c) { return bad_crc(frame(tagged(RdmapOpcode::kWrite, true, rw_token(), rw_base() + 100, pat(40)), c.crc)); },
         e);
@@ -1035,6 +1035,24 @@ void test_crc_and_truncation() {
           return f;
         },
         e);
+    // Larger than the provider's first staging buffer (the rest of the FPDU arrives in later receives).
+    run("crc error write 4000 bytes", po,
+        [&](Conn& c) { return bad_crc(frame(tagged(RdmapOpcode::kWrite, true, rw_token(), rw_base(), pat(4000)), c.crc)); },
+        e);
+    // A good Write, then a bad one behind it in the same receive: the first is placed, the second not a byte.
+    Expect two = e;
+    two.allowed.push_back(Range{kRwOff, 64});
+    run("good write then crc error write", po,
+        [&](Conn& c) {
+          return frame(tagged(RdmapOpcode::kWrite, true, rw_token(), rw_base(), pat(64)), c.crc) +
+                 bad_crc(frame(tagged(RdmapOpcode::kWrite, true, rw_token(), rw_base() + 1024, pat(64, 0x80)), c.crc));
+        },
+        two);
+    Expect slow = e;
+    slow.slow = true;  // one byte per receive: every partial state of the FPDU
+    run("crc error write 64 bytes, one byte at a time", po,
+        [&](Conn& c) { return bad_crc(frame(tagged(RdmapOpcode::kWrite, true, rw_token(), rw_base() + 200, pat(64)), c.crc)); },
+        slow);
   }
   Expect cut;
   cut.no_term = true;
