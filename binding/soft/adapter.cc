@@ -12,7 +12,7 @@
 #include "soft/memory_window.h"
 #include "soft/queue_pair.h"
 #include "soft/shared_receive_queue.h"
-#include "soft/stag_table.h"
+#include "soft/memory/stag_table.h"
 
 namespace netdirect::soft {
 

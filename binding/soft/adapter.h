@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "nd/netdirect_ext.h"
-#include "soft/engine.h"
+#include "soft/engine/engine.h"
 #include "soft/object.h"
-#include "soft/socket.h"
+#include "soft/net/socket.h"
 
 namespace netdirect::soft {
 

@@ -31,7 +31,7 @@ SoftCompletionQueue::~SoftCompletionQueue() {
   // Outstanding notifications end with the CQ (nd2-facts §2.4: ND_CANCELED when destroyed).
   std::vector<Waiter> w;
   {
-    std::lock_guard<CheckedMutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     w.swap(waiters_);
   }
   for (auto& x : w) complete_overlapped(file_, x.ov, ND_CANCELED);
@@ -39,7 +39,7 @@ SoftCompletionQueue::~SoftCompletionQueue() {
 }
 
 HRESULT SoftCompletionQueue::CancelOverlappedRequests() {
-  std::lock_guard<CheckedMutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   // Completed in request order (ndcq checks this).
   for (auto& x : waiters_) complete_overlapped(file_, x.ov, ND_CANCELED);
   waiters_.clear();
@@ -55,7 +55,7 @@ HRESULT SoftCompletionQueue::GetNotifyAffinity(USHORT*, KAFFINITY*) { return ND_
 
 HRESULT SoftCompletionQueue::Resize(ULONG queueDepth) {
   if (queueDepth == 0 || queueDepth > limits::kMaxCqDepth) return ND_INVALID_PARAMETER;
-  std::lock_guard<CheckedMutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (queueDepth < count_) return ND_BUFFER_OVERFLOW;
   std::vector<Entry> ring;
   try {
@@ -87,7 +87,7 @@ HRESULT SoftCompletionQueue::Notify(ULONG type, OVERLAPPED* pOverlapped) {
   }
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_2;
   {
-    std::lock_guard<CheckedMutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     if (overrun_.load(std::memory_order_relaxed)) return ND_BUFFER_OVERFLOW;
     // A matching completion is already queued: report it now instead of arming (closes the drain/arm race).
     if (matches_queued_locked(type)) return ND_SUCCESS;
@@ -138,14 +138,14 @@ bool SoftCompletionQueue::append_locked(const ND2_RESULT& result, bool solicited
 }
 
 bool SoftCompletionQueue::push(const ND2_RESULT& result, bool solicited) {
-  std::lock_guard<CheckedMutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (!append_locked(result, solicited)) return false;
   fire_locked(ND_SUCCESS, solicited || FAILED(result.Status), false);
   return true;
 }
 
 bool SoftCompletionQueue::push_many(const ND2_RESULT* results, size_t n) {
-  std::lock_guard<CheckedMutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   bool failed = false;
   for (size_t i = 0; i < n; ++i) {
     if (!append_locked(results[i], false)) return false;
@@ -210,7 +210,7 @@ ULONG SoftCompletionQueue::GetResults(ND2_RESULT results[], ULONG nResults) {
 }
 
 ULONG SoftCompletionQueue::take(ND2_RESULT results[], ULONG nResults) {
-  std::lock_guard<CheckedMutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   ULONG n = 0;
   const size_t size = ring_.size();
   while (n < nResults && count_ > 0) {
@@ -222,7 +222,7 @@ ULONG SoftCompletionQueue::take(ND2_RESULT results[], ULONG nResults) {
 }
 
 ULONG SoftCompletionQueue::count() const {
-  std::lock_guard<CheckedMutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   return static_cast<ULONG>(count_);
 }
 

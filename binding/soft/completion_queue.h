@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "nd/netdirect_ext.h"
-#include "soft/checked_mutex.h"
+#include "ndkit/checked_mutex.h"
 #include "soft/object.h"
 
 namespace netdirect::soft {
@@ -96,7 +96,7 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public 
 
   SoftAdapter* adapter_;
   HANDLE file_;
-  mutable CheckedMutex mu_;
+  mutable ndkit::CheckedMutex mu_;
   std::vector<Entry> ring_;
   size_t head_ = 0;
   size_t count_ = 0;

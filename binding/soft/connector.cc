@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "soft/adapter.h"
-#include "soft/connection.h"
+#include "soft/cm/connection.h"
 #include "soft/queue_pair.h"
 
 namespace netdirect::soft {

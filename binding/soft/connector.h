@@ -10,7 +10,7 @@
 
 #include <memory>
 
-#include "soft/cm.h"
+#include "soft/cm/cm.h"
 #include "soft/object.h"
 
 namespace netdirect::soft {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "soft/adapter.h"
-#include "soft/cm.h"
+#include "soft/cm/cm.h"
 #include "soft/connector.h"
 
 namespace netdirect::soft {

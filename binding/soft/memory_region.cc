@@ -3,7 +3,7 @@
 #include <new>
 
 #include "soft/adapter.h"
-#include "soft/stag_table.h"
+#include "soft/memory/stag_table.h"
 
 namespace netdirect::soft {
 

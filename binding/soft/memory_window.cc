@@ -4,7 +4,7 @@
 
 #include "soft/adapter.h"
 #include "soft/memory_region.h"
-#include "soft/stag_table.h"
+#include "soft/memory/stag_table.h"
 
 namespace netdirect::soft {
 

@@ -1,115 +1,31 @@
-// COM-style plumbing shared by every software-provider object: reference counting, QueryInterface over a
-// fixed interface list, and completion of pending overlapped requests.
+// The software provider's use of binding/ndkit/object.h: its marker interface id and the names its objects
+// use unqualified (ComObject, from_unknown, complete_overlapped, ...).
 #ifndef NETDIRECT_SOFT_OBJECT_H_
 #define NETDIRECT_SOFT_OBJECT_H_
 
-#include <atomic>
-#include <type_traits>
-
-#include "nd/nd2.h"
+#include "ndkit/object.h"
 
 namespace netdirect::soft {
 
-// Private interface id answered only by this provider's objects: lets a method taking IUnknown* refuse
-// objects of another provider (or of another kind) instead of casting blindly.
+// Answered only by this provider's objects (ndkit::ComObject's Marker).
 inline const GUID IID_NdSoftObject = {0x6e657464, 0x6972, 0x6563, {0x74, 0x73, 0x6f, 0x66, 0x74, 0x00, 0x00, 0x01}};
 
-// Number of live provider objects; the provider DLL (Windows, DllCanUnloadNow) stays loaded while > 0.
-std::atomic<long>& live_objects();
-
-// Implements IUnknown for a class deriving from one ND interface `Iface` (which may derive from
-// IND2Overlapped). QueryInterface answers IID_IUnknown, the interface's own IID and, for overlapped
-// interfaces, IID_IND2Overlapped. Objects start with one reference owned by the creator.
 template <typename Iface>
-class ComObject : public Iface {
- public:
-  ComObject() { live_objects().fetch_add(1); }
-  ComObject(const ComObject&) = delete;
-  ComObject& operator=(const ComObject&) = delete;
+using ComObject = ndkit::ComObject<Iface, IID_NdSoftObject>;
 
-  HRESULT ND_CALL QueryInterface(REFIID riid, VOID** ppv) override {
-    if (ppv == nullptr) return E_POINTER;
-    if (IsEqualGUID(riid, IID_IUnknown) || IsEqualGUID(riid, iid()) || IsEqualGUID(riid, IID_NdSoftObject) ||
-        (is_overlapped() && IsEqualGUID(riid, IID_IND2Overlapped))) {
-      this->AddRef();
-      *ppv = static_cast<Iface*>(this);
-      return S_OK;
-    }
-    *ppv = nullptr;
-    return E_NOINTERFACE;
-  }
-  ULONG ND_CALL AddRef() override { return static_cast<ULONG>(refs_.fetch_add(1) + 1); }
-  ULONG ND_CALL Release() override {
-    long left = refs_.fetch_sub(1) - 1;
-    if (left == 0) delete this;
-    return static_cast<ULONG>(left);
-  }
-
-  static const GUID& iid();
-  static constexpr bool is_overlapped();
-
- protected:
-  // Declared after every interface method, so the ND vtable slots are unaffected.
-  virtual ~ComObject() { live_objects().fetch_sub(1); }
-
- private:
-  std::atomic<long> refs_{1};
-};
-
-template <> inline const GUID& ComObject<IND2Provider>::iid() { return IID_IND2Provider; }
-template <> inline const GUID& ComObject<IND2Adapter>::iid() { return IID_IND2Adapter; }
-template <> inline const GUID& ComObject<IND2CompletionQueue>::iid() { return IID_IND2CompletionQueue; }
-template <> inline const GUID& ComObject<IND2SharedReceiveQueue>::iid() { return IID_IND2SharedReceiveQueue; }
-template <> inline const GUID& ComObject<IND2MemoryRegion>::iid() { return IID_IND2MemoryRegion; }
-template <> inline const GUID& ComObject<IND2MemoryWindow>::iid() { return IID_IND2MemoryWindow; }
-template <> inline const GUID& ComObject<IND2QueuePair>::iid() { return IID_IND2QueuePair; }
-template <> inline const GUID& ComObject<IND2Connector>::iid() { return IID_IND2Connector; }
-template <> inline const GUID& ComObject<IND2Listener>::iid() { return IID_IND2Listener; }
-
-template <typename Iface>
-constexpr bool ComObject<Iface>::is_overlapped() {
-  return std::is_base_of<IND2Overlapped, Iface>::value;
-}
-
-// Recovers our implementation from an IUnknown* a consumer passed in (a QP, CQ, MR, MW, SRQ, connector),
-// refusing pointers that are not ours or not of that kind: the object must answer QueryInterface for
-// `Iface` and for IID_NdSoftObject with the same pointer. Each Iface has exactly one Impl in this
-// provider. Returns nullptr otherwise; the caller does not get a reference.
 template <typename Impl, typename Iface>
 Impl* from_unknown(IUnknown* unk) {
-  if (unk == nullptr) return nullptr;
-  VOID* as_iface = nullptr;
-  VOID* as_ours = nullptr;
-  if (FAILED(unk->QueryInterface(ComObject<Iface>::iid(), &as_iface))) return nullptr;
-  static_cast<IUnknown*>(as_iface)->Release();
-  if (FAILED(unk->QueryInterface(IID_NdSoftObject, &as_ours))) return nullptr;
-  static_cast<IUnknown*>(as_ours)->Release();
-  if (as_iface != as_ours) return nullptr;
-  return static_cast<Impl*>(static_cast<Iface*>(as_iface));
+  return ndkit::from_unknown<Impl, Iface, IID_NdSoftObject>(unk);
 }
 
-// Completes an overlapped request that returned ND_PENDING: stores status/bytes in the OVERLAPPED and
-// notifies the consumer (event and/or completion port of the overlapped file). The platform seam: on
-// non-Windows the nd_compat port, on Windows (later) the provider DLL's own mechanism.
-void complete_overlapped(HANDLE overlapped_file, OVERLAPPED* ov, HRESULT status, ULONG bytes = 0);
-
+using ndkit::complete_overlapped;
+using ndkit::live_objects;
+using ndkit::mark_pending;
+using ndkit::overlapped_result;
 #ifdef _WIN32
-// The Windows overlapped file (overlapped_win.cc): one end of a private named pipe, which the consumer
-// associates with its IOCP; a completion is a 1-byte pipe read issued with the consumer's OVERLAPPED.
-// `owner` is the adapter: its files are released with it (children hold their adapter).
-HANDLE create_overlapped_file(const void* owner);
-void release_overlapped_files(const void* owner);
+using ndkit::create_overlapped_file;
+using ndkit::release_overlapped_files;
 #endif
-
-// Marks an OVERLAPPED as in progress before returning ND_PENDING.
-inline void mark_pending(OVERLAPPED* ov) {
-  reinterpret_cast<std::atomic<ULONG_PTR>*>(&ov->Internal)
-      ->store(static_cast<ULONG_PTR>(static_cast<ULONG>(ND_PENDING)));
-}
-
-// IND2Overlapped::GetOverlappedResult for requests completed through complete_overlapped: the stored
-// status, or ND_PENDING / a wait on ov->hEvent when bWait.
-HRESULT overlapped_result(OVERLAPPED* ov, BOOL wait);
 
 }  // namespace netdirect::soft
 

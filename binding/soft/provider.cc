@@ -3,9 +3,9 @@
 #include "soft/provider.h"
 
 #include "soft/adapter.h"
-#include "soft/crc32c.h"
+#include "soft/wire/crc32c.h"
 #include "soft/object.h"
-#include "soft/socket.h"
+#include "soft/net/socket.h"
 
 namespace netdirect::soft {
 

@@ -11,7 +11,7 @@
 #include "soft/completion_queue.h"
 #include "soft/memory_region.h"
 #include "soft/memory_window.h"
-#include "soft/stag_table.h"
+#include "soft/memory/stag_table.h"
 
 namespace netdirect::soft {
 
@@ -110,7 +110,7 @@ SoftQueuePair::~SoftQueuePair() {
 }
 
 bool SoftQueuePair::connected() const {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   return state_ == State::kConnected;
 }
 
@@ -118,6 +118,7 @@ bool SoftQueuePair::connected() const {
 // Posts
 
 HRESULT SoftQueuePair::check_post_locked() {
+  mu_.assert_held();
   if (state_ != State::kConnected) return ND_CONNECTION_INVALID;
   if (rcq_->failed() || icq_->failed()) {
     // CQ overrun: the CQ and its QPs are unusable (nd2-facts §2.4).
@@ -129,6 +130,7 @@ HRESULT SoftQueuePair::check_post_locked() {
 
 HRESULT SoftQueuePair::post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
                                       uint64_t raddr, uint32_t rtoken) {
+  mu_.assert_held();
   HRESULT hr = check_post_locked();
   if (hr != ND_SUCCESS) return hr;
   if (sq_tail_ - sq_head_ >= sq_depth_) return ND_NO_MORE_ENTRIES;
@@ -196,7 +198,7 @@ HRESULT SoftQueuePair::Send(VOID* requestContext, const ND2_SGE sge[], ULONG nSg
                 ND_OP_FLAG_INLINE)) {
     return ND_INVALID_PARAMETER_4;
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
   HRESULT hr = post_sq_locked(requestContext, Nd2RequestTypeSend, sge, nSge, flags, 0, 0);
   lock.unlock();
   kick_teardown();
@@ -206,7 +208,7 @@ HRESULT SoftQueuePair::Send(VOID* requestContext, const ND2_SGE sge[], ULONG nSg
 HRESULT SoftQueuePair::Write(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, UINT64 remoteAddress,
                              UINT32 remoteToken, ULONG flags) {
   if (flags & ~(ND_OP_FLAG_SILENT_SUCCESS | ND_OP_FLAG_READ_FENCE | ND_OP_FLAG_INLINE)) return ND_INVALID_PARAMETER_6;
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
   HRESULT hr = post_sq_locked(requestContext, Nd2RequestTypeWrite, sge, nSge, flags, remoteAddress, remoteToken);
   lock.unlock();
   kick_teardown();
@@ -216,7 +218,7 @@ HRESULT SoftQueuePair::Write(VOID* requestContext, const ND2_SGE sge[], ULONG nS
 HRESULT SoftQueuePair::Read(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, UINT64 remoteAddress,
                             UINT32 remoteToken, ULONG flags) {
   if (flags & ~(ND_OP_FLAG_SILENT_SUCCESS | ND_OP_FLAG_READ_FENCE)) return ND_INVALID_PARAMETER_6;
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
   HRESULT hr = post_sq_locked(requestContext, Nd2RequestTypeRead, sge, nSge, flags, remoteAddress, remoteToken);
   lock.unlock();
   kick_teardown();
@@ -225,7 +227,7 @@ HRESULT SoftQueuePair::Read(VOID* requestContext, const ND2_SGE sge[], ULONG nSg
 
 HRESULT SoftQueuePair::Receive(VOID* requestContext, const ND2_SGE sge[], ULONG nSge) {
   if (srq_ != nullptr) return ND_INVALID_DEVICE_REQUEST;  // receives come from the SRQ
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (state_ == State::kError || state_ == State::kClosing) return ND_CONNECTION_INVALID;
   if (nSge > rq_max_sge_) return ND_DATA_OVERRUN;
   if (rq_tail_ - rq_head_ >= rq_depth_) return ND_NO_MORE_ENTRIES;
@@ -252,7 +254,7 @@ HRESULT SoftQueuePair::Bind(VOID* requestContext, IUnknown* pMemoryRegion, IUnkn
   if (mw == nullptr || mw->adapter() != adapter_) return ND_INVALID_PARAMETER_3;
   if (pBuffer == nullptr) return ND_INVALID_PARAMETER_4;
   if (cbBuffer == 0) return ND_INVALID_PARAMETER_5;
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
   HRESULT hr = check_post_locked();
   if (hr == ND_SUCCESS && sq_tail_ - sq_head_ >= sq_depth_) hr = ND_NO_MORE_ENTRIES;
   // The window is valid as soon as Bind returns; the completion follows in send-queue order.
@@ -272,7 +274,7 @@ HRESULT SoftQueuePair::Invalidate(VOID* requestContext, IUnknown* pMemoryWindow,
   if (flags & ~(ND_OP_FLAG_SILENT_SUCCESS | ND_OP_FLAG_READ_FENCE)) return ND_INVALID_PARAMETER_3;
   auto* mw = from_unknown<SoftMemoryWindow, IND2MemoryWindow>(pMemoryWindow);
   if (mw == nullptr || mw->adapter() != adapter_) return ND_INVALID_PARAMETER_2;
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
   HRESULT hr = check_post_locked();
   if (hr == ND_SUCCESS && sq_tail_ - sq_head_ >= sq_depth_) hr = ND_NO_MORE_ENTRIES;
   if (hr == ND_SUCCESS) hr = mw->invalidate();
@@ -288,7 +290,7 @@ HRESULT SoftQueuePair::Invalidate(VOID* requestContext, IUnknown* pMemoryWindow,
 }
 
 HRESULT SoftQueuePair::Flush() {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
   switch (state_) {
     case State::kIdle:
     case State::kConnecting:
@@ -312,6 +314,7 @@ HRESULT SoftQueuePair::Flush() {
 
 void SoftQueuePair::push_cqe_locked(SoftCompletionQueue* cq, void* ctx, ND2_REQUEST_TYPE type, HRESULT status,
                                     ULONG bytes, bool solicited) {
+  mu_.assert_held();
   ND2_RESULT r;
   r.Status = status;
   r.BytesTransferred = bytes;
@@ -322,6 +325,7 @@ void SoftQueuePair::push_cqe_locked(SoftCompletionQueue* cq, void* ctx, ND2_REQU
 }
 
 void SoftQueuePair::complete_sq_head_locked(HRESULT status) {
+  mu_.assert_held();
   SqRequest& r = sq_at(sq_head_);
   release_local_sges(stags_, sq_sges(sq_head_), r.nsge);
   r.nsge = 0;
@@ -332,12 +336,14 @@ void SoftQueuePair::complete_sq_head_locked(HRESULT status) {
 }
 
 void SoftQueuePair::complete_recv_locked(RecvRequest& r, HRESULT status, ULONG bytes, bool solicited) {
+  mu_.assert_held();
   release_local_sges(stags_, r.sge, r.nsge);
   r.nsge = 0;
   push_cqe_locked(rcq_, r.context, Nd2RequestTypeReceive, status, bytes, solicited);
 }
 
 void SoftQueuePair::complete_ready_locked() {
+  mu_.assert_held();
   // The completions of one call reach the CQ together (push_many): a poller that wakes for the first sees all.
   constexpr size_t kChunk = 64;
   ND2_RESULT done_cqes[kChunk];
@@ -381,6 +387,7 @@ void SoftQueuePair::complete_ready_locked() {
 
 void SoftQueuePair::fail_locked(HRESULT event_status, bool report, bool success_before, uint64_t offender_seq,
                                 HRESULT offender_status, HRESULT recv_status) {
+  mu_.assert_held();
   const bool was_connected = state_ == State::kConnected;
   state_ = State::kError;
   // Send queue, in order: earlier transmitted requests the peer processed, the offender, the rest.
@@ -425,7 +432,7 @@ void SoftQueuePair::fail_locked(HRESULT event_status, bool report, bool success_
 // Connection lifecycle
 
 HRESULT SoftQueuePair::begin_connect() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (state_ == State::kIdle) {
     state_ = State::kConnecting;
     return ND_SUCCESS;
@@ -436,7 +443,7 @@ HRESULT SoftQueuePair::begin_connect() {
 }
 
 void SoftQueuePair::abort_connect() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (state_ == State::kConnecting) state_ = State::kIdle;
 }
 
@@ -445,7 +452,7 @@ void SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
     std::lock_guard<std::recursive_mutex> ev(events_mu_);  // lock order: events_mu_ before mu_
     events_ = events;
   }
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
   if (state_ != State::kConnecting && state_ != State::kIdle) {
     // Flushed while the connection was being set up: refuse it.
     lock.unlock();
@@ -503,7 +510,7 @@ void SoftQueuePair::remove_progress_sources() {
 }
 
 void SoftQueuePair::inline_lease_check() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   inline_timer_ = 0;
   if (sock_ == net::kInvalidSocket || !rx_inline_) return;
   if (now_ns() - inline_last_ns_ >= kInlineLeaseNs || state_ != State::kConnected) {
@@ -514,6 +521,7 @@ void SoftQueuePair::inline_lease_check() {
 }
 
 void SoftQueuePair::end_inline_locked() {
+  mu_.assert_held();
   // The engine reads again (level-triggered: input that is already there is reported at once), and requests
   // left queued by doorbell batching go out.
   rx_inline_ = false;
@@ -523,7 +531,7 @@ void SoftQueuePair::end_inline_locked() {
 
 void SoftQueuePair::polling_stopped() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     if (sock_ == net::kInvalidSocket || !rx_inline_) return;
     end_inline_locked();
   }
@@ -533,7 +541,7 @@ void SoftQueuePair::polling_stopped() {
 void SoftQueuePair::poll_progress() {
   // Called by GetResults with the CQ's source lock held (the QP is registered, so its connection holds a
   // reference). Never blocks: when the engine thread is in on_io it makes the progress anyway.
-  std::unique_lock<std::mutex> lock(mu_, std::try_to_lock);
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_, std::try_to_lock);
   if (!lock.owns_lock()) return;
   if (sock_ == net::kInvalidSocket || state_ != State::kConnected || rx_.stopped()) return;
   inline_last_ns_ = now_ns();
@@ -577,7 +585,7 @@ void SoftQueuePair::poll_progress() {
 void SoftQueuePair::disconnect(std::function<void()> done) {
   AddRef();
   adapter_->engine().post([this, done = std::move(done)]() mutable {
-    std::unique_lock<std::mutex> lock(mu_);
+    std::unique_lock<ndkit::CheckedMutex> lock(mu_);
     if (sock_ == net::kInvalidSocket) {
       lock.unlock();
       if (done) done();
@@ -600,6 +608,7 @@ void SoftQueuePair::detach_events() {
 }
 
 void SoftQueuePair::schedule_teardown_locked() {
+  mu_.assert_held();
   if (teardown_scheduled_ || sock_ == net::kInvalidSocket) return;
   teardown_scheduled_ = true;
   teardown_kick_ = true;
@@ -608,7 +617,7 @@ void SoftQueuePair::schedule_teardown_locked() {
 void SoftQueuePair::kick_teardown() {
   bool kick;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     kick = teardown_kick_;
     teardown_kick_ = false;
   }
@@ -629,7 +638,7 @@ void SoftQueuePair::run_teardown() {
   bool close_now;
   net::Socket s;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     s = sock_;
     if (s == net::kInvalidSocket) return;
     close_now = peer_eof_;
@@ -655,7 +664,7 @@ void SoftQueuePair::close_socket_now() {
   std::vector<std::function<void()>> dones;
   bool release;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     s = sock_;
     if (s == net::kInvalidSocket) return;
     sock_ = net::kInvalidSocket;
@@ -691,7 +700,7 @@ void SoftQueuePair::fire_events() {
   bool closed;
   HRESULT status;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     rtr = event_rtr_pending_;
     closed = event_closed_pending_;
     status = event_closed_status_;

@@ -94,11 +94,11 @@
 #include <vector>
 
 #include "soft/completion_queue.h"
-#include "soft/connection.h"
-#include "soft/engine.h"
+#include "soft/cm/connection.h"
+#include "soft/engine/engine.h"
 #include "soft/object.h"
-#include "soft/rx_stream.h"
-#include "soft/tx_context.h"
+#include "soft/qp/rx_stream.h"
+#include "soft/qp/tx_context.h"
 #include "soft/shared_receive_queue.h"
 
 namespace netdirect::soft {
@@ -289,7 +289,7 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   uint32_t inline_size_ = 0;
   uint32_t sq_max_sge_request_ = 0;     // maxInitiatorSge as created (sq_max_sge_ is at least 1)
 
-  mutable std::mutex mu_;
+  mutable ndkit::CheckedMutex mu_;
   State state_ = State::kIdle;
 
   // ---- send queue: head <= sent <= next <= tail (sequence numbers, ring index = seq % depth) ----

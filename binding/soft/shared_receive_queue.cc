@@ -2,7 +2,7 @@
 
 #include <new>
 
-#include "soft/stag_table.h"
+#include "soft/memory/stag_table.h"
 
 namespace netdirect::soft {
 
@@ -68,7 +68,7 @@ SoftSharedReceiveQueue::SoftSharedReceiveQueue(SoftAdapter* adapter, HANDLE file
 SoftSharedReceiveQueue::~SoftSharedReceiveQueue() {
   std::vector<OVERLAPPED*> w;
   {
-    std::lock_guard<CheckedMutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     w.swap(waiters_);
     for (size_t i = 0; i < count_; ++i) {
       RecvRequest& r = ring_[(head_ + i) % ring_.size()];
@@ -81,7 +81,7 @@ SoftSharedReceiveQueue::~SoftSharedReceiveQueue() {
 }
 
 HRESULT SoftSharedReceiveQueue::CancelOverlappedRequests() {
-  std::lock_guard<CheckedMutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   for (auto* ov : waiters_) complete_overlapped(file_, ov, ND_CANCELED);
   waiters_.clear();
   return ND_SUCCESS;
@@ -95,7 +95,7 @@ HRESULT SoftSharedReceiveQueue::GetOverlappedResult(OVERLAPPED* pOverlapped, BOO
 HRESULT SoftSharedReceiveQueue::GetNotifyAffinity(USHORT*, KAFFINITY*) { return ND_NOT_SUPPORTED; }
 
 HRESULT SoftSharedReceiveQueue::Modify(ULONG queueDepth, ULONG notifyThreshold) {
-  std::lock_guard<CheckedMutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (queueDepth > limits::kMaxQueueDepth) return ND_INVALID_PARAMETER_1;
   const ULONG depth = queueDepth != 0 ? queueDepth : static_cast<ULONG>(ring_.size());
   const ULONG threshold = notifyThreshold != 0 ? notifyThreshold : threshold_;
@@ -126,7 +126,7 @@ void SoftSharedReceiveQueue::check_threshold_locked() {
 
 HRESULT SoftSharedReceiveQueue::Notify(OVERLAPPED* pOverlapped) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_1;
-  std::lock_guard<CheckedMutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (threshold_ != 0 && count_ < threshold_) return ND_SUCCESS;  // already below: no race window
   try {
     waiters_.push_back(pOverlapped);
@@ -139,7 +139,7 @@ HRESULT SoftSharedReceiveQueue::Notify(OVERLAPPED* pOverlapped) {
 
 HRESULT SoftSharedReceiveQueue::Receive(VOID* requestContext, const ND2_SGE sge[], ULONG nSge) {
   if (nSge > max_sge_) return ND_DATA_OVERRUN;
-  std::lock_guard<CheckedMutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (count_ == ring_.size()) return ND_NO_MORE_ENTRIES;
   RecvRequest& r = ring_[(head_ + count_) % ring_.size()];
   uint64_t total = 0;
@@ -153,7 +153,7 @@ HRESULT SoftSharedReceiveQueue::Receive(VOID* requestContext, const ND2_SGE sge[
 }
 
 bool SoftSharedReceiveQueue::pop(RecvRequest* out) {
-  std::lock_guard<CheckedMutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (count_ == 0) return false;
   RecvRequest& r = ring_[head_];
   out->context = r.context;
@@ -167,7 +167,7 @@ bool SoftSharedReceiveQueue::pop(RecvRequest* out) {
 }
 
 ULONG SoftSharedReceiveQueue::outstanding() const {
-  std::lock_guard<CheckedMutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   return static_cast<ULONG>(count_);
 }
 

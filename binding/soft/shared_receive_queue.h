@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "soft/adapter.h"
-#include "soft/checked_mutex.h"
+#include "ndkit/checked_mutex.h"
 #include "soft/object.h"
 
 namespace netdirect::soft {
@@ -70,7 +70,7 @@ class SoftSharedReceiveQueue final : public ComObject<IND2SharedReceiveQueue> {
   SoftAdapter* adapter_;
   HANDLE file_;
   ULONG max_sge_;
-  mutable CheckedMutex mu_;
+  mutable ndkit::CheckedMutex mu_;
   std::vector<RecvRequest> ring_;
   size_t head_ = 0;
   size_t count_ = 0;

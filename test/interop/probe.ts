@@ -6,9 +6,9 @@ import { Background, runCmd } from './proc';
 import { repoRoot } from './siw-vm';
 
 export const PROBE_SOURCES = [
-  'binding/soft/crc32c.cc',
-  'binding/soft/mpa.cc',
-  'binding/soft/ddp_rdmap.cc',
+  'binding/soft/wire/crc32c.cc',
+  'binding/soft/wire/mpa.cc',
+  'binding/soft/wire/ddp_rdmap.cc',
   'test/interop/wire_probe.cc',
 ].map((p) => path.join(repoRoot, p));
 

@@ -43,9 +43,9 @@
 #include <string>
 #include <vector>
 
-#include "soft/crc32c.h"
-#include "soft/ddp_rdmap.h"
-#include "soft/mpa.h"
+#include "soft/wire/crc32c.h"
+#include "soft/wire/ddp_rdmap.h"
+#include "soft/wire/mpa.h"
 
 namespace {
 
@@ -641,7 +641,7 @@ void provoke_terminate(const Options& o, Conn* c, Wire* wire, const w::MpaNegoti
   const bool m = layout == "rfc5040" ? rfc_m : siw_m;
   const bool d = layout == "rfc5040" ? rfc_d : siw_d;
   logf("Terminate layout %s: M=%d D=%d R=%d", layout.c_str(), m, d, layout == "rfc5040" ? (word & w::kTermFlagR) != 0 : siw_r);
-  // The provider's decoder (binding/soft/ddp_rdmap.cc) must read siw's Terminate the same way, reliably.
+  // The provider's decoder (binding/soft/wire/ddp_rdmap.cc) must read siw's Terminate the same way, reliably.
   if (!t.reliable || t.code != want || t.m != m || t.d != d) {
     fail(fmt("decode_terminate_body read %u/%u/0x%02x M=%d D=%d reliable=%d layout=%d; expected %u/%u/0x%02x M=%d D=%d",
              t.code.layer, t.code.etype, t.code.code, t.m, t.d, t.reliable, static_cast<int>(t.layout), want.layer,

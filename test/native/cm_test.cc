@@ -19,7 +19,7 @@
 
 #include "nd/nd2.h"
 #include "soft/adapter.h"
-#include "soft/cm.h"
+#include "soft/cm/cm.h"
 #include "soft/provider.h"
 
 #ifndef CM_TEST_WITH_QP

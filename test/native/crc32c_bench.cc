@@ -10,7 +10,7 @@
 #include <random>
 #include <vector>
 
-#include "soft/crc32c.h"
+#include "soft/wire/crc32c.h"
 
 namespace {
 

@@ -19,14 +19,14 @@
 
 #include "soft/adapter.h"
 #include "soft/completion_queue.h"
-#include "soft/crc32c.h"
-#include "soft/ddp_rdmap.h"
+#include "soft/wire/crc32c.h"
+#include "soft/wire/ddp_rdmap.h"
 #include "soft/memory_region.h"
 #include "soft/memory_window.h"
 #include "soft/queue_pair.h"
 #include "soft/shared_receive_queue.h"
-#include "soft/stag_table.h"
-#include "soft/terminate.h"
+#include "soft/memory/stag_table.h"
+#include "soft/wire/terminate.h"
 
 using namespace netdirect::soft;
 

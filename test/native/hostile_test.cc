@@ -29,11 +29,11 @@
 
 #include "nd/nd2.h"
 #include "soft/adapter.h"
-#include "soft/crc32c.h"
-#include "soft/ddp_rdmap.h"
-#include "soft/mpa.h"
+#include "soft/wire/crc32c.h"
+#include "soft/wire/ddp_rdmap.h"
+#include "soft/wire/mpa.h"
 #include "soft/provider.h"
-#include "soft/terminate.h"
+#include "soft/wire/terminate.h"
 
 using namespace netdirect::soft;
 using namespace netdirect::soft::wire;

@@ -1,5 +1,5 @@
 // Receive-stream tests without a socket: hand-built FPDU byte streams (Writes, Sends, Read Requests, Read
-// Responses) are fed to RxStream (binding/soft/rx_stream.h) from a byte buffer, whole, split at every byte boundary,
+// Responses) are fed to RxStream (binding/soft/qp/rx_stream.h) from a byte buffer, whole, split at every byte boundary,
 // and one byte per read, with CRC on and off; placement goes through a real StagTable and posted receives of a
 // recording RxEvents. Checks placed bytes, completions, queued inbound Reads, and the Terminate code of every
 // error (bad CRC, bad STag, out of bounds, missing receive), and that a failing FPDU places nothing.
@@ -14,12 +14,12 @@
 #include <string>
 #include <vector>
 
-#include "soft/crc32c.h"
-#include "soft/ddp_rdmap.h"
-#include "soft/mpa.h"
-#include "soft/rx_stream.h"
-#include "soft/stag_table.h"
-#include "soft/terminate.h"
+#include "soft/wire/crc32c.h"
+#include "soft/wire/ddp_rdmap.h"
+#include "soft/wire/mpa.h"
+#include "soft/qp/rx_stream.h"
+#include "soft/memory/stag_table.h"
+#include "soft/wire/terminate.h"
 
 using namespace netdirect::soft;
 using namespace netdirect::soft::wire;

@@ -7,9 +7,9 @@
 #include <random>
 #include <vector>
 
-#include "soft/crc32c.h"
-#include "soft/ddp_rdmap.h"
-#include "soft/mpa.h"
+#include "soft/wire/crc32c.h"
+#include "soft/wire/ddp_rdmap.h"
+#include "soft/wire/mpa.h"
 
 namespace {
 

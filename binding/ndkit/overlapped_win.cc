@@ -1,0 +1,179 @@
+// Completion of pending overlapped requests on Windows: the software provider's counterpart of a kernel
+// driver completing an IRP on the file returned by IND2Adapter::CreateOverlappedFile.
+//
+// The problem: a consumer associates that file with *its* I/O completion port (CreateIoCompletionPort or
+// BindIoCompletionCallback), or waits on OVERLAPPED.hEvent, and the provider must deliver exactly one
+// notification there per ND_PENDING request. A user-mode provider cannot learn the port from a file handle
+// (PostQueuedCompletionStatus needs it), so it makes the kernel deliver the notification instead:
+//   * The "overlapped file" is the server end of a private, single-instance named pipe (inbound, byte mode,
+//     FILE_FLAG_OVERLAPPED). The consumer gets a duplicate handle; the provider keeps the original handle
+//     (same file object, so the same port association) and the pipe's client end.
+//   * Completing a request = ReadFile(1 byte, the consumer's OVERLAPPED) on the provider's handle, then
+//     WriteFile(1 byte) into the client end. The read pends (the pipe is empty: every byte written satisfies
+//     a read that is already queued), so the I/O manager queues the packet to the consumer's port with the
+//     consumer's key and OVERLAPPED, signals hEvent, and honours the hEvent low-bit rule — all Win32's own.
+//   * The pipe read overwrites OVERLAPPED.Internal/InternalHigh (STATUS_SUCCESS, 1 byte), so the ND status
+//     and byte count are kept in a side table keyed by the OVERLAPPED; IND2Overlapped::GetOverlappedResult
+//     (overlapped_result) takes them from there once the carrier read has finished and writes them back
+//     into Internal/InternalHigh, as ND consumers expect.
+// ND_SUCCESS returns issue no read, so no packet follows them (the ND rule). FILE_SKIP_COMPLETION_PORT_ON_SUCCESS
+// is not set on the pipe: should a carrier read ever complete synchronously, its packet is still queued.
+// Proven under Wine 8 (test tier) — the same mechanism the Windows I/O manager uses on real Windows.
+#ifdef _WIN32
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "ndkit/object.h"
+
+namespace netdirect::ndkit {
+
+namespace {
+
+constexpr ULONG_PTR kStatusPending = 0x103;  // STATUS_PENDING == ND_PENDING
+
+struct PipeFile {
+  const void* owner = nullptr;
+  HANDLE server = INVALID_HANDLE_VALUE;  // the provider's handle to the consumer's file object
+  HANDLE client = INVALID_HANDLE_VALUE;  // write end: one byte completes one carrier read
+  std::mutex mu;                         // a read and its byte go in together, in order
+  ~PipeFile() {
+    if (server != INVALID_HANDLE_VALUE) CloseHandle(server);
+    if (client != INVALID_HANDLE_VALUE) CloseHandle(client);
+  }
+};
+
+struct Result {
+  HRESULT status;
+  ULONG bytes;
+};
+
+struct State {
+  std::mutex mu;
+  std::unordered_map<HANDLE, std::shared_ptr<PipeFile>> files;  // by the consumer's handle
+  std::mutex results_mu;
+  std::unordered_map<OVERLAPPED*, Result> results;  // completed, not yet collected by GetOverlappedResult
+};
+
+State& state() {
+  static State* s = new State();  // never destroyed: completions may race with process exit
+  return *s;
+}
+
+char g_sink[1];  // carrier reads land here (every one writes the same byte)
+
+std::atomic<ULONG_PTR>& internal_of(OVERLAPPED* ov) { return *reinterpret_cast<std::atomic<ULONG_PTR>*>(&ov->Internal); }
+
+HANDLE event_of(OVERLAPPED* ov) {
+  return reinterpret_cast<HANDLE>(reinterpret_cast<uintptr_t>(ov->hEvent) & ~uintptr_t(1));
+}
+
+// No pipe (a handle that is not ours, or the carrier read failed): event-only completion, like a file that
+// is not associated with a port.
+void complete_without_port(OVERLAPPED* ov, HRESULT status, ULONG bytes) {
+  ov->InternalHigh = bytes;
+  internal_of(ov).store(static_cast<ULONG_PTR>(static_cast<ULONG>(status)));
+  HANDLE ev = event_of(ov);
+  if (ev != nullptr) SetEvent(ev);
+}
+
+}  // namespace
+
+HANDLE create_overlapped_file(const void* owner) {
+  static std::atomic<unsigned> counter{0};
+  wchar_t name[96];
+  std::swprintf(name, sizeof name / sizeof name[0], L"\\\\.\\pipe\\netdirect-soft-%lu-%u-%llu",
+                static_cast<unsigned long>(GetCurrentProcessId()), counter.fetch_add(1),
+                static_cast<unsigned long long>(GetTickCount64()));
+  auto f = std::make_shared<PipeFile>();
+  f->owner = owner;
+  f->server = CreateNamedPipeW(name, PIPE_ACCESS_INBOUND | FILE_FLAG_OVERLAPPED | FILE_FLAG_FIRST_PIPE_INSTANCE,
+                               PIPE_TYPE_BYTE | PIPE_READMODE_BYTE | PIPE_WAIT | PIPE_REJECT_REMOTE_CLIENTS, 1, 0,
+                               4096, 0, nullptr);
+  if (f->server == INVALID_HANDLE_VALUE) return nullptr;
+  f->client = CreateFileW(name, GENERIC_WRITE, 0, nullptr, OPEN_EXISTING, 0, nullptr);
+  if (f->client == INVALID_HANDLE_VALUE) return nullptr;
+  // The client is connected once CreateFileW returns; no ConnectNamedPipe needed.
+  SetFileCompletionNotificationModes(f->server, FILE_SKIP_SET_EVENT_ON_HANDLE);
+  HANDLE consumer = nullptr;
+  if (!DuplicateHandle(GetCurrentProcess(), f->server, GetCurrentProcess(), &consumer, 0, FALSE,
+                       DUPLICATE_SAME_ACCESS)) {
+    return nullptr;
+  }
+  std::lock_guard<std::mutex> lock(state().mu);
+  // A reused handle value means the consumer closed the old file; its pipe goes with the new entry.
+  state().files.insert_or_assign(consumer, std::move(f));
+  return consumer;
+}
+
+void release_overlapped_files(const void* owner) {
+  std::lock_guard<std::mutex> lock(state().mu);
+  auto& files = state().files;
+  for (auto it = files.begin(); it != files.end();) {
+    if (it->second->owner == owner)
+      it = files.erase(it);
+    else
+      ++it;
+  }
+}
+
+void complete_overlapped(HANDLE overlapped_file, OVERLAPPED* ov, HRESULT status, ULONG bytes) {
+  std::shared_ptr<PipeFile> f;
+  {
+    std::lock_guard<std::mutex> lock(state().mu);
+    auto it = state().files.find(overlapped_file);
+    if (it != state().files.end()) f = it->second;
+  }
+  if (!f) return complete_without_port(ov, status, bytes);
+  {
+    std::lock_guard<std::mutex> lock(state().results_mu);
+    state().results[ov] = Result{status, bytes};
+  }
+  std::lock_guard<std::mutex> lock(f->mu);
+  if (!ReadFile(f->server, g_sink, 1, nullptr, ov) && GetLastError() != ERROR_IO_PENDING) {
+    {
+      std::lock_guard<std::mutex> rl(state().results_mu);
+      state().results.erase(ov);
+    }
+    return complete_without_port(ov, status, bytes);
+  }
+  const char one = 1;
+  DWORD written = 0;
+  WriteFile(f->client, &one, 1, &written, nullptr);
+}
+
+HRESULT overlapped_result(OVERLAPPED* ov, BOOL wait) {
+  for (;;) {
+    {
+      std::lock_guard<std::mutex> lock(state().results_mu);
+      const ULONG_PTR internal = internal_of(ov).load();
+      auto it = state().results.find(ov);
+      if (it != state().results.end()) {
+        if (internal != kStatusPending) {  // the carrier read is done: hand over the ND result
+          const Result r = it->second;
+          state().results.erase(it);
+          ov->InternalHigh = r.bytes;
+          internal_of(ov).store(static_cast<ULONG_PTR>(static_cast<ULONG>(r.status)));
+          return r.status;
+        }
+      } else if (internal != kStatusPending) {
+        return static_cast<HRESULT>(static_cast<ULONG>(internal));
+      }
+    }
+    if (!wait) return ND_PENDING;
+    HANDLE ev = event_of(ov);
+    if (ev != nullptr)
+      WaitForSingleObject(ev, 20);
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+}
+
+}  // namespace netdirect::ndkit
+
+#endif  // _WIN32

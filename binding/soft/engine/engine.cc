@@ -1,0 +1,228 @@
+// The progress engine (engine.h): one implementation for every OS, over the PollSet seam.
+#include "soft/engine/engine.h"
+
+#if defined(__linux__)
+#include <pthread.h>
+#endif
+
+namespace netdirect::soft {
+
+namespace {
+constexpr int kReadyBatch = 64;      // socket events per wait
+constexpr int kTaskPassesPerRound = 4;  // tasks posted by tasks run in the same progress() call, this often
+}  // namespace
+
+Engine::Engine() = default;
+
+Engine::~Engine() {
+  closing_.store(true);
+  stop_thread();
+  // Tasks posted before the end still run (they release references), with this thread as the last driver.
+  std::lock_guard<std::mutex> lock(round_mu_);
+  const std::thread::id prev = driver_.exchange(std::this_thread::get_id());
+  while (run_tasks() != 0) {
+  }
+  driver_.store(prev);
+}
+
+HRESULT Engine::start() {
+  poll_ = PollSet::create();
+  return poll_ ? ND_SUCCESS : ND_INSUFFICIENT_RESOURCES;
+}
+
+bool Engine::add(net::Socket s, Handler* h, uint32_t events) {
+  {
+    std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);
+    if (!poll_->add(s, h, events)) return false;
+    live_.insert(h);
+  }
+  need_driver();
+  if (poll_->changes_need_wake() && !in_engine_thread()) wake();
+  return true;
+}
+
+bool Engine::modify(net::Socket s, Handler* h, uint32_t events) {
+  if (!poll_->modify(s, h, events)) return false;
+  if (poll_->changes_need_wake() && !in_engine_thread()) wake();
+  return true;
+}
+
+void Engine::remove(net::Socket s, Handler* h) {
+  poll_->remove(s);
+  {
+    std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);  // waits for a dispatch round in progress
+    live_.erase(h);
+  }
+  // The caller closes the socket next; WSAPoll is not woken by a close, so leave the poll set now.
+  if (poll_->changes_need_wake() && !in_engine_thread()) wake();
+}
+
+void Engine::wake() { poll_->wake(); }
+
+void Engine::post(std::function<void()> fn) {
+  {
+    std::lock_guard<std::mutex> lock(task_mu_);
+    tasks_.push_back(std::move(fn));
+  }
+  // The driving thread runs its own posts at the end of its round (and the next round does not wait).
+  if (!in_engine_thread()) {
+    need_driver();
+    wake();
+  }
+}
+
+uint64_t Engine::add_timer(uint32_t ms, std::function<void()> fn) {
+  uint64_t id;
+  {
+    std::lock_guard<std::mutex> lock(task_mu_);
+    id = next_timer_id_++;
+    timers_.emplace(std::chrono::steady_clock::now() + std::chrono::milliseconds(ms), Timer{id, std::move(fn)});
+  }
+  // The driving thread reads the next deadline before it waits again; others must interrupt its wait.
+  if (!in_engine_thread()) {
+    need_driver();
+    wake();
+  }
+  return id;
+}
+
+bool Engine::cancel_timer(uint64_t id) {
+  std::lock_guard<std::mutex> lock(task_mu_);
+  for (auto it = timers_.begin(); it != timers_.end(); ++it) {
+    if (it->second.id == id) {
+      timers_.erase(it);
+      return true;
+    }
+  }
+  return false;
+}
+
+uint32_t Engine::run_tasks() {
+  std::vector<std::function<void()>> batch;
+  {
+    std::lock_guard<std::mutex> lock(task_mu_);
+    batch.swap(tasks_);
+  }
+  for (auto& fn : batch) fn();
+  return static_cast<uint32_t>(batch.size());
+}
+
+uint32_t Engine::run_timers(int* next_ms) {
+  uint32_t ran = 0;
+  for (;;) {
+    std::function<void()> fn;
+    {
+      std::lock_guard<std::mutex> lock(task_mu_);
+      if (!tasks_.empty()) {
+        *next_ms = 0;  // posted since the last round: look at the sockets without sleeping, then run them
+        if (timers_.empty() || timers_.begin()->first > std::chrono::steady_clock::now()) return ran;
+      } else if (timers_.empty()) {
+        *next_ms = -1;
+        return ran;
+      }
+      auto it = timers_.begin();
+      auto now = std::chrono::steady_clock::now();
+      if (it->first > now) {
+        auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(it->first - now).count();
+        *next_ms = static_cast<int>(ms) + 1;  // never wake a millisecond early and find nothing due
+        return ran;
+      }
+      fn = std::move(it->second.fn);
+      timers_.erase(it);
+    }
+    fn();
+    ++ran;
+  }
+}
+
+int Engine::next_timeout_ms() {
+  std::lock_guard<std::mutex> lock(task_mu_);
+  if (!tasks_.empty()) return 0;
+  if (timers_.empty()) return -1;
+  auto wait = timers_.begin()->first - std::chrono::steady_clock::now();
+  if (wait <= std::chrono::steady_clock::duration::zero()) return 0;
+  return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()) + 1;
+}
+
+uint32_t Engine::round(int timeout_ms) {
+  int next = -1;
+  uint32_t work = run_timers(&next);
+  if (timeout_ms != 0 && next >= 0 && (timeout_ms < 0 || next < timeout_ms)) timeout_ms = next;
+  PollSet::Ready ready[kReadyBatch];
+  int n = poll_->wait(ready, kReadyBatch, timeout_ms);
+  if (n > 0) {
+    std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);
+    for (int i = 0; i < n; ++i) {
+      auto* h = static_cast<Handler*>(ready[i].tag);
+      if (live_.count(h) == 0) continue;  // removed earlier in this round
+      if (!poll_->still_watching(ready[i].socket, h)) continue;  // the socket was re-registered meanwhile
+      h->on_io(ready[i].events);
+      ++work;
+    }
+  }
+  // Every round, not only after a wake-up: a task never waits for a wake-up that was lost.
+  work += run_tasks();
+  return work;
+}
+
+uint32_t Engine::progress() {
+  std::unique_lock<std::mutex> lock(round_mu_, std::try_to_lock);
+  if (!lock.owns_lock()) return 0;
+  const std::thread::id prev = driver_.exchange(std::this_thread::get_id());
+  uint32_t work = round(0);
+  for (int i = 1; i < kTaskPassesPerRound; ++i) {
+    const uint32_t more = run_tasks();
+    if (more == 0) break;
+    work += more;
+  }
+  driver_.store(prev);
+  return work;
+}
+
+void Engine::run() {
+#if defined(__linux__)
+  pthread_setname_np(pthread_self(), "nd-engine");  // tells the threads apart in /proc, top and perf
+#endif
+  std::lock_guard<std::mutex> lock(round_mu_);
+  driver_.store(std::this_thread::get_id());
+  while (!stop_.load()) round(-1);
+  driver_.store(std::thread::id());
+}
+
+void Engine::need_driver() {
+  if (thread_running_.load(std::memory_order_acquire) || external_.load(std::memory_order_relaxed)) return;
+  std::lock_guard<std::mutex> lock(thread_mu_);
+  if (thread_running_.load() || external_.load() || closing_.load()) return;
+  try {
+    thread_ = std::thread([this] { run(); });
+  } catch (...) {
+    return;  // no thread: progress waits for the next need (or an external driver)
+  }
+  thread_running_.store(true, std::memory_order_release);
+}
+
+void Engine::stop_thread() {
+  std::lock_guard<std::mutex> lock(thread_mu_);
+  if (!thread_.joinable()) return;
+  stop_.store(true);
+  wake();
+  thread_.join();
+  stop_.store(false);
+  thread_running_.store(false);
+}
+
+HRESULT Engine::set_external_driver(bool external) {
+  if (external) {
+    if (descriptor() < 0) return ND_NOT_SUPPORTED;
+    if (in_engine_thread()) return ND_INVALID_DEVICE_STATE;
+    external_.store(true);
+    stop_thread();
+    return ND_SUCCESS;
+  }
+  external_.store(false);
+  need_driver();  // whatever is registered or queued goes on without the consumer
+  wake();
+  return ND_SUCCESS;
+}
+
+}  // namespace netdirect::soft

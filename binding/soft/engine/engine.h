@@ -1,0 +1,133 @@
+// The software provider's progress engine: what an RNIC's engine does, for one adapter. It waits on the
+// adapter's sockets (a PollSet: epoll on Linux, WSAPoll on Windows), reads and places incoming FPDUs, answers
+// Read Requests, continues blocked transmissions, runs connection-setup timers and posted tasks.
+//
+// Who drives it: progress runs in rounds (wait for readiness, dispatch handlers, run due tasks and timers), and
+// any one thread at a time may run them. By default the engine's own thread does, started when the adapter
+// first needs progress. A consumer that has a loop of its own (the addon's event-loop mode, through
+// INDProgress in nd/netdirect_ext.h) takes over with set_external_driver(true): the thread stops, the consumer
+// watches descriptor() and calls progress() when it is readable or next_timeout_ms() has passed, so a
+// completion reaches it with no thread hop. set_external_driver(false) hands progress back to the thread.
+// Progress never depends on anyone polling a CQ.
+#ifndef NETDIRECT_SOFT_ENGINE_H_
+#define NETDIRECT_SOFT_ENGINE_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "soft/engine/poll_set.h"
+#include "soft/net/socket.h"
+
+namespace netdirect::soft {
+
+class Engine {
+ public:
+  static constexpr uint32_t kRead = PollSet::kRead;
+  static constexpr uint32_t kWrite = PollSet::kWrite;
+  static constexpr uint32_t kHangup = PollSet::kHangup;
+
+  // An owner of a socket. on_io runs on the driving thread only, never concurrently with itself.
+  class Handler {
+   public:
+    virtual void on_io(uint32_t events) = 0;
+
+   protected:
+    ~Handler() = default;
+  };
+
+  Engine();
+  ~Engine();  // stops and joins the thread (if it ran), runs tasks still queued; every handler must be removed
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Creates the poll set; ND_INSUFFICIENT_RESOURCES on failure. The thread starts when first needed.
+  HRESULT start();
+
+  // Registers / changes the interest set (kRead | kWrite, level-triggered) of a socket. Thread-safe.
+  bool add(net::Socket s, Handler* h, uint32_t events);
+  bool modify(net::Socket s, Handler* h, uint32_t events);
+  // Unregisters. On return no on_io of h is running or will run — except when called from h's own
+  // on_io, where it simply takes effect for later events. Never call it while holding a lock that an
+  // on_io may take (it waits for the current dispatch round).
+  void remove(net::Socket s, Handler* h);
+
+  // Runs fn on the driving thread soon, in posting order. Thread-safe; fn must not block.
+  void post(std::function<void()> fn);
+  // Runs fn on the driving thread after `ms` milliseconds unless cancelled. Returns a non-zero id.
+  uint64_t add_timer(uint32_t ms, std::function<void()> fn);
+  // True if the timer was cancelled before it ran.
+  bool cancel_timer(uint64_t id);
+
+  // True on the thread that is running a round now (handlers, tasks and timers run there). For the engine's
+  // own thread that is its whole life; for an external driver, the inside of progress().
+  bool in_engine_thread() const { return std::this_thread::get_id() == driver_.load(std::memory_order_relaxed); }
+
+  // Owns `raw` (nullptr stays nullptr) in a shared_ptr whose last release destroys it on the driving thread,
+  // so an object whose handlers run there is never destroyed under one of them.
+  template <typename T>
+  std::shared_ptr<T> own_on_engine(T* raw) {
+    if (raw == nullptr) return nullptr;
+    return std::shared_ptr<T>(raw, [this](T* c) {
+      if (in_engine_thread()) {
+        delete c;
+      } else {
+        post([c] { delete c; });
+      }
+    });
+  }
+
+  // ---- Driving from outside (nd/netdirect_ext.h INDProgress) ----
+  // true: the engine's thread stops (joined before this returns; never call it from a round); the caller
+  // drives with progress(). false: the thread takes over again. ND_NOT_SUPPORTED where the poll set has no
+  // descriptor to watch.
+  HRESULT set_external_driver(bool external);
+  bool external_driver() const { return external_.load(std::memory_order_relaxed); }
+  // Readable while a round has something to do (sockets, wake-ups); -1 where the OS offers none.
+  intptr_t descriptor() const { return poll_ ? poll_->descriptor() : -1; }
+  // One round on the calling thread without waiting. Returns the number of socket events, tasks and timers it
+  // ran (0: nothing to do, or another thread is in a round).
+  uint32_t progress();
+  // Milliseconds until the next timer is due: 0 when tasks are queued, -1 when there is nothing.
+  int next_timeout_ms();
+
+ private:
+  uint32_t round(int timeout_ms);  // one wait + dispatch + tasks + due timers; caller holds round_mu_
+  void run();                      // the engine thread
+  void need_driver();              // starts the thread unless an external driver has the engine
+  void stop_thread();
+  void wake();
+  uint32_t run_tasks();
+  uint32_t run_timers(int* next_ms);  // runs due timers; *next_ms: until the next one (-1 none, 0 tasks wait)
+
+  std::unique_ptr<PollSet> poll_;
+  std::atomic<std::thread::id> driver_{};  // the thread running rounds now (see in_engine_thread)
+  std::mutex round_mu_;                    // held by whoever runs a round: one driver at a time
+  std::mutex thread_mu_;                   // guards thread_ start/stop
+  std::thread thread_;
+  std::atomic<bool> thread_running_{false};
+  std::atomic<bool> external_{false};
+  std::atomic<bool> closing_{false};  // the engine is being destroyed: no new thread
+  std::atomic<bool> stop_{false};  // the thread leaves its loop (engine destroyed, or an external driver took over)
+  std::recursive_mutex dispatch_mu_;   // held while handlers run; remove() waits on it
+  std::unordered_set<Handler*> live_;  // guarded by dispatch_mu_
+  std::mutex task_mu_;
+  std::vector<std::function<void()>> tasks_;  // guarded by task_mu_
+  struct Timer {
+    uint64_t id;
+    std::function<void()> fn;
+  };
+  std::multimap<std::chrono::steady_clock::time_point, Timer> timers_;  // guarded by task_mu_
+  uint64_t next_timer_id_ = 1;                                         // guarded by task_mu_
+};
+
+}  // namespace netdirect::soft
+
+#endif  // NETDIRECT_SOFT_ENGINE_H_

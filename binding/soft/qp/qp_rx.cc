@@ -1,0 +1,173 @@
+// The queue pair side of its receive stream (rx_stream.h): socket readiness, draining a closing socket, and the
+// RxEvents the stream calls — posted receives, outstanding Reads (ORQ), inbound Reads (IRQ), completions,
+// Terminates and failures (design: queue_pair.h).
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "soft/adapter.h"
+#include "soft/completion_queue.h"
+#include "soft/queue_pair.h"
+#include "soft/memory/stag_table.h"
+#include "soft/wire/terminate.h"
+
+namespace netdirect::soft {
+
+using namespace wire;
+
+namespace {
+constexpr int kRxBudget = RxStream::kRxBudget;  // recv calls per wake-up before other sockets get a turn
+constexpr uint64_t kNoOffender = ~uint64_t{0};
+
+bool is_access_error(TermCode c) {
+  return (c.layer == static_cast<uint8_t>(TermLayer::kDdp) && c.etype == static_cast<uint8_t>(DdpEtype::kTagged)) ||
+         (c.layer == static_cast<uint8_t>(TermLayer::kRdmap) &&
+          c.etype == static_cast<uint8_t>(RdmapEtype::kRemoteProtection));
+}
+}  // namespace
+
+void SoftQueuePair::on_io(uint32_t events) {
+  bool close_now = false;
+  {
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+    if (sock_ == net::kInvalidSocket) return;
+    if (rx_.stopped()) {
+      close_now = rx_drain_locked();
+    } else {
+      if (events & Engine::kWrite) tx_progress_locked();
+      if (events & Engine::kRead) rx_progress_locked();
+      if (state_ == State::kConnected) {
+        if (rcq_->failed() || icq_->failed()) {
+          fail_locked(ND_INTERNAL_ERROR, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+        } else {
+          complete_ready_locked();
+          tx_progress_locked();
+        }
+      }
+    }
+  }
+  if (close_now) close_socket_now();
+  kick_teardown();
+  fire_events();
+}
+
+bool SoftQueuePair::rx_drain_locked() {
+  mu_.assert_held();
+  uint8_t sink[4096];
+  for (int i = 0; i < kRxBudget; ++i) {
+    const ptrdiff_t n = net::recv_bytes(sock_, sink, sizeof sink);
+    if (n > 0) continue;
+    if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) return false;
+    // End of stream or a dead socket: a lingering close is over; otherwise close without lingering.
+    peer_eof_ = true;
+    return linger_;
+  }
+  return false;
+}
+
+void SoftQueuePair::rx_progress_locked() {
+  mu_.assert_held();
+  if (state_ != State::kConnected) return;
+  SocketRxSource src(sock_);
+  rx_.progress(src);
+}
+
+bool SoftQueuePair::rx_take_receive(RecvRequest* out) {
+  if (srq_ != nullptr) return srq_->pop(out);
+  if (rq_head_ == rq_tail_) return false;
+  const RecvRequest& r = rq_[rq_head_ % rq_depth_];
+  out->context = r.context;
+  out->nsge = r.nsge;
+  out->length = r.length;
+  std::copy(r.sge, r.sge + r.nsge, out->sge);
+  ++rq_head_;
+  return true;
+}
+
+void SoftQueuePair::rx_receive_done(RecvRequest& r, HRESULT status, uint32_t bytes, bool solicited) {
+  complete_recv_locked(r, status, bytes, solicited);
+}
+
+bool SoftQueuePair::rx_read_target(RxReadTarget* out) {
+  if (orq_count_ == 0) return false;
+  const OutRead& o = orq_[orq_head_];
+  out->internal = o.internal;
+  out->size = o.size;
+  out->received = o.received;
+  out->sink_stag = o.sink_stag;
+  out->sink_to = o.sink_to;
+  if (o.internal) {
+    out->sge = nullptr;
+    out->nsge = 0;
+  } else {
+    out->sge = sq_sges(o.sq_seq);
+    out->nsge = sq_at(o.sq_seq).nsge;
+  }
+  return true;
+}
+
+void SoftQueuePair::rx_read_progress(uint32_t bytes) { orq_[orq_head_].received += bytes; }
+
+void SoftQueuePair::rx_read_response_done() {
+  OutRead& o = orq_[orq_head_];
+  if (!o.internal) sq_at(o.sq_seq).read_done = true;
+  // Everything sent before this Read Request was processed by the peer (queue_pair.h).
+  confirmed_seq_ = std::max(confirmed_seq_, o.confirm_seq);
+  orq_head_ = (orq_head_ + 1) % orq_.size();
+  --orq_count_;
+  complete_ready_locked();
+}
+
+bool SoftQueuePair::rx_inbound_read_room(bool rtr) {
+  return (rtr || irq_count_ < ird_) && irq_count_ < irq_.size();
+}
+
+void SoftQueuePair::rx_inbound_read(uint32_t sink_stag, uint64_t sink_to, uint32_t size, const uint8_t* src,
+                                    uint32_t pin) {
+  InRead& in = irq_[(irq_head_ + irq_count_) % irq_.size()];
+  in = InRead{sink_stag, sink_to, size, 0, src, pin};
+  ++irq_count_;
+}
+
+void SoftQueuePair::rx_rtr_received() { event_rtr_pending_ = true; }
+
+void SoftQueuePair::rx_protocol_error(TermCode code, HRESULT recv_status, const uint8_t* ulpdu, size_t avail,
+                                      uint16_t ulpdu_len) {
+  send_terminate_locked(code, ulpdu, avail, ulpdu_len);
+  fail_locked(is_access_error(code) ? ND_ACCESS_VIOLATION : ND_REMOTE_ERROR, true, false, kNoOffender, ND_CANCELED,
+              recv_status);
+}
+
+void SoftQueuePair::rx_connection_failed(HRESULT status, bool peer_gone) {
+  if (peer_gone) peer_eof_ = true;
+  fail_locked(status, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+}
+
+void SoftQueuePair::rx_terminate_received(const TerminateInfo& t) {
+  const TermVerdict v = classify_terminate(t);
+  uint64_t offender = kNoOffender;
+  for (uint64_t s = sq_head_; s < sq_next_ && offender == kNoOffender; ++s) {
+    const SqRequest& r = sq_at(s);
+    switch (v.target) {
+      case TermTarget::kWrite:
+        if (r.type == Nd2RequestTypeWrite &&
+            (v.stag == 0 || (r.remote_token == v.stag && v.to >= r.remote_addr && v.to - r.remote_addr <= r.length))) {
+          offender = s;
+        }
+        break;
+      case TermTarget::kSend:
+        if (r.type == Nd2RequestTypeSend && (!v.have_msn || r.msn == v.msn)) offender = s;
+        break;
+      case TermTarget::kRead:
+        if (r.type == Nd2RequestTypeRead && !r.read_done && (!v.have_msn || r.msn == v.msn)) offender = s;
+        break;
+      case TermTarget::kNone:
+        break;
+    }
+  }
+  // Not attributable (or not found): the oldest request the peer has not confirmed is the one that failed.
+  if (offender == kNoOffender && sq_head_ < sq_next_) offender = sq_head_;
+  fail_locked(v.status, true, true, offender, v.status, ND_CANCELED);
+}
+
+}  // namespace netdirect::soft
