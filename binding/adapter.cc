@@ -355,17 +355,23 @@ void Adapter::OnLoopReady(void* ctx) {
   auto* self = static_cast<Adapter*>(ctx);
   if (self->closed_ || !self->progress_) return;
   self->poller_->WillDrain(true);  // what the progress completes, RunOnce takes right after: no wake-up needed
-  self->progress_->Progress(nullptr);
+  // Answers the round owes the peer wait for Flush(): the application's reply, posted from the callback below,
+  // then leaves in the same segment (one send and one wake-up of the peer instead of two).
+  self->progress_->Progress(ND_PROGRESS_DEFER_TRANSMIT, nullptr);
   Batch* batch = self->poller_->RunOnce();
   self->poller_->WillDrain(false);
+  if (!batch->empty()) {
+    Napi::Env env = self->Env();
+    Napi::HandleScope scope(env);
+    self->OnBatch(env, self->onBatch_.Value(), batch);
+    // The callback (and the promise reactions after it) may have closed this adapter: then the provider's own
+    // thread took over, deferred work included.
+    if (self->closed_ || !self->progress_) return;
+  }
+  self->progress_->Flush();
   DWORD ms = INFINITE;
   self->progress_->GetNextTimeout(&ms);
   self->loop_->SetTimeout(ms == INFINITE ? -1 : static_cast<int>(ms));
-  if (batch->empty()) return;
-  Napi::Env env = self->Env();
-  Napi::HandleScope scope(env);
-  // Last: the callback (and the promise reactions after it) may close this adapter.
-  self->OnBatch(env, self->onBatch_.Value(), batch);
 }
 
 // ---- teardown --------------------------------------------------------------------------------------------

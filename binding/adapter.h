@@ -158,7 +158,7 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   // CQ uses it, so a loop that spins on cq.poll() is never starved). Completions it produces reach JS through
   // the next loop turn (or the cq.poll() that asked).
   void ProgressInline() {
-    if (progress_) progress_->Progress(nullptr);
+    if (progress_) progress_->Progress(0, nullptr);
   }
 
   void AddChild(Child* child);

@@ -30,17 +30,25 @@ inline const GUID IID_INDProgress = {0x6e657464, 0x6972, 0x6563, {0x74, 0x70, 0x
 //   3. When either fires, Progress(): one non-blocking round (read and place input, answer Read Requests,
 //      continue blocked sends, run due timers and deferred work). Completions and overlapped results are then
 //      delivered as usual: CQ entries, Notify and overlapped completions to the adapter's overlapped file.
+//      With ND_PROGRESS_DEFER_TRANSMIT the provider may hold back what the round would transmit (answers to the
+//      peer's Read Requests) until Flush(), which the consumer calls once it has handled the completions and
+//      before it waits again: requests the consumer posts in between (the application's reply) then leave in
+//      the same segment as the held-back answers, as TCP's delayed acknowledgement rides on the reply.
 //   4. SetExternalDriver(FALSE) before the consumer stops driving (and before it waits for outstanding
 //      overlapped requests to end): the provider's own thread takes over again.
 // A consumer that stops calling Progress() stalls the adapter's connections (the peers' TCP flow control holds
 // their data back); nothing is lost.
+constexpr ULONG ND_PROGRESS_DEFER_TRANSMIT = 0x1;
+
 struct INDProgress : public IUnknown {
   // The file descriptor (POSIX) to watch for readability; ND_NOT_SUPPORTED where there is none (then the
   // provider keeps driving itself and the other methods are not used).
   virtual HRESULT ND_CALL GetDescriptor(UINT64* pDescriptor) = 0;
   virtual HRESULT ND_CALL SetExternalDriver(BOOL external) = 0;
   // *pWork (optional): socket events, tasks and timers handled; 0 means there was nothing to do.
-  virtual HRESULT ND_CALL Progress(ULONG* pWork) = 0;
+  virtual HRESULT ND_CALL Progress(ULONG flags, ULONG* pWork) = 0;
+  // Transmits what Progress(ND_PROGRESS_DEFER_TRANSMIT) held back.
+  virtual HRESULT ND_CALL Flush() = 0;
   // Milliseconds until Progress() must run even if the descriptor stays quiet: 0 = at once, INFINITE = never.
   virtual HRESULT ND_CALL GetNextTimeout(DWORD* pMilliseconds) = 0;
 };

@@ -100,9 +100,15 @@ HRESULT SoftAdapter::GetDescriptor(UINT64* pDescriptor) {
 
 HRESULT SoftAdapter::SetExternalDriver(BOOL external) { return engine_->set_external_driver(external != FALSE); }
 
-HRESULT SoftAdapter::Progress(ULONG* pWork) {
-  const uint32_t work = engine_->progress();
+HRESULT SoftAdapter::Progress(ULONG flags, ULONG* pWork) {
+  if ((flags & ~ND_PROGRESS_DEFER_TRANSMIT) != 0) return ND_INVALID_PARAMETER_1;
+  const uint32_t work = engine_->progress((flags & ND_PROGRESS_DEFER_TRANSMIT) != 0);
   if (pWork != nullptr) *pWork = work;
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::Flush() {
+  engine_->flush();
   return ND_SUCCESS;
 }
 

@@ -43,7 +43,8 @@ class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   // INDProgress (nd/netdirect_ext.h): the engine driven by the consumer's loop (engine.h).
   HRESULT ND_CALL GetDescriptor(UINT64* pDescriptor) override;
   HRESULT ND_CALL SetExternalDriver(BOOL external) override;
-  HRESULT ND_CALL Progress(ULONG* pWork) override;
+  HRESULT ND_CALL Progress(ULONG flags, ULONG* pWork) override;
+  HRESULT ND_CALL Flush() override;
   HRESULT ND_CALL GetNextTimeout(DWORD* pMilliseconds) override;
 
   // Opens adapter `id` (an interface index from ResolveAddress); ND_INVALID_PARAMETER if unknown.

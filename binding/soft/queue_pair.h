@@ -223,6 +223,7 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   void fire_events();       // engine thread, mu_ not held
 
   // ---- qp_tx.cc ----
+  void tx_progress_or_defer_locked();  // tx_progress_locked, or after the driver's flush (qp_tx.cc)
   void tx_progress_locked();        // fills and sends batches until blocked or idle
   bool tx_fill_locked();            // appends FPDUs to the batch; false if nothing to add
   bool tx_next_message_locked();    // picks the next message at a boundary
@@ -290,6 +291,7 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   uint32_t sq_max_sge_request_ = 0;     // maxInitiatorSge as created (sq_max_sge_ is at least 1)
 
   mutable ndkit::CheckedMutex mu_;
+  bool tx_deferred_ = false;  // a flush of the round's driver will run tx_progress_locked (guarded by mu_)
   State state_ = State::kIdle;
 
   // ---- send queue: head <= sent <= next <= tail (sequence numbers, ring index = seq % depth) ----

@@ -68,6 +68,8 @@ export interface NdSide {
   listener?: Listener;
   cfg: NdConfig;
   manual: boolean;
+  /** How long to watch memory before yielding to the event loop (spinFor). */
+  spinNs: bigint;
   sendOff: number;
   ctrlOff: number;
   initiatorDepth: number;
@@ -85,13 +87,17 @@ export interface NdSide {
 
 const immediate = () => new Promise<void>((r) => setImmediate(r));
 
-/** Thread mode: how long the JS thread watches memory synchronously before it lets the event loop turn. */
+/**
+ * Thread mode: how long the JS thread watches memory synchronously before it lets the event loop turn (the
+ * provider's own thread places a peer's Write meanwhile). Loop mode: 0 — the provider progresses when the event
+ * loop turns, so the JS thread looks once per turn.
+ */
 export const SPIN_BEFORE_YIELD_NS = BigInt(Number(process.env.NDBENCH_SPIN_NS ?? 20_000));
 
-/** Spins on `b[i] !== v` for at most SPIN_BEFORE_YIELD_NS; true once b[i] === v (or stop is set). */
-function spinFor(b: Uint8Array, i: number, v: number, stop: number): boolean {
-  if (SPIN_BEFORE_YIELD_NS === 0n) return b[i] === v || (stop >= 0 && b[stop] !== 0);
-  const until = process.hrtime.bigint() + SPIN_BEFORE_YIELD_NS;
+/** Spins on `b[i] !== v` for at most `ns`; true once b[i] === v (or stop is set). */
+function spinFor(b: Uint8Array, i: number, v: number, stop: number, ns: bigint): boolean {
+  if (ns === 0n) return b[i] === v || (stop >= 0 && b[stop] !== 0);
+  const until = process.hrtime.bigint() + ns;
   for (let k = 0; ; k++) {
     if (b[i] === v || (stop >= 0 && b[stop] !== 0)) return true;
     if ((k & 63) === 63 && process.hrtime.bigint() >= until) return false;
@@ -144,6 +150,7 @@ export async function openSide(cfg: NdConfig, localAddress: string): Promise<NdS
       mr,
       cfg,
       manual: cfg.completion === 'manual',
+      spinNs: adapter.completion === 'loop' ? 0n : SPIN_BEFORE_YIELD_NS,
       sendOff,
       ctrlOff,
       initiatorDepth,
@@ -347,7 +354,7 @@ async function writeLatClient(side: NdSide, a: PhaseArgs): Promise<Stats> {
       const t0 = now();
       const p = qp.write(local, remote);
       p.catch(() => undefined);
-      while (!spinFor(b, last, t, -1)) {
+      while (!spinFor(b, last, t, -1, side.spinNs)) {
         await immediate();
         stall.check();
       }
@@ -389,7 +396,7 @@ async function writeLatServer(side: NdSide, size: number): Promise<void> {
       qp.post('write', local, remote, { silent: !signaled });
     } else {
       while (b[last] !== t) {
-        if (spinFor(b, last, t, stop) && b[last] === t) break;
+        if (spinFor(b, last, t, stop, side.spinNs) && b[last] === t) break;
         if (b[stop] !== 0) return inflight.drain();
         await immediate();
         stall.check();

@@ -8,7 +8,7 @@ describe('ndbench options', () => {
   it('a server takes no host, a client the server host; perftest defaults', () => {
     const server = parse('write_lat');
     expect(server).toMatchObject({ test: 'write_lat', server: undefined, port: DEFAULT_PORT, sizes: [2], iters: 1000, duration: 0 });
-    expect(server).toMatchObject({ completion: 'thread', format: 'perftest', reportGbits: false, compare: [], loopback: false, qps: 1, txDepth: 128 });
+    expect(server).toMatchObject({ completion: 'auto', format: 'perftest', reportGbits: false, compare: [], loopback: false, qps: 1, txDepth: 128 });
     const client = parse('write_bw', '10.0.0.1');
     expect(client).toMatchObject({ test: 'write_bw', server: '10.0.0.1', sizes: [65536], iters: 5000 });
     expect(parse('read_bw').iters).toBe(1000);

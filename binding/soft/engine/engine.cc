@@ -165,11 +165,13 @@ uint32_t Engine::round(int timeout_ms) {
   return work;
 }
 
-uint32_t Engine::progress() {
+uint32_t Engine::progress(bool defer_transmit) {
   std::unique_lock<std::mutex> lock(round_mu_, std::try_to_lock);
   if (!lock.owns_lock()) return 0;
   const std::thread::id prev = driver_.exchange(std::this_thread::get_id());
+  deferring_ = defer_transmit;
   uint32_t work = round(0);
+  deferring_ = false;
   for (int i = 1; i < kTaskPassesPerRound; ++i) {
     const uint32_t more = run_tasks();
     if (more == 0) break;
@@ -177,6 +179,16 @@ uint32_t Engine::progress() {
   }
   driver_.store(prev);
   return work;
+}
+
+void Engine::flush() {
+  if (deferred_.empty()) return;
+  std::lock_guard<std::mutex> lock(round_mu_);
+  const std::thread::id prev = driver_.exchange(std::this_thread::get_id());
+  std::vector<std::function<void()>> work;
+  work.swap(deferred_);
+  for (auto& fn : work) fn();
+  driver_.store(prev);
 }
 
 void Engine::run() {
@@ -220,6 +232,12 @@ HRESULT Engine::set_external_driver(bool external) {
     return ND_SUCCESS;
   }
   external_.store(false);
+  {
+    // A consumer that stops driving before its flush(): the deferred work runs as ordinary tasks.
+    std::lock_guard<std::mutex> lock(task_mu_);
+    for (auto& fn : deferred_) tasks_.push_back(std::move(fn));
+    deferred_.clear();
+  }
   need_driver();  // whatever is registered or queued goes on without the consumer
   wake();
   return ND_SUCCESS;

@@ -41,7 +41,7 @@ void SoftQueuePair::on_io(uint32_t events) {
           fail_locked(ND_INTERNAL_ERROR, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
         } else {
           complete_ready_locked();
-          tx_progress_locked();
+          tx_progress_or_defer_locked();
         }
       }
     }

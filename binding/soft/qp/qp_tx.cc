@@ -33,6 +33,30 @@ void SoftQueuePair::tx_set_want_write_locked(bool want) {
   adapter_->engine().modify(sock_, this, Engine::kRead | (want ? Engine::kWrite : 0));
 }
 
+// At the end of a receive round: transmit now, or, when the round's driver promised a flush (Engine::deferring,
+// the event-loop consumer), once it has handed the completions to the application — whose reply then goes out in
+// the same send as the Read Responses (and confirmation Reads) this round queued.
+void SoftQueuePair::tx_progress_or_defer_locked() {
+  mu_.assert_held();
+  Engine& engine = adapter_->engine();
+  if (!engine.deferring()) {
+    tx_progress_locked();
+    return;
+  }
+  if (tx_deferred_ || !tx_pending_locked()) return;
+  tx_deferred_ = true;
+  AddRef();  // released by the flush, on the driving thread
+  engine.defer([this] {
+    {
+      std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+      tx_deferred_ = false;
+      tx_progress_locked();
+    }
+    kick_teardown();
+    Release();
+  });
+}
+
 void SoftQueuePair::tx_progress_locked() {
   mu_.assert_held();
   if (state_ != State::kConnected || sock_ == net::kInvalidSocket) return;
