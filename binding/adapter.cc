@@ -51,8 +51,8 @@ void Child::CloseNow(bool teardown) {
 Napi::Function Adapter::Init(Napi::Env env) {
   return DefineClass(env, "Adapter",
                      {
-                         InstanceAccessor<&Adapter::GetInfo>("info"),
-                         InstanceAccessor<&Adapter::GetProvider>("provider"),
+                         TaggedAccessor<Adapter, &Adapter::GetInfo>("info"),
+                         TaggedAccessor<Adapter, &Adapter::GetProvider>("provider"),
                          InstanceMethod<&Adapter::QueryAddressList>("queryAddressList"),
                          InstanceMethod<&Adapter::CreateCompletionQueue>("createCompletionQueue"),
                          InstanceMethod<&Adapter::CreateQueuePair>("createQueuePair"),

@@ -6,9 +6,10 @@
 // build-asan/Release/netdirect.node (NETDIRECT_ADDON_PATH, lib/binding.ts). node itself is not instrumented, so the
 // ASan runtime is preloaded (LD_PRELOAD) into it and into every process it starts (test fixtures, peers), with leak
 // detection off there (node's own allocations; the native tests keep it on).
-// Every report is also written to build-asan/reports/ (log_path), and any file there fails the run, so a report in
-// a child process whose exit status a test tolerates is not lost. UBSan is built without recovery
-// (-fno-sanitize-recover=all): its first finding aborts the process, as ASan's does.
+// Every ASan report is also written to build-asan/reports/ (log_path), and any file there fails the run, so a report
+// in a child process whose exit status a test tolerates is not lost. UBSan is built without recovery
+// (-fno-sanitize-recover=all): its first finding ends the process with exit code 23, as ASan's does; its report goes
+// to stderr only (GCC 12's UBSan runtime ignores log_path next to ASan's).
 // Options: --no-build (reuse build-asan/), --native-only, --vitest-only, then vitest arguments (files, -t ...).
 // Skipped by the tier: test/build/ (native.test.ts runs build/tests, which this script runs from build-asan/ itself;
 // pack.test.ts builds the release prebuilds, uninstrumented).
@@ -43,7 +44,7 @@ function sanitizerEnv({ leaks }) {
     // abort_on_error=0, exitcode 23: a sanitizer death is a plain non-zero exit, distinct from a signal.
     ASAN_OPTIONS: [`detect_leaks=${leaks ? 1 : 0}`, 'halt_on_error=1', 'exitcode=23', 'strict_init_order=1',
       'detect_stack_use_after_return=0', 'check_initialization_order=1', common].join(':'),
-    UBSAN_OPTIONS: ['print_stacktrace=1', 'halt_on_error=1', 'exitcode=23', common].join(':'),
+    UBSAN_OPTIONS: ['print_stacktrace=1', 'halt_on_error=1', 'exitcode=23'].join(':'),
     LSAN_OPTIONS: `suppressions=${path.join(root, 'test', 'asan', 'lsan.supp')}`,
   };
 }
