@@ -81,10 +81,10 @@ function runVitest(args) {
     LD_PRELOAD: [compilerRuntime('libasan.so'), process.env.LD_PRELOAD].filter(Boolean).join(':'),
     NETDIRECT_ADDON_PATH: path.join(out, 'Release', 'netdirect.node'),
     NETDIRECT_P2P_RACE_CONNECTIONS: process.env.NETDIRECT_P2P_RACE_CONNECTIONS || '1500',
+    NETDIRECT_VITEST_REPORT: path.join(out, 'vitest-report.json'), // with CI set (vitest.config.mts), not build/'s
   };
-  const r = spawnSync(process.execPath, [vitest, 'run', '--exclude', 'test/build/**',
-    '--reporter=default', '--reporter=json', `--outputFile.json=${path.join(out, 'vitest-report.json')}`, ...args],
-  { cwd: root, env, stdio: 'inherit' });
+  const r = spawnSync(process.execPath, [vitest, 'run', '--exclude', 'test/build/**', ...args],
+    { cwd: root, env, stdio: 'inherit' });
   return r.status === 0 ? 0 : 1;
 }
 
