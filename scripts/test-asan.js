@@ -42,8 +42,8 @@ function sanitizerEnv({ leaks }) {
   const common = `log_path=${path.join(reports, 'report')}:log_exe_name=1`;
   return {
     // abort_on_error=0, exitcode 23: a sanitizer death is a plain non-zero exit, distinct from a signal.
-    ASAN_OPTIONS: [`detect_leaks=${leaks ? 1 : 0}`, 'halt_on_error=1', 'exitcode=23', 'strict_init_order=1',
-      'detect_stack_use_after_return=0', 'check_initialization_order=1', common].join(':'),
+    ASAN_OPTIONS: [`detect_leaks=${leaks ? 1 : 0}`, 'halt_on_error=1', 'exitcode=23', 'check_initialization_order=1',
+      'strict_init_order=1', common].join(':'),
     UBSAN_OPTIONS: ['print_stacktrace=1', 'halt_on_error=1', 'exitcode=23'].join(':'),
     LSAN_OPTIONS: `suppressions=${path.join(root, 'test', 'asan', 'lsan.supp')}`,
   };
