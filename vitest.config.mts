@@ -25,8 +25,11 @@ export default defineConfig({
     hookTimeout: 30_000,
     teardownTimeout: 10_000,
     watch: false,
-    // CI also writes a JSON report, from which .ci/run prints a plain "N passed, N failed" line.
-    reporters: process.env.CI ? ['default', ['json', { outputFile: 'build/vitest-report.json' }]] : ['default'],
+    // CI also writes a JSON report, from which .ci/run prints a plain "N passed, N failed" line (the sanitizer tier,
+    // scripts/test-asan.js, names its own: NETDIRECT_VITEST_REPORT).
+    reporters: process.env.CI
+      ? ['default', ['json', { outputFile: process.env.NETDIRECT_VITEST_REPORT || 'build/vitest-report.json' }]]
+      : ['default'],
     projects: [
       { extends: true, test: { name: 'default', include: ['test/**/*.test.ts'] } },
       { extends: true, test: { name: 'thread', include: COMPLETION_SUITES, env: { NETDIRECT_COMPLETION: 'thread' } } },

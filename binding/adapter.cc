@@ -51,9 +51,9 @@ void Child::CloseNow(bool teardown) {
 Napi::Function Adapter::Init(Napi::Env env) {
   return DefineClass(env, "Adapter",
                      {
-                         InstanceAccessor<&Adapter::GetInfo>("info"),
-                         InstanceAccessor<&Adapter::GetProvider>("provider"),
-                         InstanceAccessor<&Adapter::GetCompletion>("completion"),
+                         TaggedAccessor<Adapter, &Adapter::GetInfo>("info"),
+                         TaggedAccessor<Adapter, &Adapter::GetProvider>("provider"),
+                         TaggedAccessor<Adapter, &Adapter::GetCompletion>("completion"),
                          InstanceMethod<&Adapter::QueryAddressList>("queryAddressList"),
                          InstanceMethod<&Adapter::CreateCompletionQueue>("createCompletionQueue"),
                          InstanceMethod<&Adapter::CreateQueuePair>("createQueuePair"),

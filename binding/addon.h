@@ -62,6 +62,36 @@ T* UnwrapTagged(Napi::Value value, const char* operation, const char* what) {
   return T::Unwrap(value.As<Napi::Object>());
 }
 
+// A getter for DefineClass that checks the receiver's tag BEFORE any member of T is called: accessors have no
+// signature, so `this` may be any object. InstanceAccessor<&T::Get> unwraps it unchecked and calls T::Get on
+// whatever it wraps: on a foreign netdirect object that is a member call on an object of another class,
+// undefined behaviour even if T::Get checks the tag first (UBSan's vptr check reports it: npm run test:asan).
+// A foreign receiver throws ERR_ND_FOREIGN_OBJECT; `name` is also the operation in messages.
+template <typename T, Napi::Value (T::*Getter)(const Napi::CallbackInfo&)>
+napi_value TaggedGetter(napi_env env, napi_callback_info cbinfo) {
+  try {
+    Napi::CallbackInfo info(env, cbinfo);
+    if (!HasTag(info.This(), T::kTag))
+      ThrowMisuse(info.Env(), "ERR_ND_FOREIGN_OBJECT", static_cast<const char*>(info.Data()),
+                  std::string("receiver is not a netdirect ") + T::kClassName + " object");
+    T* self = T::Unwrap(info.This().As<Napi::Object>());
+    return (self->*Getter)(info);
+  } catch (const Napi::Error& e) {
+    e.ThrowAsJavaScriptException();
+    return nullptr;
+  }
+}
+
+template <typename T, Napi::Value (T::*Getter)(const Napi::CallbackInfo&)>
+Napi::ClassPropertyDescriptor<T> TaggedAccessor(const char* name) {
+  napi_property_descriptor d{};
+  d.utf8name = name;
+  d.getter = &TaggedGetter<T, Getter>;
+  d.attributes = napi_default;  // as InstanceAccessor's default
+  d.data = const_cast<char*>(name);
+  return Napi::ClassPropertyDescriptor<T>(d);
+}
+
 // A number for messages: integers without decimals.
 std::string Num(double v);
 

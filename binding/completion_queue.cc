@@ -7,7 +7,7 @@ namespace netdirect {
 Napi::Function CompletionQueue::Define(Napi::Env env) {
   return DefineClass(env, "CompletionQueue",
                      {
-                         InstanceAccessor<&CompletionQueue::GetDepth>("depth"),
+                         TaggedAccessor<CompletionQueue, &CompletionQueue::GetDepth>("depth"),
                          InstanceMethod<&CompletionQueue::Poll>("poll"),
                          InstanceMethod<&CompletionQueue::Resize>("resize"),
                          InstanceMethod<&CompletionQueue::Close>("close"),

@@ -5,7 +5,7 @@ namespace netdirect {
 Napi::Function MemoryWindow::Define(Napi::Env env) {
   return DefineClass(env, "MemoryWindow",
                      {
-                         InstanceAccessor<&MemoryWindow::GetRemoteToken>("remoteToken"),
+                         TaggedAccessor<MemoryWindow, &MemoryWindow::GetRemoteToken>("remoteToken"),
                          InstanceMethod<&MemoryWindow::Close>("close"),
                      });
 }

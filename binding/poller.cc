@@ -118,7 +118,12 @@ void Poller::AddCq(CqState* cq) {
 
 void Poller::RemoveCq(CqState* cq) { PostQueuedCompletionStatus(port_, 0, kRemoveCqKey, &cq->ov); }
 
-void Poller::ThreadMain(void* arg) { static_cast<Poller*>(arg)->Run(); }
+void Poller::ThreadMain(void* arg) {
+#if defined(__linux__)
+  pthread_setname_np(pthread_self(), "nd-poller");  // tells the threads apart in /proc, top and perf
+#endif
+  static_cast<Poller*>(arg)->Run();
+}
 
 Batch* Poller::RunOnce() {
   if (loopBatch_.words.capacity() > kFlushWords) loopBatch_.words = std::vector<uint32_t>();  // after a burst
@@ -331,9 +336,6 @@ bool Poller::ArmAll(Batch* batch) {
 }
 
 void Poller::Run() {
-#if defined(__linux__)
-  pthread_setname_np(pthread_self(), "nd-poller");  // tells the threads apart in /proc, top and perf
-#endif
   OVERLAPPED_ENTRY entries[kPortBatch];
   std::unique_ptr<Batch> batch(new Batch());
   Clock::time_point stopDeadline{};

@@ -6,9 +6,10 @@
 // build-asan/Release/netdirect.node (NETDIRECT_ADDON_PATH, lib/binding.ts). node itself is not instrumented, so the
 // ASan runtime is preloaded (LD_PRELOAD) into it and into every process it starts (test fixtures, peers), with leak
 // detection off there (node's own allocations; the native tests keep it on).
-// Every report is also written to build-asan/reports/ (log_path), and any file there fails the run, so a report in
-// a child process whose exit status a test tolerates is not lost. UBSan is built without recovery
-// (-fno-sanitize-recover=all): its first finding aborts the process, as ASan's does.
+// Every ASan report is also written to build-asan/reports/ (log_path), and any file there fails the run, so a report
+// in a child process whose exit status a test tolerates is not lost. UBSan is built without recovery
+// (-fno-sanitize-recover=all): its first finding ends the process with exit code 23, as ASan's does; its report goes
+// to stderr only (GCC 12's UBSan runtime ignores log_path next to ASan's).
 // Options: --no-build (reuse build-asan/), --native-only, --vitest-only, then vitest arguments (files, -t ...).
 // Skipped by the tier: test/build/ (native.test.ts runs build/tests, which this script runs from build-asan/ itself;
 // pack.test.ts builds the release prebuilds, uninstrumented).
@@ -41,9 +42,9 @@ function sanitizerEnv({ leaks }) {
   const common = `log_path=${path.join(reports, 'report')}:log_exe_name=1`;
   return {
     // abort_on_error=0, exitcode 23: a sanitizer death is a plain non-zero exit, distinct from a signal.
-    ASAN_OPTIONS: [`detect_leaks=${leaks ? 1 : 0}`, 'halt_on_error=1', 'exitcode=23', 'strict_init_order=1',
-      'detect_stack_use_after_return=0', 'check_initialization_order=1', common].join(':'),
-    UBSAN_OPTIONS: ['print_stacktrace=1', 'halt_on_error=1', 'exitcode=23', common].join(':'),
+    ASAN_OPTIONS: [`detect_leaks=${leaks ? 1 : 0}`, 'halt_on_error=1', 'exitcode=23', 'check_initialization_order=1',
+      'strict_init_order=1', common].join(':'),
+    UBSAN_OPTIONS: ['print_stacktrace=1', 'halt_on_error=1', 'exitcode=23'].join(':'),
     LSAN_OPTIONS: `suppressions=${path.join(root, 'test', 'asan', 'lsan.supp')}`,
   };
 }
@@ -80,10 +81,10 @@ function runVitest(args) {
     LD_PRELOAD: [compilerRuntime('libasan.so'), process.env.LD_PRELOAD].filter(Boolean).join(':'),
     NETDIRECT_ADDON_PATH: path.join(out, 'Release', 'netdirect.node'),
     NETDIRECT_P2P_RACE_CONNECTIONS: process.env.NETDIRECT_P2P_RACE_CONNECTIONS || '1500',
+    NETDIRECT_VITEST_REPORT: path.join(out, 'vitest-report.json'), // with CI set (vitest.config.mts), not build/'s
   };
-  const r = spawnSync(process.execPath, [vitest, 'run', '--exclude', 'test/build/**',
-    '--reporter=default', '--reporter=json', `--outputFile.json=${path.join(out, 'vitest-report.json')}`, ...args],
-  { cwd: root, env, stdio: 'inherit' });
+  const r = spawnSync(process.execPath, [vitest, 'run', '--exclude', 'test/build/**', ...args],
+    { cwd: root, env, stdio: 'inherit' });
   return r.status === 0 ? 0 : 1;
 }
 

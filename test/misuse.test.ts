@@ -132,6 +132,22 @@ describe('foreign receivers of the native objects', () => {
     const token = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(window._native), 'remoteToken')!.get!;
     misuse(ndThrow(() => token.call(nativeCq)), 'ERR_ND_FOREIGN_OBJECT');
     misuse(ndThrow(() => token.call(nativeMr)), 'ERR_ND_FOREIGN_OBJECT');
+    // Every accessor: its receiver is tag-checked before any C++ member runs (binding/addon.h TaggedAccessor), so
+    // no member is called on an object of another class (UBSan's vptr check in `npm run test:asan`).
+    const nativeAdapter = a._native as unknown as object;
+    const owners: Array<[object, string, object]> = [
+      [nativeAdapter, 'info', nativeCq],
+      [nativeAdapter, 'provider', nativeMr],
+      [nativeCq, 'depth', nativeAdapter],
+      [window._native as unknown as object, 'remoteToken', nativeAdapter],
+    ];
+    for (const [owner, name, foreign] of owners) {
+      const get = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(owner), name)!.get!;
+      expect(() => get.call(owner), name).not.toThrow();
+      for (const receiver of [foreign, {}, Object.create(Object.getPrototypeOf(owner))]) {
+        misuse(ndThrow(() => get.call(receiver)), 'ERR_ND_FOREIGN_OBJECT');
+      }
+    }
   });
 });
 

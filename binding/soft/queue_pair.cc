@@ -188,7 +188,8 @@ HRESULT SoftQueuePair::post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND
   const bool stream = sq_tail_ - sq_head_ > kEngineBatchMinInFlight && total <= kEngineBatchMaxBytes;
   const bool queue_only = rx_inline_ ? posted_since_poll_ && behind
                                      : tx_.want_write || (behind && stream && confirm_read_outstanding_locked());
-  if (!queue_only) tx_progress_locked();
+  // Posted while the event loop's consumer handles a round's completions: out with its Flush (Engine::deferring).
+  if (!queue_only) tx_progress_or_defer_locked();
   posted_since_poll_ = rx_inline_;
   return ND_SUCCESS;
 }

@@ -169,9 +169,8 @@ uint32_t Engine::progress(bool defer_transmit) {
   std::unique_lock<std::mutex> lock(round_mu_, std::try_to_lock);
   if (!lock.owns_lock()) return 0;
   const std::thread::id prev = driver_.exchange(std::this_thread::get_id());
-  deferring_ = defer_transmit;
+  if (defer_transmit) deferring_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
   uint32_t work = round(0);
-  deferring_ = false;
   for (int i = 1; i < kTaskPassesPerRound; ++i) {
     const uint32_t more = run_tasks();
     if (more == 0) break;
@@ -182,6 +181,8 @@ uint32_t Engine::progress(bool defer_transmit) {
 }
 
 void Engine::flush() {
+  if (!deferring()) return;
+  deferring_thread_.store(std::thread::id(), std::memory_order_relaxed);  // what runs now transmits at once
   if (deferred_.empty()) return;
   std::lock_guard<std::mutex> lock(round_mu_);
   const std::thread::id prev = driver_.exchange(std::this_thread::get_id());
@@ -232,6 +233,7 @@ HRESULT Engine::set_external_driver(bool external) {
     return ND_SUCCESS;
   }
   external_.store(false);
+  deferring_thread_.store(std::thread::id(), std::memory_order_relaxed);
   {
     // A consumer that stops driving before its flush(): the deferred work runs as ordinary tasks.
     std::lock_guard<std::mutex> lock(task_mu_);

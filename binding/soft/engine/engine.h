@@ -93,14 +93,17 @@ class Engine {
   // Readable while a round has something to do (sockets, wake-ups); -1 where the OS offers none.
   intptr_t descriptor() const { return poll_ ? poll_->descriptor() : -1; }
   // One round on the calling thread without waiting. Returns the number of socket events, tasks and timers it
-  // ran (0: nothing to do, or another thread is in a round). With defer_transmit, handlers may leave what they
-  // would transmit now (defer()) until flush(), which the caller promises to call before it waits again: replies
-  // it posts in between then go out in the same send (a Read Response with the application's answer).
+  // ran (0: nothing to do, or another thread is in a round). With defer_transmit, what the round and the calling
+  // thread's own posts would transmit may wait (defer()) until flush(), which the caller promises to call before
+  // it waits again: everything the consumer posts while it handles the round's completions then leaves in one
+  // send together with the round's answers (Read Responses), as a cork released at the end of the turn.
   uint32_t progress(bool defer_transmit = false);
-  // Runs what progress(true) deferred, as a round of its own on the calling thread.
+  // Ends the deferral progress(true) began on this thread and runs what was deferred, as a round of its own.
   void flush();
-  // Inside a progress(true) round: true, and fn joins the work flush() runs.
-  bool deferring() const { return deferring_ && in_engine_thread(); }
+  // True on the thread between its progress(true) and its flush(): then defer(fn) adds to what flush() runs.
+  bool deferring() const {
+    return deferring_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id();
+  }
   void defer(std::function<void()> fn) { deferred_.push_back(std::move(fn)); }
   // Milliseconds until the next timer is due: 0 when tasks are queued, -1 when there is nothing.
   int next_timeout_ms();
@@ -133,8 +136,8 @@ class Engine {
   };
   std::multimap<std::chrono::steady_clock::time_point, Timer> timers_;  // guarded by task_mu_
   uint64_t next_timer_id_ = 1;                                         // guarded by task_mu_
-  bool deferring_ = false;                          // the driver of this round, in progress(true)
-  std::vector<std::function<void()>> deferred_;     // driver only (defer / flush / set_external_driver)
+  std::atomic<std::thread::id> deferring_thread_{};  // between progress(true) and flush() (deferring())
+  std::vector<std::function<void()>> deferred_;       // that thread only (defer / flush / set_external_driver)
 };
 
 }  // namespace netdirect::soft

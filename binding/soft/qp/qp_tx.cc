@@ -33,9 +33,9 @@ void SoftQueuePair::tx_set_want_write_locked(bool want) {
   adapter_->engine().modify(sock_, this, Engine::kRead | (want ? Engine::kWrite : 0));
 }
 
-// At the end of a receive round: transmit now, or, when the round's driver promised a flush (Engine::deferring,
-// the event-loop consumer), once it has handed the completions to the application — whose reply then goes out in
-// the same send as the Read Responses (and confirmation Reads) this round queued.
+// After a receive round or a post: transmit now, or, on the thread between its Engine::progress(true) and its
+// flush (the event-loop consumer handing a round's completions to the application), at that flush — so the
+// application's replies and the round's Read Responses (and confirmation Reads) leave in one send.
 void SoftQueuePair::tx_progress_or_defer_locked() {
   mu_.assert_held();
   Engine& engine = adapter_->engine();

@@ -1,0 +1,284 @@
+// The software provider driven from outside (INDProgress, binding/nd/netdirect_ext.h), as the addon's event-loop
+// mode drives it: no engine thread while a consumer drives; the descriptor says when there is work; Progress()
+// moves data; ND_PROGRESS_DEFER_TRANSMIT holds what the round and the driver's own posts would send until Flush();
+// GetNextTimeout reports the engine's timers; SetExternalDriver(FALSE) hands progress back to the engine thread.
+// Prints "N passed, M failed"; exits non-zero on failure.
+#include <dirent.h>
+#include <fcntl.h>
+#include <net/if.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nd/netdirect_ext.h"
+#include "soft/adapter.h"
+#include "soft/completion_queue.h"
+#include "soft/memory_region.h"
+#include "soft/queue_pair.h"
+#include "soft/wire/mpa.h"
+
+using namespace netdirect::soft;
+
+namespace {
+
+int g_passed = 0;
+int g_failed = 0;
+const char* g_test = "";
+
+void report(bool ok, const char* expr, const char* file, int line) {
+  if (ok) {
+    ++g_passed;
+  } else {
+    ++g_failed;
+    std::printf("FAIL [%s] %s:%d: %s\n", g_test, file, line, expr);
+  }
+}
+#define CHECK(c) report(static_cast<bool>(c), #c, __FILE__, __LINE__)
+
+SoftAdapter* g_adapter = nullptr;
+INDProgress* g_progress = nullptr;
+HANDLE g_file = nullptr;
+int g_fd = -1;
+
+// Threads of this process named like the engine's.
+int engine_threads() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/task");
+  if (d == nullptr) return -1;
+  while (dirent* e = readdir(d)) {
+    if (e->d_name[0] == '.') continue;
+    std::ifstream comm(std::string("/proc/self/task/") + e->d_name + "/comm");
+    std::string name;
+    std::getline(comm, name);
+    if (name == "nd-engine") ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+bool readable(int fd, int ms) {
+  pollfd p{fd, POLLIN, 0};
+  return ::poll(&p, 1, ms) == 1 && (p.revents & POLLIN) != 0;
+}
+
+// The consumer's loop: wait on the descriptor (or the next timer), then one round; until pred() or ms pass.
+bool drive_until(const std::function<bool()>& pred, int ms = 5000) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    DWORD next = INFINITE;
+    g_progress->GetNextTimeout(&next);
+    readable(g_fd, next == INFINITE || next > 10 ? 10 : static_cast<int>(next));
+    g_progress->Progress(0, nullptr);
+  }
+  return true;
+}
+
+// Runs fn on the driving thread (this one, through a posted task and a round).
+void on_driver(std::function<void()> fn) {
+  std::atomic<bool> done{false};
+  g_adapter->engine().post([&] {
+    fn();
+    done = true;
+  });
+  CHECK(drive_until([&] { return done.load(); }));
+}
+
+struct Region {
+  std::vector<uint8_t> mem;
+  SoftMemoryRegion* mr = nullptr;
+  explicit Region(size_t n) : mem(n) {
+    SoftMemoryRegion::create(g_adapter, g_file, &mr);
+    OVERLAPPED ov{};
+    CHECK(mr->Register(mem.data(), n, ND_MR_FLAG_ALLOW_LOCAL_WRITE | ND_MR_FLAG_ALLOW_REMOTE_WRITE |
+                                           ND_MR_FLAG_ALLOW_REMOTE_READ, &ov) == ND_SUCCESS);
+  }
+  ~Region() {
+    OVERLAPPED ov{};
+    if (mr->Deregister(&ov) == ND_PENDING) drive_until([&] { return mr->GetOverlappedResult(&ov, FALSE) != ND_PENDING; });
+    mr->Release();
+  }
+  ND2_SGE sge(size_t off, size_t len) { return ND2_SGE{mem.data() + off, static_cast<ULONG>(len), mr->GetLocalToken()}; }
+  UINT64 addr(size_t off) { return reinterpret_cast<uintptr_t>(mem.data() + off); }
+};
+
+struct Events : ConnectionEvents {
+  void on_rtr_received() override {}
+  void on_connection_closed(HRESULT) override {}
+};
+
+struct Pair {
+  SoftCompletionQueue* cq = nullptr;
+  SoftQueuePair* a = nullptr;
+  SoftQueuePair* b = nullptr;
+  Events ea, eb;
+  int fd_a = -1, fd_b = -1;
+  Pair() {
+    SoftCompletionQueue::create(g_adapter, g_file, 1024, &cq);
+    SoftQueuePair::create(g_adapter, cq, cq, nullptr, reinterpret_cast<void*>(0xA), 64, 64, 4, 4, 64, &a);
+    SoftQueuePair::create(g_adapter, cq, cq, nullptr, reinterpret_cast<void*>(0xB), 64, 64, 4, 4, 64, &b);
+    int sv[2];
+    socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+    fd_a = sv[0];
+    fd_b = sv[1];
+    for (int fd : sv) fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
+    for (int side = 0; side < 2; ++side) {
+      Connection c;
+      c.socket = side == 0 ? fd_a : fd_b;
+      c.initiator = side == 0;
+      c.mss = 1460;
+      c.mpa.crc = true;
+      c.mpa.ord = 8;
+      c.mpa.ird = 8;
+      c.mpa.rtr = wire::kRtrNone;
+      SoftQueuePair* qp = side == 0 ? a : b;
+      CHECK(qp->begin_connect() == ND_SUCCESS);
+      on_driver([&] { qp->attach(c, side == 0 ? static_cast<ConnectionEvents*>(&ea) : &eb); });
+    }
+  }
+  ~Pair() {
+    std::atomic<int> gone{0};
+    a->disconnect([&] { gone++; });
+    b->disconnect([&] { gone++; });
+    drive_until([&] { return gone.load() == 2; });
+    a->detach_events();
+    b->detach_events();
+    a->Release();
+    b->Release();
+    on_driver([] {});
+    on_driver([] {});
+    cq->Release();
+  }
+  bool next(ND2_RESULT* r) {
+    return drive_until([&] { return cq->GetResults(r, 1) == 1; });
+  }
+};
+
+void test_driven_from_outside() {
+  g_test = "external driver";
+  CHECK(engine_threads() == 0);
+  UINT64 fd = 0;
+  CHECK(g_progress->GetDescriptor(&fd) == ND_SUCCESS);
+  g_fd = static_cast<int>(fd);
+  CHECK(g_progress->SetExternalDriver(TRUE) == ND_SUCCESS);
+  DWORD next = 0;
+  CHECK(g_progress->GetNextTimeout(&next) == ND_SUCCESS && next == INFINITE);  // idle: nothing due, ever
+  {
+    Pair p;
+    Region src(8192), dst(8192);
+    for (size_t i = 0; i < 4096; ++i) src.mem[i] = static_cast<uint8_t>(i * 7 + 1);
+    ND2_SGE s = src.sge(0, 4096);
+    CHECK(p.a->Write(reinterpret_cast<void*>(1), &s, 1, dst.addr(100), dst.mr->GetRemoteToken(), 0) == ND_SUCCESS);
+    ND2_RESULT r{};
+    CHECK(p.next(&r) && r.Status == ND_SUCCESS && r.RequestType == Nd2RequestTypeWrite);
+    CHECK(std::memcmp(dst.mem.data() + 100, src.mem.data(), 4096) == 0);
+
+    // The descriptor becomes readable when the peer's data arrives, with nobody calling Progress.
+    ND2_SGE rs = dst.sge(0, 64);
+    CHECK(p.b->Receive(reinterpret_cast<void*>(2), &rs, 1) == ND_SUCCESS);
+    ND2_SGE ss = src.sge(0, 16);
+    CHECK(p.a->Send(reinterpret_cast<void*>(3), &ss, 1, 0) == ND_SUCCESS);
+    CHECK(readable(g_fd, 2000));
+    bool got_recv = false, got_send = false;
+    CHECK(drive_until([&] {
+      ND2_RESULT x{};
+      while (p.cq->GetResults(&x, 1) == 1) {
+        if (x.RequestType == Nd2RequestTypeReceive && x.Status == ND_SUCCESS && x.BytesTransferred == 16) got_recv = true;
+        if (x.RequestType == Nd2RequestTypeSend && x.Status == ND_SUCCESS) got_send = true;
+      }
+      return got_recv && got_send;
+    }));
+
+    // Deferred transmit: between Progress(DEFER) and Flush, this thread's posts stay off the wire.
+    g_test = "deferred transmit";
+    CHECK(g_progress->Progress(ND_PROGRESS_DEFER_TRANSMIT, nullptr) == ND_SUCCESS);
+    CHECK(p.b->Receive(reinterpret_cast<void*>(4), &rs, 1) == ND_SUCCESS);
+    CHECK(p.a->Send(reinterpret_cast<void*>(5), &ss, 1, 0) == ND_SUCCESS);
+    uint8_t peek[8];
+    CHECK(::recv(p.fd_b, peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT) < 0);  // nothing sent yet
+    CHECK(g_progress->Flush() == ND_SUCCESS);
+    CHECK(::recv(p.fd_b, peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT) > 0);  // out with the flush
+    got_recv = got_send = false;
+    CHECK(drive_until([&] {
+      ND2_RESULT x{};
+      while (p.cq->GetResults(&x, 1) == 1) {
+        if (x.RequestType == Nd2RequestTypeReceive && x.Status == ND_SUCCESS) got_recv = true;
+        if (x.RequestType == Nd2RequestTypeSend && x.Status == ND_SUCCESS) got_send = true;
+      }
+      return got_recv && got_send;
+    }));
+    // Another thread's post is never held back by this thread's deferral.
+    CHECK(g_progress->Progress(ND_PROGRESS_DEFER_TRANSMIT, nullptr) == ND_SUCCESS);
+    CHECK(p.b->Receive(reinterpret_cast<void*>(6), &rs, 1) == ND_SUCCESS);
+    std::thread([&] { CHECK(p.a->Send(reinterpret_cast<void*>(7), &ss, 1, 0) == ND_SUCCESS); }).join();
+    CHECK(readable(p.fd_b, 0) || ::recv(p.fd_b, peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT) > 0);
+    CHECK(g_progress->Flush() == ND_SUCCESS);
+    got_recv = got_send = false;
+    CHECK(drive_until([&] {
+      ND2_RESULT x{};
+      while (p.cq->GetResults(&x, 1) == 1) {
+        if (x.RequestType == Nd2RequestTypeReceive && x.Status == ND_SUCCESS) got_recv = true;
+        if (x.RequestType == Nd2RequestTypeSend && x.Status == ND_SUCCESS) got_send = true;
+      }
+      return got_recv && got_send;
+    }));
+
+    // Timers: the deadline is reported, and the round that runs after it fires the timer.
+    g_test = "timers";
+    std::atomic<bool> fired{false};
+    g_adapter->engine().add_timer(40, [&] { fired = true; });
+    CHECK(g_progress->GetNextTimeout(&next) == ND_SUCCESS && next != INFINITE && next <= 41);
+    CHECK(drive_until([&] { return fired.load(); }));
+    CHECK(engine_threads() == 0);  // all of the above without an engine thread
+
+    // Handing back: the engine thread takes over; completions come with nobody calling Progress.
+    g_test = "hand back";
+    CHECK(g_progress->SetExternalDriver(FALSE) == ND_SUCCESS);
+    auto named = std::chrono::steady_clock::now() + std::chrono::seconds(2);  // the thread names itself first thing
+    while (engine_threads() != 1 && std::chrono::steady_clock::now() < named) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(engine_threads() == 1);
+    CHECK(p.a->Write(reinterpret_cast<void*>(8), &s, 1, dst.addr(0), dst.mr->GetRemoteToken(), 0) == ND_SUCCESS);
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    bool got = false;
+    while (!got && std::chrono::steady_clock::now() < until) {
+      ND2_RESULT x{};
+      got = p.cq->GetResults(&x, 1) == 1 && x.Status == ND_SUCCESS && x.RequestType == Nd2RequestTypeWrite;
+      if (!got) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    CHECK(got);
+    // And a consumer can take it again.
+    CHECK(g_progress->SetExternalDriver(TRUE) == ND_SUCCESS);
+    CHECK(engine_threads() == 0);
+  }
+  CHECK(g_progress->SetExternalDriver(FALSE) == ND_SUCCESS);
+}
+
+}  // namespace
+
+int main() {
+  unsigned lo = if_nametoindex("lo");
+  if (SoftAdapter::open(lo, &g_adapter) != ND_SUCCESS) {
+    std::printf("0 passed, 1 failed\n");
+    return 1;
+  }
+  g_adapter->CreateOverlappedFile(&g_file);
+  void* p = nullptr;
+  CHECK(g_adapter->QueryInterface(IID_INDProgress, &p) == S_OK && p != nullptr);
+  g_progress = static_cast<INDProgress*>(p);
+  test_driven_from_outside();
+  g_progress->Release();
+  CloseHandle(g_file);
+  g_adapter->Release();
+  std::printf("%d passed, %d failed\n", g_passed, g_failed);
+  return g_failed == 0 ? 0 : 1;
+}
