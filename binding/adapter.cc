@@ -301,20 +301,36 @@ void Adapter::OnBatch(Napi::Env env, Napi::Function callback, Batch* batch) {
   if (words == 0) return;
   batches_++;
   completions_ += words / kRecordWords;
+  if (asyncContext_) {
+    CallFromLoop(env, callback, batch);
+    return;
+  }
   Napi::Uint32Array records = Napi::Uint32Array::New(env, words);
   std::memcpy(records.Data(), batch->words.data(), words * sizeof(uint32_t));
   try {
-    if (asyncContext_) {
-      // From libuv, not from JS: a callback scope of our own, so promise reactions run when it returns.
-      callback.MakeCallback(env.Global(), {records}, *asyncContext_);
-    } else {
-      callback.Call({records});
-    }
+    callback.Call({records});
   } catch (const Napi::Error& e) {
-    if (asyncContext_)
-      napi_fatal_exception(env, e.Value());  // nobody to throw to: the process's 'uncaughtException'
-    else
-      e.ThrowAsJavaScriptException();  // surfaces as an uncaught exception, as for any callback
+    e.ThrowAsJavaScriptException();  // surfaces as an uncaught exception, as for any callback
+  }
+}
+
+// Event-loop mode: the call into JS from libuv, in a callback scope of our own (promise reactions run when it
+// returns). Raw Node-API calls with their statuses checked, never node-addon-api's throwing wrappers: while a
+// worker is being terminated JS cannot run, every call fails, and turning that failure into a Napi::Error would
+// itself fail fatally. Then the batch is dropped: nobody is left to deliver it to.
+void Adapter::CallFromLoop(Napi::Env env, Napi::Function callback, const Batch* batch) {
+  const size_t words = batch->words.size();
+  void* data = nullptr;
+  napi_value buffer, records, global, result;
+  if (napi_create_arraybuffer(env, words * sizeof(uint32_t), &data, &buffer) != napi_ok) return;
+  std::memcpy(data, batch->words.data(), words * sizeof(uint32_t));
+  if (napi_create_typedarray(env, napi_uint32_array, words, buffer, 0, &records) != napi_ok) return;
+  if (napi_get_global(env, &global) != napi_ok) return;
+  const napi_status status = napi_make_callback(env, *asyncContext_, global, callback, 1, &records, &result);
+  if (status == napi_pending_exception) {
+    // The callback threw: nobody to throw to, so the process's 'uncaughtException' (as for any callback).
+    napi_value error;
+    if (napi_get_and_clear_last_exception(env, &error) == napi_ok) napi_fatal_exception(env, error);
   }
 }
 

@@ -201,6 +201,7 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   uint32_t FinishOverlapped(Napi::Env env, OvRecord* r, bool counted, HRESULT hr, const char* operation);
   static void CallJs(Napi::Env env, Napi::Function callback, Adapter* self, Batch* batch);
   static void OnLoopReady(void* ctx);
+  void CallFromLoop(Napi::Env env, Napi::Function callback, const Batch* batch);
   void KeepLoopAlive(bool on);
   bool StartLoop(Napi::Env env, const char** why);
   void StopLoop();

@@ -1,6 +1,10 @@
 // Module entry: exports per lib/native.ts (NativeBinding), the NdError plumbing and shared helpers.
 #include "addon.h"
 
+#ifndef _WIN32
+#include <dlfcn.h>
+#endif
+
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -236,7 +240,27 @@ Napi::Object RecordKinds(Napi::Env env) {
   return o;
 }
 
+// Keeps this module mapped until the process ends. Node unloads an addon when the last environment that loaded it
+// goes away (a worker that exits); but the provider's threads may still be finishing a teardown then (an engine
+// thread destroying its adapter), and libuv runs the close callbacks of the event-loop mode's handles after the
+// cleanup hooks — all code of this module. Pinned, none of it can be unmapped under them.
+void PinModule() {
+  static bool pinned = [] {
+#ifdef _WIN32
+    HMODULE self = nullptr;
+    return GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_PIN,
+                              reinterpret_cast<LPCWSTR>(&PinModule), &self) != FALSE;
+#else
+    Dl_info info{};
+    return dladdr(reinterpret_cast<void*>(&PinModule), &info) != 0 && info.dli_fname != nullptr &&
+           dlopen(info.dli_fname, RTLD_NOW | RTLD_NOLOAD | RTLD_NODELETE) != nullptr;
+#endif
+  }();
+  (void)pinned;  // if it fails the module is merely unloadable, as any addon
+}
+
 Napi::Object Init(Napi::Env env, Napi::Object exports) {
+  PinModule();
   auto* data = new AddonData();
   env.SetInstanceData<AddonData>(data);
   data->adapterCtor = Napi::Persistent(Adapter::Init(env));

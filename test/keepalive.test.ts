@@ -68,3 +68,12 @@ it('a process with a connection open and nothing pending ends by itself', async 
   expect(c.out()).toEqual({ stdout: expect.stringContaining('connected'), stderr: '' });
   await qp.close();
 });
+
+it('workers that are terminated, exit or close with a connection open leave the process running', async () => {
+  const proc = spawn(process.execPath, [path.join(fixtures, 'worker-exit.mjs')], { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  let out = '';
+  proc.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));
+  proc.stderr.setEncoding('utf8').on('data', (d: string) => (out += d));
+  const [code, signal] = await new Promise<[number | null, string | null]>((resolve) => proc.on('close', (c, s) => resolve([c, s])));
+  expect({ code, signal, out }).toEqual({ code: 0, signal: null, out: 'ok\n' });
+}, 60_000);
