@@ -83,7 +83,8 @@ function runVitest(args) {
     NETDIRECT_P2P_RACE_CONNECTIONS: process.env.NETDIRECT_P2P_RACE_CONNECTIONS || '1500',
     NETDIRECT_VITEST_REPORT: path.join(out, 'vitest-report.json'), // with CI set (vitest.config.mts), not build/'s
   };
-  const r = spawnSync(process.execPath, [vitest, 'run', '--exclude', 'test/build/**', ...args],
+  env.NETDIRECT_TEST_EXCLUDE = 'test/build/**';
+  const r = spawnSync(process.execPath, [vitest, 'run', ...args],
     { cwd: root, env, stdio: 'inherit' });
   return r.status === 0 ? 0 : 1;
 }
