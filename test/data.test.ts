@@ -191,3 +191,27 @@ describe('ordering', () => {
     expect(r.mismatches).toEqual(new Array(writes).fill(-1));
   });
 });
+
+describe('a JS thread that blocks', () => {
+  it('loses nothing: what the peer sends meanwhile waits (provider, TCP), then every byte arrives in order', async () => {
+    const N = 48;
+    const SIZE = 32 * 1024;
+    const rx = await adapter.allocateMemory(N * SIZE);
+    const receives = Array.from({ length: N }, (_, i) => qp.receive(rx.slice(i * SIZE, SIZE)));
+    for (let i = 0; i < N; i++) await peer.call('fill', { name: 'many', segs: [{ offset: i * SIZE, length: SIZE }], seed: 900 + i });
+    // The peer posts its Sends while this thread is busy: in 'loop' mode nothing here drives the provider then.
+    const posted = Array.from({ length: N }, (_, i) =>
+      peer.call('post', { tag: `blocked${i}`, op: 'send', segs: [{ name: 'many', offset: i * SIZE, length: SIZE }] }),
+    );
+    const until = Date.now() + 400;
+    while (Date.now() < until) {
+      // blocked
+    }
+    await Promise.all(posted);
+    const done = await Promise.all(receives);
+    expect(done.every((c) => c.status === 0 && c.bytes === SIZE)).toBe(true);
+    for (let i = 0; i < N; i++) expect(checkSegments(rx.buffer, [{ offset: i * SIZE, length: SIZE }], 900 + i), `message ${i}`).toBe(-1);
+    for (let i = 0; i < N; i++) expect(await peer.call('wait', { tag: `blocked${i}` })).toMatchObject({ ok: true, type: 'send', bytes: SIZE });
+    await rx.deregister();
+  });
+});
