@@ -46,7 +46,7 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public 
 
   // Provider side. Appends one completion; `solicited` marks a Receive of a Send with Solicited Event.
   // Returns false on overrun (the entry is dropped and the CQ is in the error state). Never calls back
-  // into a queue pair, so callers may hold their own locks (lock order: QP -> SRQ -> CQ).
+  // into a queue pair, so callers may hold their own locks (lock order: docs/threads.md).
   bool push(const ND2_RESULT& result, bool solicited);
   // Appends n unsolicited completions at once: a consumer sees all of them or none, and an armed notification
   // fires once (a Read Response that confirms a batch of Writes completes them in one go).
@@ -102,7 +102,7 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public 
   size_t count_ = 0;
   std::vector<Waiter> waiters_;
   std::atomic<bool> overrun_{false};
-  // Inline progress sources (lock order: src_mu_ before any QP lock; only ever try-locked by GetResults).
+  // Inline progress sources (src_mu_ before any QP lock, docs/threads.md; only ever try-locked by GetResults).
   std::mutex src_mu_;
   std::vector<ProgressSource*> sources_;
   std::atomic<bool> have_sources_{false};

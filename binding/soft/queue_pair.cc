@@ -450,7 +450,7 @@ void SoftQueuePair::abort_connect() {
 
 void SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
   {
-    std::lock_guard<std::recursive_mutex> ev(events_mu_);  // lock order: events_mu_ before mu_
+    std::lock_guard<std::recursive_mutex> ev(events_mu_);  // events_mu_ before mu_ (docs/threads.md)
     events_ = events;
   }
   std::unique_lock<ndkit::CheckedMutex> lock(mu_);

@@ -5,7 +5,7 @@
 // readiness and the RxEvents it calls), terminate.cc (Terminate build/classify).
 //
 // ---- Threads and locks -------------------------------------------------------------------------------
-// One mutex (mu_) guards the QP and all of its job structs; lock order QP -> SRQ -> StagTable -> CQ.
+// One mutex (mu_) guards the QP and all of its job structs (lock order and threads: docs/threads.md).
 //  * rx_ (RxStream, rx_stream.h: FPDU parse state, staging buffer, CRC state, placement target, Send/Read MSNs,
 //    the receive being filled) is run by whichever thread does receive progress — the engine thread (on_io) or
 //    an inline poller (poll_progress, try-lock) — always under mu_; it calls back into the QP (RxEvents, qp_rx.cc)
@@ -17,9 +17,11 @@
 //    Responses into its SGEs), the outstanding-Read ring orq_ (tx_ appends, rx_ completes) and the inbound-Read
 //    ring irq_ (rx_ appends, tx_ answers), the receive queue (posts append, rx_ takes), and the connection
 //    fields (socket, crc_, mss_, ord_/ird_), which are fixed while attached.
-// Posts come from any thread, RX and TX continuation run on the adapter's engine thread. Posting threads transmit directly while the
-// socket accepts data (low latency); on EAGAIN the engine continues on EPOLLOUT. Socket close, Engine::
-// remove and ConnectionEvents callbacks happen on the engine thread with mu_ released.
+// Posts come from any thread; RX and TX continuation run on the engine's driving thread (its own thread, or the
+// JS thread in event-loop mode). Posting threads transmit directly while the socket accepts data (low latency) —
+// except the event-loop consumer between its progress and its flush, which defers to the flush (qp_tx.cc
+// tx_progress_or_defer_locked); on EAGAIN the engine continues on EPOLLOUT. Socket close, Engine::remove and
+// ConnectionEvents callbacks happen on the driving thread with mu_ released.
 // Inline progress: a thread that polls a CQ in a loop (INDPollingHint, nd/netdirect_ext.h: the JS thread in manual
 // mode) and finds it empty runs the QP's receive/transmit progress itself (poll_progress, try-lock only)
 // and, while it keeps polling, takes the connection from the engine (no EPOLLIN/EPOLLOUT interest, so a
