@@ -2,22 +2,17 @@
 # The siw interop tier (issue #5): netdirect's iWARP wire against Linux soft-iWARP (siw) in a qemu guest.
 # Installs what the tier needs (qemu-system-x86, tcpdump, tshark, g++, libibverbs-dev + librdmacm-dev for
 # test/interop/verbs_peer.c, the siw-vm guest build), then runs `vitest --config test/interop/vitest.interop.config.mts`
-# with NETDIRECT_INTEROP=1 (missing pieces are errors, not skips). Run as root from a clone with shared/ beside it (as CI lays it out), after `npm ci`.
-# Usage: bash .ci/interop.sh           (SIW_VM_TOOLS overrides where shared/tools/siw-vm is)
+# with NETDIRECT_INTEROP=1 (missing pieces are errors, not skips). Run as root from the clone, after `npm ci`.
+# The guest tooling is the repo's own test/interop/siw-vm/ (README.md there).
+# Usage: bash .ci/interop.sh
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 start=$SECONDS
 step() { printf '\n=== interop: %s (%ds)\n' "$*" "$((SECONDS - start))"; }
 
-TOOLS=${SIW_VM_TOOLS:-}
-if [ -z "$TOOLS" ]; then
-  for d in ../shared/tools/siw-vm /work/shared/tools/siw-vm; do
-    if [ -x "$d/start" ]; then TOOLS=$(cd "$d" && pwd); break; fi
-  done
-fi
-[ -n "$TOOLS" ] && [ -x "$TOOLS/start" ] || { echo "interop: shared/tools/siw-vm not found (set SIW_VM_TOOLS)" >&2; exit 1; }
-export SIW_VM_TOOLS=$TOOLS
+TOOLS=$(pwd)/test/interop/siw-vm
+[ -x "$TOOLS/start" ] || { echo "interop: $TOOLS/start missing or not executable" >&2; exit 1; }
 [ "$(id -u)" -eq 0 ] || { echo "interop: must run as root (qemu guest build, tcpdump)" >&2; exit 1; }
 
 # --- 1. Host packages: only what is missing. tshark's debconf question is answered non-interactively.

@@ -20,7 +20,7 @@ namespace netdirect {
 
 class Adapter;
 
-// Close order of an adapter's children (ARCHITECTURE.md: connector -> QP -> MW -> MR -> CQ -> listener).
+// Close order of an adapter's children (docs/architecture.md, Lifetime: connector -> QP -> MW -> MR -> CQ -> listener).
 enum ChildKind : int {
   kChildConnector = 0,
   kChildQueuePair,

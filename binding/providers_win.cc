@@ -1,5 +1,5 @@
-// System ND v2 providers on Windows: the Winsock catalog discovery and lazy loading of ndutil (nd2-facts.md
-// §6.2) — WSCEnumProtocols with the ND v2 filters, WSCGetProviderPath + ExpandEnvironmentStrings,
+// System ND v2 providers on Windows: the Winsock catalog discovery and lazy loading of ndutil (docs/nd2.md
+// §6) — WSCEnumProtocols with the ND v2 filters, WSCGetProviderPath + ExpandEnvironmentStrings,
 // LoadLibraryEx, DllGetClassObject(ProviderId, IID_IND2Provider) with the IClassFactory route as fallback,
 // DllCanUnloadNow before FreeLibrary — plus loading one provider DLL by path ('path' or 'path#{GUID}'),
 // which is how the Wine tier reaches netdirect_soft.dll (Wine's catalog is a stub) and how a user pins a

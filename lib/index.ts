@@ -1,4 +1,4 @@
-// netdirect: NetworkDirect v2 (RDMA) for Node.js. See README.md and the API contract (shared/design/API.md).
+// netdirect: NetworkDirect v2 (RDMA) for Node.js. See README.md and docs/architecture.md.
 
 export { listProviders, listAddresses, openAdapter, nativeVersion, type ProviderInfo } from './discovery.js';
 export { doctor, diagnose, type DoctorReport, type DoctorCheck, type DoctorOptions, type DoctorFacts, type CheckStatus } from './doctor.js';

@@ -1,4 +1,4 @@
-// `netdirect ping`: rdma-core rping's application protocol (shared/reference/iwarp-facts.md §5) over netdirect,
+// `netdirect ping`: rdma-core rping's application protocol (docs/iwarp.md §5) over netdirect,
 // as client (`-c -a host`) and server (`-s`), so that `netdirect ping -c` talks to `rping -s` and `rping -c`
 // talks to `netdirect ping -s`. Also the first smoke test on a new setup.
 //
@@ -29,7 +29,7 @@ export const PING_USAGE = `usage: netdirect ping -s [-a addr] [-p port] [options
   --provider <name|dll>   ND provider (default auto)`;
 
 export const RPING_DEFAULT_PORT = 7174;
-export const RPING_MIN_SIZE = 26; // sizeof("0x7fffffff") + sizeof("rdma-ping-%d: ") with gcc/glibc (iwarp-facts §5)
+export const RPING_MIN_SIZE = 26; // sizeof("0x7fffffff") + sizeof("rdma-ping-%d: ") with gcc/glibc (docs/iwarp.md §5)
 export const RPING_MAX_SIZE = 65535;
 export const RPING_INFO_SIZE = 16;
 
@@ -306,7 +306,7 @@ async function runClient(o: PingOptions, io: PingIo, debug: (m: string) => void)
       await s.open();
       start = await adapter.allocateMemory(o.size, access);
       sink = await adapter.allocateMemory(o.size, access);
-      s.postReceive(); // before connecting: no RNR on iWARP (iwarp-facts §7.8)
+      s.postReceive(); // before connecting: no RNR on iWARP (docs/iwarp.md §2)
       // rping's client serves one Read at a time (responder_resources 1) and issues none. Our ORD is 0 (rping
       // asks 1, unused): with ORD 0 the provider confirms Sends on transmission instead of with an internal
       // zero-length RDMA Read, which siw (Linux 6.1) sometimes answers with a stale non-zero-length Read

@@ -17,7 +17,7 @@ if (!nodeExe || !stage) {
 }
 const peer = 'test/windows/interop-peer.mjs';
 
-// Windows node's stdout must be a file, never a pipe (windows-under-wine.md gotcha 2).
+// Windows node's stdout must be a file, never a pipe (node.exe fails with `open EBADF` on a Unix pipe; scripts/wine-test.sh).
 function start(side, role, port) {
   const log = path.join(stage, `interop-${side}-${role}.log`);
   const fd = fs.openSync(log, 'w');

@@ -9,7 +9,7 @@
 #
 # Writes build/vitest-windows-report.json (vitest's JSON report: .ci/run adds its counts to the closing line).
 #
-# Follows ../shared/reference/windows-under-wine.md: Windows 10 version in the prefix, the AeDebug debugger off
+# Handles what Wine needs for node.exe: Windows 10 version in the prefix, the AeDebug debugger off
 # (crashes exit non-zero), the bcryptprimitives.dll shim (Wine < 8.13), output to files (node.exe cannot
 # write to a Unix pipe), and a separate win32 node_modules (npm install --os=win32 --cpu=x64).
 # Everything cached lives in $NETDIRECT_WINE_CACHE (default ~/.cache/netdirect-wine): node.exe, the prefix, the

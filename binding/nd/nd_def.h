@@ -1,4 +1,4 @@
-// ND v2 structures, enums and flags (microsoft/NetworkDirect nddef.h; layouts in nd2-facts.md §3, §4).
+// ND v2 structures, enums and flags (microsoft/NetworkDirect nddef.h; layouts in docs/nd2.md §3, §4).
 #pragma once
 
 constexpr ULONG ND_VERSION_1 = 0x1;

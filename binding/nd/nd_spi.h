@@ -1,6 +1,6 @@
 // ND v2 service provider interfaces (microsoft/NetworkDirect ndspi.h, released ND2 header — NOT the
-// incompatible pre-release draft, nd2-facts.md §2.13). Slot order is the ABI: never reorder, never add a
-// virtual destructor. test/native/nd_abi_test.cc checks every slot against nd2-facts.md.
+// incompatible pre-release draft, docs/nd2.md §1). Slot order is the ABI: never reorder, never add a
+// virtual destructor. test/native/nd_abi_test.cc checks every slot against docs/nd2.md §2.
 #pragma once
 
 #define ND_DEFINE_IID_(name, l, w1, w2, b1, b2, b3, b4, b5, b6, b7, b8) \

@@ -48,7 +48,7 @@
   X(ND_CONNECTION_ABORTED, 0xC0000241u)                     \
   X(ND_DEVICE_REMOVED, 0xC00002B6u)
 
-// Non-ND NTSTATUS values that ND providers and consumers exchange in practice (nd2-facts.md §5).
+// Non-ND NTSTATUS values that ND providers and consumers exchange in practice (docs/nd2.md §5).
 #define ND_EXTRA_STATUS_LIST(X)                             \
   X(STATUS_CONNECTION_DISCONNECTED, 0xC000020Cu)            \
   X(STATUS_BAD_NETWORK_NAME, 0xC00000CCu)                   \

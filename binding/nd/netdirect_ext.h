@@ -1,6 +1,6 @@
 // netdirect's optional extension interfaces. Not part of ND v2: a consumer discovers them with
 // QueryInterface on an ND object and carries on with plain ND semantics when a provider does not answer
-// (as with vendor extensions such as IND2QueuePairsPool, nd2-facts.md §2.11). The built-in software
+// (as with vendor extensions such as IND2QueuePairsPool, docs/nd2.md §2). The built-in software
 // provider implements them; any other provider may.
 #pragma once
 

@@ -28,7 +28,7 @@ SoftCompletionQueue::SoftCompletionQueue(SoftAdapter* adapter, HANDLE file) : ad
 }
 
 SoftCompletionQueue::~SoftCompletionQueue() {
-  // Outstanding notifications end with the CQ (nd2-facts §2.4: ND_CANCELED when destroyed).
+  // Outstanding notifications end with the CQ (docs/nd2.md §7.3: ND_CANCELED when destroyed).
   std::vector<Waiter> w;
   {
     std::lock_guard<ndkit::CheckedMutex> lock(mu_);

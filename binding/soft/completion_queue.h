@@ -1,6 +1,6 @@
 // IND2CompletionQueue of the software provider: a fixed ring of ND2_RESULTs filled by queue pairs (from
 // posting threads and the engine thread) and drained by GetResults (any thread), plus ND's one-shot
-// notification rules (nd2-facts §7.3):
+// notification rules (docs/nd2.md §7.3):
 //  * Notify(ANY) fires on the next completion, Notify(SOLICITED) on the next solicited Receive completion or
 //    any error completion, Notify(ERRORS) only on a CQ error (overrun). ANY overrides a pending SOLICITED.
 //  * All outstanding Notify requests complete on one event.

@@ -121,7 +121,7 @@ HRESULT SoftQueuePair::check_post_locked() {
   mu_.assert_held();
   if (state_ != State::kConnected) return ND_CONNECTION_INVALID;
   if (rcq_->failed() || icq_->failed()) {
-    // CQ overrun: the CQ and its QPs are unusable (nd2-facts §2.4).
+    // CQ overrun: the CQ and its QPs are unusable (docs/nd2.md §7.3).
     fail_locked(ND_INTERNAL_ERROR, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
     return ND_CONNECTION_INVALID;
   }

@@ -1,5 +1,5 @@
 // Packet capture on the host's loopback (tcpdump) and an independent decode of it with Wireshark's
-// iWARP dissectors (tshark: iwarp_mpa, iwarp_ddp_rdmap; iwarp-facts.md §6).
+// iWARP dissectors (tshark: iwarp_mpa, iwarp_ddp_rdmap; docs/iwarp.md §6).
 import * as fs from 'node:fs';
 import { Background, runCmd } from './proc';
 
@@ -74,7 +74,7 @@ export interface TsharkVerdict {
   expert: ExpertItem[];
   expertErrors: ExpertItem[];
   /**
-   * Warnings above TCP other than the two that every MPA v2 Request raises in Wireshark (iwarp-facts §6).
+   * Warnings above TCP other than the two that every MPA v2 Request raises in Wireshark (docs/iwarp.md §6).
    * TCP's own (D-SACK, retransmission, ...) come from slirp's TCP stack, not from the iWARP bytes; a capture
    * gap would also show as an FPDU count mismatch, which the tests check separately.
    */

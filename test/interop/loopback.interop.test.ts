@@ -54,7 +54,7 @@ async function runCase(c: { crc: boolean; size: number; count: number }, attempt
   expect(v.unexpectedWarnings, text).toEqual([]);
   expect(v.terminates, text).toBe(0);
   // Per ping at least: client Send, Read Request, Read Response, server Send, client Send, Write,
-  // server Send (rping's sequence, iwarp-facts §5).
+  // server Send (rping's sequence, docs/iwarp.md §5).
   expect(v.fpdus, text).toBeGreaterThanOrEqual(7 * c.count);
   expect(v.badCrc, text).toBe(0);
   if (c.crc) expect(v.goodCrc, text).toBe(v.fpdus);

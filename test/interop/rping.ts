@@ -1,6 +1,6 @@
-// rping's data pattern (rdma-core librdmacm/examples/rping.c protocol, iwarp-facts §5), shared by the tests.
+// rping's data pattern (rdma-core librdmacm/examples/rping.c protocol, docs/iwarp.md §5), shared by the tests.
 
-/** rping's buffer for ping n (iwarp-facts §5), as the server prints it with -v. */
+/** rping's buffer for ping n (docs/iwarp.md §5), as the server prints it with -v. */
 export function rpingText(ping: number, size: number): string {
   let s = `rdma-ping-${ping}: `;
   let c = 65 + (ping % 58);

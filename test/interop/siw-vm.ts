@@ -1,5 +1,5 @@
 // The siw-vm helper for the interop tier: a qemu guest running Linux soft-iWARP (siw) and rdma-core's tools
-// (shared/tools/siw-vm; shared/reference/siw-under-qemu.md). Builds the guest if needed, boots it once per
+// (the repo's test/interop/siw-vm/, README.md there). Builds the guest if needed, boots it once per
 // test run, runs guest commands through the tools' `run`, reloads siw with other compile-time constants,
 // and stops the guest. Every step has a timeout.
 //
@@ -17,14 +17,10 @@ export const GUEST_HOST_IP = '10.0.2.2';
 /** The guest's own address (siw0 on eth0). */
 export const GUEST_IP = '10.0.2.15';
 
-/** Where the siw-vm tools are: $SIW_VM_TOOLS, else shared/ beside the clone (as CI lays it out). */
+/** The siw-vm tools: the repo's own test/interop/siw-vm/ (undefined if that copy is incomplete). */
 export function siwVmTools(): string | undefined {
-  const candidates = [
-    process.env.SIW_VM_TOOLS,
-    path.resolve(repoRoot, '..', 'shared', 'tools', 'siw-vm'),
-    '/work/shared/tools/siw-vm',
-  ].filter((p): p is string => !!p);
-  return candidates.find((p) => fs.existsSync(path.join(p, 'run')) && fs.existsSync(path.join(p, 'start')));
+  const dir = path.join(repoRoot, 'test', 'interop', 'siw-vm');
+  return fs.existsSync(path.join(dir, 'run')) && fs.existsSync(path.join(dir, 'start')) ? dir : undefined;
 }
 
 export type InteropMode = 'required' | 'auto' | 'off';
@@ -41,14 +37,14 @@ export async function missingPrerequisites(): Promise<string[]> {
   const missing: string[] = [];
   if (os.platform() !== 'linux') missing.push(`Linux host (this is ${os.platform()})`);
   if (typeof process.getuid === 'function' && process.getuid() !== 0) missing.push('root (siw-vm build/start and tcpdump)');
-  if (!siwVmTools()) missing.push('shared/tools/siw-vm (set SIW_VM_TOOLS)');
+  if (!siwVmTools()) missing.push('test/interop/siw-vm (run and start)');
   for (const cmd of ['qemu-system-x86_64', 'tcpdump', 'tshark', process.env.CXX || 'g++']) {
     if (!(await haveCommand(cmd))) missing.push(cmd);
   }
   return missing;
 }
 
-/** Guest kernel log lines that are known to be harmless (siw-under-qemu.md, Gotchas). */
+/** Guest kernel log lines that are known to be harmless (test/interop/siw-vm/README.md, Gotchas). */
 const HARMLESS_KLOG = [
   /speed is unknown, defaulting to/,
   /iwpm_register_pid: Unable to send a nlmsg/,
@@ -206,7 +202,7 @@ export class SiwVm {
             .map(([k, v]) => `${k}=${typeof v === 'boolean' ? (v ? 1 : 0) : v}`)
             .join(' ');
     if (this.siwState === 'unknown') {
-      // Only the parameter build exposes /sys/module/siw/parameters (siw-under-qemu.md).
+      // Only the parameter build exposes /sys/module/siw/parameters (test/interop/siw-vm/README.md).
       const r = await this.run('test -d /sys/module/siw/parameters', 15_000);
       if (r.code !== 0) this.siwState = 'pristine';
     }

@@ -34,7 +34,7 @@ const skipReason = !ctx
 const HERE = path.join(repoRoot, 'test', 'interop');
 const ND_PEER = path.join(HERE, 'nd_peer.mjs');
 const GUEST_BIN = '/tmp/verbs_peer';
-const GUEST_PORT = 7175; // forwarded from host 17175 (siw-under-qemu.md); rping's 7174 stays free
+const GUEST_PORT = 7175; // forwarded from host 17175 (test/interop/siw-vm/README.md); rping's 7174 stays free
 const HOST_TO_GUEST_PORT = GUEST_PORT + 10000;
 const SIZES = [1, 4095, 65536, 1 << 20];
 // What each side prints per round once the step's data is checked (verbs_peer.c / nd_peer.mjs).

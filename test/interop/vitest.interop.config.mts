@@ -1,5 +1,5 @@
 // The siw interop tier (`npm run test:interop`): netdirect's iWARP wire against Linux soft-iWARP in a qemu
-// guest (shared/tools/siw-vm). Kept out of the default `npm test`, which must not need the VM.
+// guest (test/interop/siw-vm). Kept out of the default `npm test`, which must not need the VM.
 import { fileURLToPath } from 'node:url';
 import { defineConfig } from 'vitest/config';
 

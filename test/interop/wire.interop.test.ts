@@ -21,7 +21,7 @@ const skipReason = !ctx ? 'the interop tier is not set up here: run `npm run tes
 
 const sum = (m: Record<string, number>): number => Object.values(m).reduce((a, b) => a + b, 0);
 
-/** Bitwise CRC32c, independent of the codec under test (iwarp-facts §1.6 check vectors). */
+/** Bitwise CRC32c, independent of the codec under test (docs/iwarp.md §1.3 check vectors). */
 function crc32c(b: Uint8Array): number {
   let c = 0xffffffff;
   for (const x of b) {
@@ -317,7 +317,7 @@ describe.skipIf(!ready)('wire codecs vs Linux siw (rping over the siw-vm guest)'
     const ours = outcomes.get('initiator v2, CRC off')?.probe.summary;
     const theirs = outcomes.get('responder v2, CRC off')?.probe.summary;
     expect(ours && theirs).toBeTruthy();
-    // rping as siw initiator: "MPA ID Req Frame" 10 02 00 04 00 01 00 01 (siw-under-qemu.md).
+    // rping as siw initiator: "MPA ID Req Frame" 10 02 00 04 00 01 00 01 (docs/iwarp.md §1.1).
     expect(ours!.mpa_request).toBe(theirs!.mpa_request);
     expect(theirs!.mpa_request).toBe(Buffer.from('MPA ID Req Frame').toString('hex') + '1002000400010001');
     // The first Send FPDU's length, DDP and RDMAP header (20 bytes) match; the payload holds addresses.

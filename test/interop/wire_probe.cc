@@ -72,7 +72,7 @@ struct Options {
   std::string provoke;     // initiator: "bad-stag" or "bad-crc": make siw send a Terminate, check it
 };
 
-// Fake buffer identities we advertise to the peer. Non-zero STags everywhere (iwarp-facts §7.5).
+// Fake buffer identities we advertise to the peer. Non-zero STags everywhere (docs/iwarp.md §4).
 constexpr uint32_t kStartStag = 0x00a1b200;  // rping client start_buf (Read source)
 constexpr uint64_t kStartTo = 0x00007f1000001000ull;
 constexpr uint32_t kRdmaStag = 0x00c3d400;   // rping client rdma_buf (Write sink)
@@ -171,7 +171,7 @@ std::string describe_frame(const w::MpaFrame& f) {
   return s;
 }
 
-// rping's buffer content for ping number `ping` (iwarp-facts §5): "rdma-ping-<n>: " then bytes
+// rping's buffer content for ping number `ping` (docs/iwarp.md §5): "rdma-ping-<n>: " then bytes
 // cycling 'A'..'z' starting one later each ping, NUL in the last byte.
 std::vector<uint8_t> rping_pattern(int ping, uint32_t size) {
   std::vector<uint8_t> b(size, 0);
@@ -569,7 +569,7 @@ void provoke_terminate(const Options& o, Conn* c, Wire* wire, const w::MpaNegoti
   std::vector<uint8_t> sent_ddp_hdr;  // the header siw should copy into its Terminate
   uint16_t sent_ulpdu_len = 0;
   if (o.provoke == "bad-stag") {
-    // A 16-byte RDMA Write to an STag siw never issued: DDP / tagged / invalid STag (iwarp-facts §3.5).
+    // A 16-byte RDMA Write to an STag siw never issued: DDP / tagged / invalid STag (docs/iwarp.md §3.4).
     uint8_t data[16];
     std::memset(data, 0x5a, sizeof data);
     w::DdpHeader h;
@@ -606,7 +606,7 @@ void provoke_terminate(const Options& o, Conn* c, Wire* wire, const w::MpaNegoti
   }
   Fpdu f;
   bool got = false;
-  // siw may skip the Terminate and just close (iwarp-facts §7.14); then there is nothing to decode.
+  // siw may skip the Terminate and just close (docs/iwarp.md §3.3); then there is nothing to decode.
   while (wire->read(&f, "siw's Terminate")) {
     if (f.h.opcode == w::RdmapOpcode::kTerminate) {
       got = true;
@@ -872,7 +872,7 @@ void run_responder(const Options& o, const std::string& bind_addr) {
       if (f.h.opcode != w::RdmapOpcode::kReadRequest || f.rr.size != 0) {
         fail(fmt("expected a zero-length Read RTR, got %s", opcode_name(f.h.opcode)));
       }
-      // Answer with a zero-length Read Response to its sink, whatever the STag (iwarp-facts §7.5).
+      // Answer with a zero-length Read Response to its sink, whatever the STag (docs/iwarp.md §4).
       wire.send_tagged(w::RdmapOpcode::kReadResponse, f.rr.sink_stag, f.rr.sink_to, nullptr, 0);
     }
   }

@@ -4,7 +4,7 @@
 //
 // For every case: no crash, no hang (every wait is bounded), every outstanding request of the local QP
 // completes (ND_CANCELED or the status the error calls for), the connection is closed, a Terminate the
-// provider sends decodes with our own decoder to the RFC code iwarp-facts §3.5 names, and registered
+// provider sends decodes with our own decoder to the RFC code docs/iwarp.md §3.4 names, and registered
 // memory outside what a legitimate Write could touch is unchanged (canary bytes).
 // Ends with a seeded random mutation loop over a valid captured stream.
 //
@@ -474,7 +474,7 @@ struct Expect {
 };
 
 bool valid_for(ND2_REQUEST_TYPE t, HRESULT s) {
-  // nd2-facts §3.5.
+  // docs/nd2.md §3.5.
   switch (s) {
     case ND_SUCCESS: case ND_CANCELED: case ND_INVALID_DEVICE_REQUEST: case ND_INTERNAL_ERROR: return true;
     case ND_DATA_OVERRUN: return t == Nd2RequestTypeSend || t == Nd2RequestTypeRead || t == Nd2RequestTypeWrite;
@@ -578,7 +578,7 @@ void finish(Conn& c, const Bytes& junk, const Expect& e) {
                   term_code_name(p.term), e.code.layer, e.code.etype, e.code.code, term_code_name(e.code));
     }
     CHECK(p.term == e.code);
-    // DDP errors (except version errors) copy the offending DDP header, as siw does (iwarp-facts §3.3).
+    // DDP errors (except version errors) copy the offending DDP header, as siw does (docs/iwarp.md §3.3).
     const bool version = (e.code.etype == 1 && e.code.code == 4) || (e.code.etype == 2 && e.code.code == 6);
     if (p.terminates == 1 && e.code.layer == 1 && e.code.etype != 0 && !version) CHECK(p.term_d);
   }

@@ -1,4 +1,4 @@
-// Checks binding/nd against nd2-facts.md: x64 struct sizes/offsets (compile time), IID values, vtable slot
+// Checks binding/nd against docs/nd2.md: x64 struct sizes/offsets (compile time), IID values, vtable slot
 // order of every interface (through the Itanium pointer-to-virtual-member encoding), status values.
 #include <cstddef>
 #include <cstdio>

@@ -80,7 +80,7 @@ void test_crc() {
   crc32c_force_table(false);
   CHECK_EQ(crc32c_hardware(), crc32c_hardware_available());
 
-  // Wire order: little-endian (iwarp-facts §1.6).
+  // Wire order: little-endian (docs/iwarp.md §1.3).
   uint8_t out[4];
   put_crc_le(out, 0xE3069283u);
   const uint8_t e1[4] = {0x83, 0x92, 0x06, 0xE3};
@@ -233,7 +233,7 @@ MpaFrame parse_ok(const uint8_t* p, size_t n, MpaFrameKind k) {
 }
 
 void test_mpa_frames() {
-  // iwarp-facts §1.1 example: siw's Request for rping defaults.
+  // docs/iwarp.md §1.1 example: siw's Request for rping defaults.
   const MpaLocal local = rping_local();
   MpaFrame req = mpa_make_request(local, nullptr, 0);
   uint8_t buf[600];
@@ -670,7 +670,7 @@ void test_negotiation() {
 
 // ---------------------------------------------------------------------------------------------------
 void test_ddp_rdmap() {
-  // First two ULPDU bytes per opcode as siw sends them (iwarp-facts §3.1).
+  // First two ULPDU bytes per opcode as siw sends them (docs/iwarp.md §3.1).
   const uint8_t first[8][2] = {{0xC1, 0x40}, {0x41, 0x41}, {0xC1, 0x42}, {0x41, 0x43},
                                {0x41, 0x44}, {0x41, 0x45}, {0x41, 0x46}, {0x41, 0x47}};
   for (uint8_t op = 0; op <= kRdmapMaxOpcode; ++op) {
@@ -718,7 +718,7 @@ void test_ddp_rdmap() {
   CHECK_EQ(kFpduHdrTerminate, 24u);
   CHECK_EQ(ulpdu_header_size(RdmapOpcode::kTerminate), 22u);
 
-  // rping's first Send (iwarp-facts §1.4): 16-byte payload, no CRC, 40 bytes.
+  // rping's first Send (docs/iwarp.md §1.4): 16-byte payload, no CRC, 40 bytes.
   {
     DdpHeader h;
     h.opcode = RdmapOpcode::kSend;
@@ -754,8 +754,8 @@ void test_ddp_rdmap() {
     CHECK_EQ(d.msn, 1u);
   }
 
-  // Read Request FPDU layout (iwarp-facts §3.2 offsets), CRC at 48. The sheet's "ULPDU Length = 44"
-  // is inconsistent with its own offsets: 18-byte DDP header + 28-byte body = 46 (siw: hdr_len 48 - 2).
+  // Read Request FPDU layout (docs/iwarp.md §3.2 offsets), CRC at 48. ULPDU Length = 46: 18-byte DDP
+  // header + 28-byte body (siw: hdr_len 48 - 2).
   {
     DdpHeader h;
     h.opcode = RdmapOpcode::kReadRequest;

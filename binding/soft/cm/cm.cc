@@ -51,7 +51,7 @@ wire::MpaLocal responder_settings(const wire::MpaFrame& request, ULONG inbound_r
   l.ird = clamp_limit(inbound_read_limit);
   l.ord = clamp_limit(outbound_read_limit);
   // Capping max_ird at the application's inbound limit keeps mpa_respond from raising our IRD to the
-  // peer's ORD: ND limits are min(own, peer's). A Read RTR needs one inbound slot (iwarp-facts §1.2).
+  // peer's ORD: ND limits are min(own, peer's). A Read RTR needs one inbound slot (docs/iwarp.md §1.2).
   l.max_ird = l.ird;
   if (request.v2 && request.params.p2p && (request.params.rtr & (wire::kRtrWrite | wire::kRtrRead)) == wire::kRtrRead &&
       l.max_ird == 0) {
@@ -140,7 +140,7 @@ MpaEvent MpaSetup::on_bytes(const uint8_t* data, size_t len) {
       break;
     case MpaState::kReplyAccepted:
     case MpaState::kRequestHeld:
-      // The peer must wait for our Reply / first FPDU (iwarp-facts §1.1 "nothing may follow").
+      // The peer must wait for our Reply / first FPDU (docs/iwarp.md §1.1 "nothing may follow").
       return fail(ND_CONNECTION_ABORTED);
     default:
       return MpaEvent::kNone;

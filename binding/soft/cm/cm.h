@@ -1,8 +1,8 @@
-// Connection setup of the software provider: the MPA Request/Reply exchange (iwarp-facts §1) as a
+// Connection setup of the software provider: the MPA Request/Reply exchange (docs/iwarp.md §1) as a
 // socket-agnostic state machine (MpaSetup, testable on byte buffers), and the engine-driven channel that
 // runs it on a non-blocking TCP socket until the socket is handed to a QP (Channel).
 //
-// Our choices (siw-compatible, iwarp-facts §1.2, §1.5, §4):
+// Our choices (siw-compatible, docs/iwarp.md §1.2, §1.3, §1.5, §4):
 //  * We always send MPA v2 (Rev 2 + Enhanced + IRD/ORD words) and request peer-to-peer mode (A bit)
 //    offering Write and Read RTRs: the responder then learns exactly when the initiator called
 //    CompleteConnect (the RTR is its first FPDU), which is when ND completes Accept. A peer initiator that
@@ -11,7 +11,7 @@
 //    once per process). CRC is on for a connection if either side asks for it.
 //  * Timeouts as siw: the initiator waits 10 s for the Reply (ND_IO_TIMEOUT), the responder 5 s for the
 //    Request after TCP accept (then drops the connection silently).
-//  * Nothing may follow a frame until the other side's turn (iwarp-facts §1.1): bytes behind the peer's
+//  * Nothing may follow a frame until the other side's turn (docs/iwarp.md §1.1): bytes behind the peer's
 //    Request (before our Reply) or behind its Reply (before our first FPDU) fail the setup.
 #ifndef NETDIRECT_SOFT_CM_H_
 #define NETDIRECT_SOFT_CM_H_

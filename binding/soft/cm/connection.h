@@ -17,7 +17,7 @@ struct Connection {
   bool initiator = false;
   net::Address local;
   net::Address peer;
-  uint32_t mss = 1460;  // TCP MSS: every FPDU we send is <= mss & ~7 (iwarp-facts §1.8)
+  uint32_t mss = 1460;  // TCP MSS: every FPDU we send is <= mss & ~7 (docs/iwarp.md §1.4)
 };
 
 // Events a QP reports to the connector that owns its connection; called on the adapter's engine

@@ -160,7 +160,7 @@ bool SoftQueuePair::tx_fill_locked() {
 
 bool SoftQueuePair::tx_next_message_locked() {
   mu_.assert_held();
-  // 1. The P2P RTR is the initiator's first FPDU (iwarp-facts §1.2, §4).
+  // 1. The P2P RTR is the initiator's first FPDU (docs/iwarp.md §1.2, §4).
   if (tx_.rtr_pending) {
     tx_.rtr_pending = false;
     if (rtr_ == kRtrRead) {

@@ -65,7 +65,7 @@ void crc32c_set_max_isa(Crc32cIsa level);
 // Always the given level, lowered to crc32c_isa_available() when the CPU lacks it (raw state in/out).
 uint32_t crc32c_update_isa(Crc32cIsa level, uint32_t state, const void* data, size_t len);
 
-// Writes the final CRC in MPA wire order: least-significant byte first (iwarp-facts §1.6).
+// Writes the final CRC in MPA wire order: least-significant byte first (docs/iwarp.md §1.3).
 inline void put_crc_le(uint8_t* out, uint32_t crc) {
   out[0] = static_cast<uint8_t>(crc);
   out[1] = static_cast<uint8_t>(crc >> 8);

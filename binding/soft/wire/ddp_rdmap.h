@@ -1,6 +1,6 @@
 // DDP (RFC 5041) and RDMAP (RFC 5040) header codecs, Terminate codes and MPA FPDU framing math.
 // Pure functions on caller-provided byte buffers: no heap, no exceptions, big-endian on the wire.
-// Layouts: /work/shared/reference/iwarp-facts.md §1.4, §1.8, §2, §3.
+// Layouts: docs/iwarp.md §1.4, §2, §3 (RFC 5041, RFC 5040).
 #ifndef NETDIRECT_SOFT_DDP_RDMAP_H_
 #define NETDIRECT_SOFT_DDP_RDMAP_H_
 
@@ -276,7 +276,7 @@ uint32_t term_control_word(TermCode c, bool m, bool d, bool r);
 TermCode term_control_code(uint32_t word);
 
 // Builds the Terminate for an error found in a received ULPDU (avail bytes of it at ulpdu, its ULPDU
-// Length ulpdu_len), copying headers the way siw does (iwarp-facts §3.3): DDP errors → DDP header (M+D);
+// Length ulpdu_len), copying headers the way siw does (docs/iwarp.md §3.3): DDP errors → DDP header (M+D);
 // RDMAP remote protection → DDP header + Read Request body (M+D+R); other RDMAP remote-operation errors
 // → DDP header (M+D); version/opcode errors, catastrophic and LLP errors → nothing. Aliases ulpdu.
 TerminateInfo make_terminate(TermCode code, const uint8_t* ulpdu, size_t avail, uint16_t ulpdu_len);

@@ -24,7 +24,7 @@ MpaFrame decode_frame(const uint8_t* p, MpaFrameKind kind) {
   f.pd_length = get_be16(p + kMpaPdLenOffset);
   const uint8_t* pd = p + kMpaHeaderSize;
   size_t app = f.pd_length;
-  // v2 semantics only with Rev 2 + Enhanced + room for the words (siw rule, iwarp-facts §4).
+  // v2 semantics only with Rev 2 + Enhanced + room for the words (siw rule, docs/iwarp.md §4).
   if (f.rev == kMpaRev2 && f.enhanced && f.pd_length >= kMpaV2ParamsSize) {
     f.v2 = true;
     f.params = mpa_get_v2_params(pd);
@@ -236,7 +236,7 @@ MpaFrame mpa_make_request(const MpaLocal& local, const uint8_t* private_data, ui
   if (local.p2p) {
     f.params.p2p = true;
     f.params.rtr = local.rtr_types & kRtrAll;
-    // A zero-length Read RTR takes one ORD slot (siw/qed force ORD >= 1 for P2P, iwarp-facts §1.2).
+    // A zero-length Read RTR takes one ORD slot (siw/qed force ORD >= 1 for P2P, docs/iwarp.md §1.2).
     if ((f.params.rtr & kRtrRead) && f.params.ord == 0 && local.max_ord > 0) f.params.ord = 1;
   }
   return f;
@@ -290,13 +290,13 @@ MpaDecision mpa_respond(const MpaFrame& request, const MpaLocal& local, MpaFrame
   r.v2 = request.v2;
 
   if (!request.v2) {
-    // v1 peers carry no IRD/ORD: use the application's values as given (siw, iwarp-facts §4).
+    // v1 peers carry no IRD/ORD: use the application's values as given (siw, docs/iwarp.md §4).
     n.ird = app_ird;
     n.ord = app_ord;
   } else {
     const MpaV2Params& peer = request.params;
     // Our ORD must not exceed the initiator's IRD; our IRD must cover the initiator's ORD (RFC 6581,
-    // iwarp-facts §1.2). Like siw's relaxed mode (siw_accept) we lower the app's ORD to the peer's IRD
+    // docs/iwarp.md §1.2). Like siw's relaxed mode (siw_accept) we lower the app's ORD to the peer's IRD
     // and raise the app's IRD to the peer's ORD, bounded by our device maxima; with strict_ird_ord we
     // refuse instead (LLP 0x06). If the peer's ORD exceeds our max IRD we answer with our max and let
     // the initiator lower its ORD (siw does the same; a strict initiator will Terminate 0x06).
@@ -356,7 +356,7 @@ MpaDecision mpa_check_reply(const MpaFrame& request, const MpaFrame& reply, cons
   MpaNegotiated n;
   n.rev = reply.rev;
   n.v2 = reply.v2;
-  n.crc = request.crc || reply.crc;  // either side's C turns CRC on (iwarp-facts §1.5)
+  n.crc = request.crc || reply.crc;  // either side's C turns CRC on (docs/iwarp.md §1.3)
   uint16_t ird = min16(local.ird, local.max_ird);
   uint16_t ord = min16(local.ord, local.max_ord);
 
@@ -380,7 +380,7 @@ MpaDecision mpa_check_reply(const MpaFrame& request, const MpaFrame& reply, cons
     }
     if (request.params.p2p) {
       // RFC 6581 §9.2: the Reply MUST echo A; then send the type the Reply chose, limited to what we
-      // offered (siw once sent its own preference and got a Terminate, iwarp-facts §1.2).
+      // offered (siw once sent its own preference and got a Terminate, docs/iwarp.md §1.2).
       const uint8_t chosen = rep.rtr & request.params.rtr;
       if (!rep.p2p || chosen == kRtrNone) {
         return decision(MpaAction::kTerminate, MpaError::kNoMatchingRtr, LlpErr::kNoMatchingRtr);

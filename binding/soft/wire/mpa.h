@@ -1,6 +1,6 @@
 // MPA Request/Reply frames (RFC 5044, MPA v2 / RFC 6581): encoding, incremental parsing and the
 // connection-setup negotiation (CRC, IRD/ORD, peer-to-peer RTR) as pure functions.
-// Layouts and siw behaviour: /work/shared/reference/iwarp-facts.md §1.1-1.5, §1.7, §4.
+// Layouts and siw behaviour: docs/iwarp.md §1, §4.
 #ifndef NETDIRECT_SOFT_MPA_H_
 #define NETDIRECT_SOFT_MPA_H_
 

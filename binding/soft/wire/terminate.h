@@ -1,4 +1,4 @@
-// Terminate handling of the queue pair (RDMAP Terminate, RFC 5040 §5.4 / iwarp-facts §3.3-3.5):
+// Terminate handling of the queue pair (RDMAP Terminate, RFC 5040 §5.4 / docs/iwarp.md §3.3, §3.4):
 // building the Terminate FPDU for an error we detected in an inbound FPDU, and classifying a Terminate the
 // peer sent us — which of our requests it names and which ND status that request completes with.
 // Pure functions over byte buffers (testable without a socket).
@@ -40,7 +40,7 @@ struct TermVerdict {
   HRESULT status = ND_REMOTE_ERROR;  // status of the named request
 };
 
-// Classifies a decoded Terminate (nd2-facts §3.5): remote access violations of our Writes (DDP tagged
+// Classifies a decoded Terminate (docs/nd2.md §3.5): remote access violations of our Writes (DDP tagged
 // errors) and Reads (RDMAP remote protection) → ND_ACCESS_VIOLATION; every other remote error (no
 // receive posted, message too long, IRD exceeded, CRC, ...) → ND_REMOTE_ERROR. An unreliable decode
 // (t.reliable false: RFC and siw control-word layouts disagree) → kNone, ND_REMOTE_ERROR.
