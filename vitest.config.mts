@@ -1,9 +1,12 @@
 import { configDefaults, defineConfig } from 'vitest/config';
 
-// The suites that move data and settle requests run once per completion mode that delivers promises by itself:
-// 'loop' (the default on Linux: NETDIRECT_COMPLETION unset means 'auto') and 'thread'. Child processes the tests
-// start (peers, lifecycle fixtures) inherit NETDIRECT_COMPLETION, so both ends run in the project's mode.
-// 'manual' mode (promises settle only inside cq.poll()) has its own cases in test/poller.test.ts.
+// The suites that move data and settle requests run once per completion mode: 'loop' (the default on Linux:
+// NETDIRECT_COMPLETION unset means 'auto'), 'thread' and 'manual'. Child processes the tests start (peers,
+// lifecycle, keepalive and gc fixtures) inherit NETDIRECT_COMPLETION, so both ends run in the project's mode.
+// In 'manual' mode promises settle only inside cq.poll(): every adapter a test or child opens in the run's mode
+// is polled while it has requests pending by test/fixtures/manual-driver.mjs, as a manual-mode program would
+// (test/helpers.ts openLocal(), peer.mjs 'open'). Tests that ask for a mode explicitly poll for themselves
+// (test/poller.test.ts has the manual-mode cases without the driver).
 const COMPLETION_SUITES = [
   'test/data.test.ts',
   'test/access.test.ts',
@@ -38,6 +41,7 @@ export default defineConfig({
       ...(process.platform === 'win32'
         ? []
         : [{ extends: true, test: { name: 'thread', include: COMPLETION_SUITES, env: { NETDIRECT_COMPLETION: 'thread' } } }]),
+      { extends: true, test: { name: 'manual', include: COMPLETION_SUITES, env: { NETDIRECT_COMPLETION: 'manual' } } },
     ],
   },
 });

@@ -3,6 +3,7 @@ import { fork, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
 import { expect } from 'vitest';
 import { NdError, openAdapter, type Adapter, type CompletionOption, type CompletionQueue, type Connector, type QueuePair } from '../lib/index';
+import { driveManual } from './fixtures/manual-driver.mjs';
 
 export const fixtures = path.join(__dirname, 'fixtures');
 export const root = path.resolve(__dirname, '..');
@@ -108,9 +109,14 @@ export async function connectToPeer(
   return { qp, connector, accepted };
 }
 
-/** An adapter on 127.0.0.1 in `completion` mode (default: the run's mode, NETDIRECT_COMPLETION or 'auto'). */
+/**
+ * An adapter on 127.0.0.1 in `completion` mode (default: the run's mode, NETDIRECT_COMPLETION or 'auto'). In the
+ * run's mode, a 'manual' adapter is driven (fixtures/manual-driver.mjs: its CQs are polled while requests are
+ * pending), as a manual-mode program would; one asked for explicitly is left to the test to poll.
+ */
 export async function openLocal(completion?: CompletionOption): Promise<{ adapter: Adapter; cq: CompletionQueue }> {
   const adapter = await openAdapter('127.0.0.1', completion === undefined ? {} : { completion });
+  if (completion === undefined) driveManual(adapter);
   const cq = adapter.createCompletionQueue({ depth: 2048 });
   return { adapter, cq };
 }

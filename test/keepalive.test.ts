@@ -1,6 +1,9 @@
 // The event loop and pending requests, in the run's completion mode (vitest.config.mts runs this file once per
 // mode): a process with nothing pending ends by itself even with a connection open; a pending receive keeps it
-// alive, as a pending socket read does in Node, until the receive completes.
+// alive, as a pending socket read does in Node, until the receive completes. In 'manual' mode a pending request
+// does not keep a process alive by itself (nothing completes it but cq.poll()): there the children poll while
+// requests are pending (fixtures/manual-driver.mjs), as a manual-mode program must, and that polling keeps them
+// alive; the 'unpolled' case checks that a receive nobody polls lets the process end.
 import { spawn } from 'node:child_process';
 import * as path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
@@ -13,6 +16,8 @@ let listener: Listener;
 
 beforeAll(async () => {
   ({ adapter, cq } = await openLocal());
+  // The project's mode really is in use (NETDIRECT_COMPLETION, else 'auto'); the cases below read adapter.completion.
+  expect(adapter.completion).toBe(process.env.NETDIRECT_COMPLETION ?? (process.platform === 'win32' ? 'thread' : 'loop'));
   listener = await adapter.listen({});
 });
 
@@ -50,8 +55,7 @@ it('a pending receive keeps the process alive until it completes; then the proce
   const c = child('receive');
   const qp = await acceptOne();
   await c.said('waiting');
-  const expected = process.env.NETDIRECT_COMPLETION ?? (process.platform === 'win32' ? 'thread' : 'loop');
-  expect(c.out().stdout).toContain(`mode:${expected}`);
+  expect(c.out().stdout).toContain(`mode:${adapter.completion}`); // the child runs in the run's mode too
   await new Promise((r) => setTimeout(r, 500));
   expect(c.proc.exitCode, c.out().stderr).toBeNull(); // still waiting for its receive
   const mr = await adapter.allocateMemory(64);
@@ -66,6 +70,26 @@ it('a process with a connection open and nothing pending ends by itself', async 
   const qp = await acceptOne();
   expect(await c.closed).toEqual({ code: 0, signal: null });
   expect(c.out()).toEqual({ stdout: expect.stringContaining('connected'), stderr: '' });
+  await qp.close();
+});
+
+it("a receive nobody polls keeps the process alive except in 'manual' mode, where only cq.poll() completes it", async () => {
+  const c = child('unpolled');
+  const qp = await acceptOne();
+  await c.said('waiting');
+  expect(c.out().stdout).toContain(`mode:${adapter.completion}`);
+  if (adapter.completion === 'manual') {
+    expect(await c.closed).toEqual({ code: 0, signal: null });
+    expect(c.out()).toEqual({ stdout: expect.not.stringContaining('received'), stderr: '' });
+  } else {
+    // Nothing to poll in these modes: the same as the first case.
+    await new Promise((r) => setTimeout(r, 500));
+    expect(c.proc.exitCode, c.out().stderr).toBeNull();
+    const mr = await adapter.allocateMemory(64);
+    await qp.send(mr.slice(0, 24));
+    expect(await c.closed).toEqual({ code: 0, signal: null });
+    expect(c.out()).toEqual({ stdout: expect.stringContaining('received 24'), stderr: '' });
+  }
   await qp.close();
 });
 
