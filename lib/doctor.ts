@@ -59,7 +59,7 @@ export interface DoctorOptions {
 }
 
 export type SelfTestFact =
-  | { ok: true; bytes: number; ms: number; port: number }
+  | { ok: true; bytes: number; ms: number; port: number; /** the completion mode 'auto' chose (absent in older fact files) */ completion?: string }
   | { ok: false; error: string; code?: string };
 
 export interface RdmaDeviceFact {
@@ -228,7 +228,9 @@ export async function runSelfTest(timeoutMs = 5000): Promise<SelfTestFact> {
   const bytes = 4096;
   let stage = 'opening the adapter';
   let timer: NodeJS.Timeout | undefined;
-  const opening = quiet(openAdapter('127.0.0.1', { provider: 'soft' }));
+  // The program's mode (NETDIRECT_COMPLETION, else 'auto') — but not 'manual', where nothing here would poll.
+  const manual = process.env.NETDIRECT_COMPLETION === 'manual';
+  const opening = quiet(openAdapter('127.0.0.1', { provider: 'soft', ...(manual ? { completion: 'auto' as const } : {}) }));
   const work = quiet(
     (async (): Promise<SelfTestFact> => {
       const adapter = await opening;
@@ -256,7 +258,13 @@ export async function runSelfTest(timeoutMs = 5000): Promise<SelfTestFact> {
       await done;
       const bad = target.buffer.findIndex((b, i) => b !== source.buffer[i]);
       if (bad >= 0) throw new Error(`the written bytes differ from the source at offset ${bad}`);
-      return { ok: true, bytes: written.bytes, ms: Math.round((performance.now() - started) * 10) / 10, port: listener.address.port };
+      return {
+        ok: true,
+        bytes: written.bytes,
+        ms: Math.round((performance.now() - started) * 10) / 10,
+        port: listener.address.port,
+        completion: adapter.completion,
+      };
     })(),
   );
   const deadline = new Promise<never>((_, reject) => {
@@ -973,7 +981,10 @@ function otherChecks(facts: DoctorFacts): DoctorCheck[] {
   const selfTitle = 'Self-test: RDMA Write over 127.0.0.1 (listener + connector in this process)';
   const t = facts.selfTest;
   if (t === undefined) out.push(check('self-test', selfTitle, 'skip', 'not run'));
-  else if (t.ok) out.push(check('self-test', selfTitle, 'ok', `${t.bytes}-byte RDMA Write placed and verified, then a Send, in ${t.ms} ms (port ${t.port})`));
+  else if (t.ok) {
+    const how = t.completion === undefined ? '' : `; completions: ${t.completion === 'loop' ? 'on the event loop (no thread hop)' : `'${t.completion}'`}`;
+    out.push(check('self-test', selfTitle, 'ok', `${t.bytes}-byte RDMA Write placed and verified, then a Send, in ${t.ms} ms (port ${t.port}${how})`));
+  }
   else {
     out.push(
       check(

@@ -351,7 +351,7 @@ describe('gathering', () => {
     expect(late.ok).toBe(false);
     expect(late).toMatchObject({ error: expect.stringMatching(/^[a-z0-9.: ]+: no result within 1 ms$/) });
     const result = await runSelfTest(10_000);
-    expect(result).toMatchObject({ ok: true, bytes: 4096 });
+    expect(result).toMatchObject({ ok: true, bytes: 4096, completion: process.platform === 'win32' ? 'thread' : 'loop' });
   });
 });
 
@@ -370,6 +370,7 @@ describe('netdirect doctor (CLI, this machine)', () => {
       expect(report.checks.map((c: DoctorCheck) => c.id)).toEqual(OTHER_IDS);
       expect(byId(report.checks, 'self-test'), r.stderr).toMatchObject({ status: 'ok' });
       expect(byId(report.checks, 'self-test').detail).toMatch(/4096-byte RDMA Write placed and verified/);
+      expect(byId(report.checks, 'self-test').detail).toMatch(/completions: on the event loop/);
       expect(byId(report.checks, 'addresses').detail).toContain('127.0.0.1');
       expect(r.status, r.stdout).toBe(0);
     }
