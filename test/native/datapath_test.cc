@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "check.h"
 #include "soft/adapter.h"
 #include "soft/completion_queue.h"
 #include "soft/wire/crc32c.h"
@@ -32,33 +33,6 @@ using namespace netdirect::soft;
 
 namespace {
 
-int g_passed = 0;
-int g_failed = 0;
-const char* g_test = "";
-
-void report(bool ok, const char* expr, const char* file, int line) {
-  if (ok) {
-    ++g_passed;
-  } else {
-    ++g_failed;
-    std::printf("FAIL [%s] %s:%d: %s\n", g_test, file, line, expr);
-  }
-}
-const char* st_name(HRESULT h) {
-  const char* n = NdStatusName(h);
-  return n != nullptr ? n : "?";
-}
-void report_st(HRESULT a, HRESULT b, const char* ea, const char* file, int line) {
-  if (a == b) {
-    ++g_passed;
-  } else {
-    ++g_failed;
-    std::printf("FAIL [%s] %s:%d: %s = %s (0x%08x), expected %s\n", g_test, file, line, ea, st_name(a),
-                static_cast<unsigned>(a), st_name(b));
-  }
-}
-#define CHECK(c) report(static_cast<bool>(c), #c, __FILE__, __LINE__)
-#define CHECK_ST(a, b) report_st((a), (b), #a, __FILE__, __LINE__)
 
 SoftAdapter* g_adapter = nullptr;
 HANDLE g_file = nullptr;
@@ -1283,6 +1257,5 @@ int main() {
   test_raw_send_invalidate();
   CloseHandle(g_file);
   g_adapter->Release();
-  std::printf("%d passed, %d failed\n", g_passed, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return finish();
 }

@@ -27,6 +27,7 @@
 #include <thread>
 #include <vector>
 
+#include "check.h"
 #include "nd/nd2.h"
 #include "soft/adapter.h"
 #include "soft/wire/crc32c.h"
@@ -40,37 +41,8 @@ using namespace netdirect::soft::wire;
 
 namespace {
 
-int g_passed = 0;
-int g_failed = 0;
-std::string g_case;
-bool g_quiet = false;  // mutation loop: count, but print only the first few failures
-int g_quiet_prints = 0;
+bool g_quiet = false;  // mutation loop: no per-failure detail lines (check.h caps the FAIL lines)
 
-void report(bool ok, const char* expr, const char* file, int line) {
-  if (ok) {
-    ++g_passed;
-    return;
-  }
-  ++g_failed;
-  if (g_quiet && ++g_quiet_prints > 20) return;
-  std::printf("FAIL [%s] %s:%d: %s\n", g_case.c_str(), file, line, expr);
-}
-const char* st_name(HRESULT h) {
-  const char* n = NdStatusName(h);
-  return n != nullptr ? n : "?";
-}
-void report_st(HRESULT got, HRESULT want, const char* expr, const char* file, int line) {
-  if (got == want) {
-    ++g_passed;
-    return;
-  }
-  ++g_failed;
-  if (g_quiet && ++g_quiet_prints > 20) return;
-  std::printf("FAIL [%s] %s:%d: %s = %s (0x%08x), want %s\n", g_case.c_str(), file, line, expr, st_name(got),
-              static_cast<unsigned>(got), st_name(want));
-}
-#define CHECK(c) report(static_cast<bool>(c), #c, __FILE__, __LINE__)
-#define CHECK_ST(a, b) report_st((a), (b), #a, __FILE__, __LINE__)
 
 using Clock = std::chrono::steady_clock;
 using Bytes = std::vector<uint8_t>;
@@ -593,7 +565,7 @@ void finish(Conn& c, const Bytes& junk, const Expect& e) {
 }
 
 void run(const std::string& name, const Posts& po, const std::function<Bytes(Conn&)>& junk, const Expect& e) {
-  g_case = name;
+  g_test = name;
   g_mem->pattern();
   Conn c;
   if (setup(c, po)) {
@@ -979,7 +951,7 @@ void test_send_invalidate() {
   }
   // A legitimately bound window: invalidated by the peer, then unusable.
   {
-    g_case = "send-inv own window then write through it";
+    g_test = "send-inv own window then write through it";
     g_mem->pattern();
     Posts idle;
     idle.read = idle.write = idle.send = false;
@@ -1099,7 +1071,7 @@ void test_crc_and_truncation() {
 
 // A valid stream one byte at a time: everything must still be processed correctly.
 void test_slow_loris() {
-  g_case = "slow loris";
+  g_test = "slow loris";
   g_mem->pattern();
   Posts po;
   po.read = po.write = po.send = false;
@@ -1159,7 +1131,7 @@ void test_p2p_rtr() {
       {"p2p rtr is a read response", [](bool crc) { return frame(tagged(RdmapOpcode::kReadResponse, true, 1, 0), crc); }},
   };
   for (const R& r : rs) {
-    g_case = r.name;
+    g_test = r.name;
     g_mem->pattern();
     Posts po;
     po.p2p = true;
@@ -1180,7 +1152,7 @@ void test_p2p_rtr() {
     teardown(c);
   }
   {  // the initiator never sends its RTR but keeps the connection: the application cancels the Accept
-    g_case = "p2p rtr never sent, accept cancelled";
+    g_test = "p2p rtr never sent, accept cancelled";
     void* p = nullptr;
     Conn c;
     g_adapter->CreateCompletionQueue(IID_IND2CompletionQueue, g_file, 64, 0, 0, &p);
@@ -1207,7 +1179,7 @@ void test_p2p_rtr() {
     teardown(c);
   }
   {  // the initiator goes away without its RTR
-    g_case = "p2p close before rtr";
+    g_test = "p2p close before rtr";
     Posts po;
     po.p2p = true;
     po.read = po.write = po.send = false;
@@ -1277,7 +1249,7 @@ void test_mpa_requests() {
       {"mpa reply key in request", reply_key, false, false},
   };
   for (const M& m : ms) {
-    g_case = m.name;
+    g_test = m.name;
     int fd = tcp_connect(g_port);
     CHECK(fd >= 0);
     if (fd < 0) continue;
@@ -1299,7 +1271,7 @@ void test_mpa_requests() {
   }
   // Bytes behind the Request while the application holds it: Accept fails, the peer is dropped.
   {
-    g_case = "mpa bytes while the request is held";
+    g_test = "mpa bytes while the request is held";
     void* q = nullptr;
     g_adapter->CreateCompletionQueue(IID_IND2CompletionQueue, g_file, 16, 0, 0, &q);
     auto* cq = as<IND2CompletionQueue>(q);
@@ -1338,7 +1310,7 @@ void test_mpa_requests() {
     CHECK_ST(g_listener->GetConnectionRequest(conn, &req.ov), ND_PENDING);
   }
   // The listener still works: a valid Request is delivered to the waiting connector.
-  g_case = "mpa listener survives";
+  g_test = "mpa listener survives";
   int fd = tcp_connect(g_port);
   send_all(fd, mpa_request(true, false, 4, 4), true);
   CHECK_ST(wait_ov(g_listener, req, 3000), ND_SUCCESS);
@@ -1469,7 +1441,7 @@ void test_mpa_replies() {
        true, ND_CONNECTION_REFUSED, false, {}},
   };
   for (const M& m : ms) {
-    g_case = m.name;
+    g_test = m.name;
     Active a;
     if (active_start(a)) {
       send_all(a.fd, m.reply(a.request));
@@ -1491,7 +1463,7 @@ void test_mpa_replies() {
     active_end(a);
   }
   // A valid slow-loris Reply, then junk after the RTR: the initiator's QP terminates correctly.
-  g_case = "initiator: slow reply then reserved opcode";
+  g_test = "initiator: slow reply then reserved opcode";
   Active a;
   g_mem->pattern();
   if (active_start(a)) {
@@ -1538,7 +1510,7 @@ void test_mutations(int iterations, uint32_t seed) {
   int terms = 0, clean = 0, slow_iters = 0;
   const auto t0 = Clock::now();
   for (int it = 0; it < iterations; ++it) {
-    g_case = "mutation #" + std::to_string(it);
+    g_test = "mutation #" + std::to_string(it);
     g_mem->pattern();
     Conn c;
     if (!setup(c, po)) {
@@ -1729,7 +1701,7 @@ int main(int argc, char** argv) {
   std::printf("cases: %.1f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
   test_mutations(mutations, 20240611u);
 
-  g_case = "stalled request dropped by the responder's timer";
+  g_test = "stalled request dropped by the responder's timer";
   {
     Bytes rx;
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - g_stalled_since).count();
@@ -1744,6 +1716,5 @@ int main(int argc, char** argv) {
   g_listener->Release();
   CloseHandle(g_file);
   g_adapter->Release();
-  std::printf("%d passed, %d failed\n", g_passed, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return finish();
 }

@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "check.h"
 #include "nd/netdirect_ext.h"
 #include "soft/adapter.h"
 #include "soft/completion_queue.h"
@@ -31,19 +32,6 @@ using namespace netdirect::soft;
 
 namespace {
 
-int g_passed = 0;
-int g_failed = 0;
-const char* g_test = "";
-
-void report(bool ok, const char* expr, const char* file, int line) {
-  if (ok) {
-    ++g_passed;
-  } else {
-    ++g_failed;
-    std::printf("FAIL [%s] %s:%d: %s\n", g_test, file, line, expr);
-  }
-}
-#define CHECK(c) report(static_cast<bool>(c), #c, __FILE__, __LINE__)
 
 SoftAdapter* g_adapter = nullptr;
 INDProgress* g_progress = nullptr;
@@ -287,6 +275,5 @@ int main() {
   g_progress->Release();
   CloseHandle(g_file);
   g_adapter->Release();
-  std::printf("%d passed, %d failed\n", g_passed, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return finish();
 }

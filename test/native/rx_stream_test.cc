@@ -17,6 +17,7 @@
 #include "soft/wire/crc32c.h"
 #include "soft/wire/ddp_rdmap.h"
 #include "soft/wire/mpa.h"
+#include "check.h"
 #include "soft/qp/rx_stream.h"
 #include "soft/memory/stag_table.h"
 #include "soft/wire/terminate.h"
@@ -26,20 +27,6 @@ using namespace netdirect::soft::wire;
 
 namespace {
 
-int g_passed = 0;
-int g_failed = 0;
-std::string g_case;
-
-bool report(bool ok, const char* expr, const char* file, int line) {
-  if (ok) {
-    ++g_passed;
-  } else {
-    ++g_failed;
-    if (g_failed < 40) std::printf("FAIL [%s] %s:%d: %s\n", g_case.c_str(), file, line, expr);
-  }
-  return ok;
-}
-#define CHECK(c) report(static_cast<bool>(c), #c, __FILE__, __LINE__)
 
 using Bytes = std::vector<uint8_t>;
 
@@ -274,7 +261,7 @@ void each_split(const std::string& name, const Bytes& stream_bytes, bool crc, bo
   const size_t step = every_point ? 1 : std::max<size_t>(1, stream_bytes.size() / 97);
   for (size_t k = 1; k < stream_bytes.size(); k += step) plans.push_back({k});
   for (size_t p = 0; p < plans.size() + 1; ++p) {
-    g_case = name + (crc ? " crc" : " nocrc") +
+    g_test = name + (crc ? " crc" : " nocrc") +
              (p < plans.size() ? (plans[p].empty() ? " whole" : " split@" + std::to_string(plans[p][0]))
                                : " 1 byte per read");
     Run r(crc);
@@ -406,7 +393,7 @@ void expect_error(const std::string& name, bool crc, bool every_point, const std
              [&](Run& r) {
                CHECK(r.ev.errors == 1 && r.stream.stopped());
                if (r.ev.errors == 1 && !(r.ev.code == want)) {
-                 std::printf("  [%s] Terminate %s, want %s\n", g_case.c_str(), term_code_name(r.ev.code),
+                 std::printf("  [%s] Terminate %s, want %s\n", g_test.c_str(), term_code_name(r.ev.code),
                              term_code_name(want));
                }
                CHECK(r.ev.code == want);
@@ -464,7 +451,7 @@ void test_errors(bool crc) {
 }
 
 void test_end_of_stream() {
-  g_case = "end of stream mid-FPDU";
+  g_test = "end of stream mid-FPDU";
   Run r(true);
   r.src.data = frame(tagged(RdmapOpcode::kWrite, true, r.m.rw_stag, Mem::addr(r.m.rw, 64), pat(64)), true);
   r.src.data.resize(40);
@@ -487,6 +474,5 @@ int main() {
     test_errors(crc);
   }
   test_end_of_stream();
-  std::printf("%d passed, %d failed\n", g_passed, g_failed);
-  return g_failed == 0 ? 0 : 1;
+  return finish();
 }
