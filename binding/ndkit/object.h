@@ -104,6 +104,14 @@ inline void mark_pending(OVERLAPPED* ov) {
       ->store(static_cast<ULONG_PTR>(static_cast<ULONG>(ND_PENDING)));
 }
 
+// A request that finished inside the call (ND_SUCCESS or a failure, so no notification follows: skip-on-success):
+// the OVERLAPPED still says how it ended, so GetOverlappedResult answers at once with that status instead of
+// ND_PENDING forever (the ND SDK's ndmrlat waits on it after a synchronous Deregister).
+inline void mark_done(OVERLAPPED* ov, HRESULT status) {
+  ov->InternalHigh = 0;
+  reinterpret_cast<std::atomic<ULONG_PTR>*>(&ov->Internal)->store(static_cast<ULONG_PTR>(static_cast<ULONG>(status)));
+}
+
 // IND2Overlapped::GetOverlappedResult for requests completed through complete_overlapped: the stored
 // status, or ND_PENDING / a wait on ov->hEvent when bWait.
 HRESULT overlapped_result(OVERLAPPED* ov, BOOL wait);

@@ -68,6 +68,7 @@ HRESULT SoftMemoryRegion::Register(const VOID* pBuffer, SIZE_T cbBuffer, ULONG f
   length_ = cbBuffer;
   flags_ = flags;
   stag_.store(s, std::memory_order_release);
+  mark_done(pOverlapped, ND_SUCCESS);  // synchronous: the OVERLAPPED is complete too (see Deregister)
   return ND_SUCCESS;
 }
 
@@ -94,6 +95,7 @@ HRESULT SoftMemoryRegion::Deregister(OVERLAPPED* pOverlapped) {
   }
   Release();
   if (hr == ND_SUCCESS) stag_.store(0, std::memory_order_release);
+  mark_done(pOverlapped, hr);  // finished inside the call: no notification comes, the OVERLAPPED must say so
   return hr;
 }
 

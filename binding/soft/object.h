@@ -20,6 +20,7 @@ Impl* from_unknown(IUnknown* unk) {
 
 using ndkit::complete_overlapped;
 using ndkit::live_objects;
+using ndkit::mark_done;
 using ndkit::mark_pending;
 using ndkit::overlapped_result;
 #ifdef _WIN32
