@@ -25,6 +25,26 @@ struct LocalSge {
   uint32_t stag = 0;
 };
 
+// Calls fn(addr, length) for each piece of the byte range [offset, offset + len) of an SGE list, in order (the
+// gather of a transmit and the scatter of a placement walk it the same way). Returns the bytes of the range the
+// list does not cover: 0 when it fits.
+template <typename Fn>
+uint32_t for_each_sge_piece(const LocalSge* sge, uint32_t nsge, uint64_t offset, uint32_t len, Fn&& fn) {
+  uint64_t skip = offset;
+  uint32_t left = len;
+  for (uint32_t i = 0; i < nsge && left > 0; ++i) {
+    if (skip >= sge[i].length) {
+      skip -= sge[i].length;
+      continue;
+    }
+    const uint32_t take = static_cast<uint32_t>(sge[i].length - skip < left ? sge[i].length - skip : left);
+    fn(sge[i].addr + skip, take);
+    left -= take;
+    skip = 0;
+  }
+  return left;
+}
+
 // A posted receive (QP receive queue or SRQ).
 struct RecvRequest {
   void* context = nullptr;

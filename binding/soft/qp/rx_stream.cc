@@ -278,19 +278,8 @@ void RxStream::discard(uint32_t len) {
 bool RxStream::place_pieces(const LocalSge* sge, uint32_t nsge, uint64_t offset, uint32_t len) {
   piece_count_ = 0;
   piece_pos_ = 0;
-  uint64_t skip = offset;
-  uint32_t left = len;
-  for (uint32_t i = 0; i < nsge && left > 0; ++i) {
-    if (skip >= sge[i].length) {
-      skip -= sge[i].length;
-      continue;
-    }
-    const uint32_t take = static_cast<uint32_t>(std::min<uint64_t>(sge[i].length - skip, left));
-    piece_[piece_count_++] = iovec{sge[i].addr + skip, take};
-    left -= take;
-    skip = 0;
-  }
-  return left == 0;
+  return for_each_sge_piece(sge, nsge, offset, len,
+                            [this](uint8_t* p, uint32_t n) { piece_[piece_count_++] = iovec{p, n}; }) == 0;
 }
 
 bool RxStream::header() {

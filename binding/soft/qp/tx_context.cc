@@ -22,20 +22,10 @@ void TxBatch::append_fpdu(const DdpHeader& h, const uint8_t* body, size_t body_l
   }
   iov[iov_count++] = iovec{hp, n};
   uint32_t crc = crc_on ? crc32c_update(kCrc32cInit, hp, n) : 0;
-  uint64_t skip = offset;
-  uint32_t left = len;
-  for (uint32_t i = 0; i < nsge && left > 0; ++i) {
-    if (skip >= sge[i].length) {
-      skip -= sge[i].length;
-      continue;
-    }
-    const uint32_t take = static_cast<uint32_t>(std::min<uint64_t>(sge[i].length - skip, left));
-    uint8_t* p = sge[i].addr + skip;
+  for_each_sge_piece(sge, nsge, offset, len, [&](uint8_t* p, uint32_t take) {
     iov[iov_count++] = iovec{p, take};
     if (crc_on) crc = crc32c_update(crc, p, take);
-    left -= take;
-    skip = 0;
-  }
+  });
   const size_t t = encode_fpdu_trailer(crc, ulpdu_len, crc_on, trailer[slot]);
   iov[iov_count++] = iovec{trailer[slot], t};
   bytes += n + len + t;
