@@ -10,7 +10,7 @@ const { run, root } = require('./build-native');
 const out = path.join(root, 'build-asan');
 
 function build(command = 'build') {
-  return run([command, '--out', out, '--CDNETDIRECT_SANITIZE=ON']);
+  return run([command, '--out', out, '--CDNETDIRECT_SANITIZE=ON'], { tests: true });
 }
 
 module.exports = { build, out };

@@ -1,8 +1,11 @@
 #!/usr/bin/env node
 'use strict';
-// Runs cmake-js (never node-gyp) for this package: `node scripts/build-native.js [build|rebuild|compile|configure|clean] [cmake-js options]`.
+// Runs cmake-js (never node-gyp) for this package:
+//   node scripts/build-native.js [build|rebuild|compile|configure|clean] [--tests] [cmake-js options]
 // Adds --parallel <cores> unless given, so a fresh build uses every core (CMake's Makefile generator is serial by default).
-// Usable from other scripts: require('./build-native').run(['rebuild', '--arch', 'x64']) -> exit code.
+// --tests also builds the native test programs (build/tests/, CMake option NETDIRECT_BUILD_TESTS): `npm test` and the
+// sanitizer tier want them, `npm install` does not (scripts/install.js builds the addon alone).
+// Usable from other scripts: require('./build-native').run(['rebuild', '--arch', 'x64'], { tests: true }) -> exit code.
 
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
@@ -15,22 +18,50 @@ function cores() {
   return typeof os.availableParallelism === 'function' ? os.availableParallelism() : os.cpus().length || 1;
 }
 
-// A build/ made from another checkout (copied or moved tree) has a CMakeCache.txt that CMake refuses to reuse.
-function staleCache() {
+function outDir(argv) {
+  const i = argv.findIndex((a) => a === '--out' || a === '-O');
+  return i >= 0 && argv[i + 1] ? path.resolve(root, argv[i + 1]) : path.join(root, 'build');
+}
+
+function readCache(dir) {
   try {
-    const cache = fs.readFileSync(path.join(root, 'build', 'CMakeCache.txt'), 'utf8');
-    const m = /^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$/m.exec(cache);
+    return fs.readFileSync(path.join(dir, 'CMakeCache.txt'), 'utf8');
+  } catch {
+    return null;
+  }
+}
+
+// A build/ made from another checkout (copied or moved tree) has a CMakeCache.txt that CMake refuses to reuse.
+function staleCache(cache) {
+  const m = cache && /^CMAKE_HOME_DIRECTORY:INTERNAL=(.*)$/m.exec(cache);
+  try {
     return !!m && fs.realpathSync(m[1].trim()) !== fs.realpathSync(root);
   } catch {
     return false;
   }
 }
 
+// cmake-js applies --CD options only when it configures, and `build` configures only a tree that has no cache yet:
+// a tree configured without the tests must be configured again to gain them.
+function testsConfigured(cache) {
+  return !!cache && /^NETDIRECT_BUILD_TESTS:BOOL=ON$/m.test(cache);
+}
+
 function run(args, options = {}) {
-  const argv = args.length ? [...args] : ['build'];
-  if ((argv[0] === 'build' || argv[0] === 'compile') && staleCache()) {
-    console.log('netdirect: build/ was configured for another directory; doing a clean rebuild.');
+  let argv = args.length ? [...args] : ['build'];
+  const tests = options.tests || argv.includes('--tests');
+  argv = argv.filter((a) => a !== '--tests');
+  const cache = readCache(outDir(argv));
+  if ((argv[0] === 'build' || argv[0] === 'compile') && staleCache(cache)) {
+    console.log(`netdirect: ${path.relative(root, outDir(argv))}/ was configured for another directory; doing a clean rebuild.`);
     argv[0] = 'rebuild';
+  }
+  if (tests) {
+    argv.push('--CDNETDIRECT_BUILD_TESTS=ON');
+    if (argv[0] === 'build' && cache && !testsConfigured(cache)) {
+      const status = run(['configure', ...argv.slice(1)], { ...options, tests: false });
+      if (status !== 0) return status;
+    }
   }
   if (!argv.some((a) => a === '-p' || a === '--parallel' || a.startsWith('--parallel='))) {
     argv.push('--parallel', String(process.env.CMAKE_BUILD_PARALLEL_LEVEL || cores()));

@@ -1,6 +1,6 @@
 // The README's quick start, run exactly as the README shows it.
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { root } from './helpers';
@@ -47,5 +47,63 @@ describe('README quick start', () => {
     const s = await server.output;
     expect(s.code, s.stderr).toBe(0);
     expect(s.stdout).toMatch(/received \d+ bytes by RDMA Write from 127\.0\.0\.1: hello from process \d+ via RDMA Write/);
+  });
+});
+
+describe('README code blocks', () => {
+  // Every ```js block of the README is a whole program: written to a file in the package root (so that
+  // `import ... from 'netdirect'` resolves to this package by its name) and run.
+  const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+  const blocks = [...readme.matchAll(/^```js\n([\s\S]*?)^```$/gm)].map((m) => m[1]);
+
+  it('has code blocks to run', () => {
+    expect(blocks.length).toBeGreaterThan(0);
+  });
+
+  blocks.forEach((code, i) => {
+    it(`block ${i + 1} runs as written`, async () => {
+      const file = path.join(root, `.readme-block-${process.pid}-${i}.mjs`);
+      writeFileSync(file, code);
+      try {
+        const { child, output } = run(`node ${path.basename(file)}`);
+        const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+        const o = await output;
+        clearTimeout(timer);
+        expect(o.code, `${o.stdout}\n${o.stderr}`).toBe(0);
+        expect(o.stderr).toBe('');
+      } finally {
+        rmSync(file, { force: true });
+      }
+    });
+  });
+
+  it('the quick-start block moves the bytes it says', async () => {
+    const file = path.join(root, `.readme-quick-${process.pid}.mjs`);
+    writeFileSync(file, blocks[0]);
+    try {
+      const o = await run(`node ${path.basename(file)}`).output;
+      expect(o.stdout).toBe('5 bytes written, the target reads "hello"\n');
+    } finally {
+      rmSync(file, { force: true });
+    }
+  });
+});
+
+describe('examples/', () => {
+  it('ring.mjs: 4 ranks each write a block into the next and find the one they received intact', async () => {
+    const o = await run('node examples/ring.mjs --ranks 4 --block 65536').output;
+    expect(o.code, `${o.stdout}\n${o.stderr}`).toBe(0);
+    for (const [rank, prev] of [[0, 3], [1, 0], [2, 1], [3, 2]]) {
+      expect(o.stdout).toContain(`rank ${rank}: 65536 bytes from rank ${prev}, all correct`);
+    }
+    expect(o.stdout).toContain('ring of 4 ranks: every block arrived intact');
+  });
+
+  it('write-latency.mjs: prints a median, a p99 and a bandwidth for every size', async () => {
+    const o = await run('node examples/write-latency.mjs --iterations 50 --inflight 8').output;
+    expect(o.code, `${o.stdout}\n${o.stderr}`).toBe(0);
+    for (const size of [8, 64, 512, 4096, 65536]) {
+      expect(o.stdout).toMatch(new RegExp(`^ *${size} +\\d+\\.\\d +\\d+\\.\\d +\\d+\\.\\d$`, 'm'));
+    }
   });
 });

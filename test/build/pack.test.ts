@@ -157,5 +157,13 @@ describe('npm pack with the prebuilds', () => {
     expect(path.relative(pkgDir, got.addon)).toBe(path.join('prebuilds', 'linux-x64', 'netdirect.glibc.node'));
     expect(got.providers).toContain('soft');
     expect(got.landed, 'the RDMA Write did not land').toBe(true);
+
+    // The examples ship in the package and run from it, importing the installed package by its name.
+    const ring = run([path.join(pkgDir, 'examples', 'ring.mjs'), '--ranks', '3'], { cwd: consumer, env, timeoutMinutes: 1 });
+    expect(ring.status, ring.out).toBe(0);
+    expect(ring.stdout).toContain('ring of 3 ranks: every block arrived intact');
+    const lat = run([path.join(pkgDir, 'examples', 'write-latency.mjs'), '--iterations', '50'], { cwd: consumer, env, timeoutMinutes: 1 });
+    expect(lat.status, lat.out).toBe(0);
+    expect(lat.stdout).toMatch(/^65536 +\d/m);
   });
 });

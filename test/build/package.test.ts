@@ -42,7 +42,7 @@ describe('npm pack', () => {
     const files: string[] = JSON.parse(r.stdout)[0].files.map((f: { path: string }) => f.path);
     for (const f of ['package.json', 'CMakeLists.txt', 'scripts/install.js', 'scripts/build-native.js', 'dist/cjs/index.js',
       'dist/cjs/index.d.ts', 'dist/cjs/binding.js', 'dist/esm/index.mjs', 'dist/esm/index.d.mts', 'LICENSE', 'CHANGELOG.md',
-      'docs/threads.md']) {
+      'docs/threads.md', 'examples/quickstart.mjs', 'examples/ring.mjs', 'examples/write-latency.mjs']) {
       expect(files, f).toContain(f);
     }
     expect(files.some((f) => f.startsWith('binding/') && f.endsWith('.cc')), 'no binding/*.cc in the package').toBe(true);
