@@ -5,7 +5,7 @@ import { parseArgs } from '../../lib/bench/options';
 import { RESULT_LINE, addResult, formatJson, formatReport, newReport, validateReport, type Report } from '../../lib/bench/report';
 import { warmupOf } from '../../lib/bench/options';
 import { bandwidthStats, latencyStats, toGbits } from '../../lib/bench/stats';
-import { renderSvg } from '../../lib/bench/plot';
+import { num, renderSvg } from '../../lib/bench/plot';
 import { parseXml } from './xml';
 
 const LAT_HEADER =
@@ -179,6 +179,33 @@ describe('--plot SVG', () => {
       expect(doc.text).toMatch(/Bandwidth/);
       expect(doc.text).toMatch(/Latency|Time per message/);
     }
+  });
+
+  it('draws the median-to-p99 band of a latency test, the derived panel dashed, and a ratio panel per run with baselines', () => {
+    const lat = renderSvg(latReport(['tcp', 'node-net']));
+    expect(lat).toMatch(/fill-opacity="0\.15"[^>]*><title>netdirect: median to 99th percentile/);
+    expect(lat).toContain('Latency (measured: median, half round trip)');
+    expect(lat).toContain('Bandwidth (derived: size / half round trip median latency)');
+    expect(lat).toMatch(/stroke-dasharray="6 4"/);
+    expect(lat).toMatch(/MiB\/s \(derived\)/);
+    expect(lat).toContain('Ratio netdirect / baseline (median latency, same run)');
+    expect(lat).toContain('below 1×: netdirect');
+    expect(lat).toMatch(/>1×<\/text>/);
+    const bw = renderSvg(bwReport(['tcp']));
+    expect(bw).toContain('Bandwidth (measured: BW average)');
+    expect(bw).not.toContain('median to 99th percentile');
+    expect(bw).toContain('above 1×: netdirect');
+    const alone = renderSvg(bwReport([]));
+    expect(alone).not.toContain('Ratio netdirect');
+  });
+
+  it('labels ticks as numbers, not exponents', () => {
+    expect(['0.01', '0.5', '1', '12.5', '980', '1k', '10k', '1.5M', '2G'].map((t) => num(Number(t.replace('k', 'e3').replace('M', 'e6').replace('G', 'e9'))))).toEqual([
+      '0.01', '0.5', '1', '12.5', '980', '1k', '10k', '1.5M', '2G',
+    ]);
+    const ticks = [...renderSvg(latReport(['tcp'])).matchAll(/text-anchor="end">([^<]*)</g)].map((m) => m[1]);
+    expect(ticks.length).toBeGreaterThan(4);
+    for (const t of ticks) expect(t).toMatch(/^\d+(\.\d+)?[kMG]?×?$/);
   });
 
   it('escapes text and survives a single size and missing points', () => {
