@@ -15,6 +15,7 @@ const COMPLETION_SUITES = [
   'test/misc.test.ts',
   'test/poller.test.ts',
   'test/keepalive.test.ts',
+  'test/posting.test.ts',
 ];
 
 export default defineConfig({

@@ -8,7 +8,9 @@ import {
   ERR_ND_INVALID_ARGUMENT,
   ERR_ND_OUT_OF_RANGE,
   ND_CANCELED,
+  ND_IO_TIMEOUT,
   ND_PENDING,
+  ND_REMOTE_ERROR,
   NdError,
   asNdError,
   callerStack,
@@ -18,13 +20,13 @@ import {
 } from './errors.js';
 import type { NativeAdapter, NativeAdapterInfo, NativeAdapterStats, NativeBinding, NativeMemoryRegion } from './native.js';
 import { RequestTable, unpin, type PendingRequest, type RequestOwner } from './requests.js';
-import { K_RECEIVE, K_REGISTER, RECORD_WORDS, REQUEST_TYPES } from './records.js';
-import { SCRATCH_SGES, bufferRange, checkIndex, checkOptions, describe } from './validate.js';
+import { K_CONNECT, K_RECEIVE, K_REGISTER, RECORD_WORDS, REQUEST_TYPES } from './records.js';
+import { MAX_VIEW_LENGTH, SCRATCH_SGES, bufferRange, checkIndex, checkOptions, describe, formatBytes } from './validate.js';
 import { CompletionQueue, type RawCompletion } from './completion-queue.js';
 import { QueuePair, type QueuePairOptions } from './queue-pair.js';
 import { MemoryRegion, accessFlags, type Access } from './memory-region.js';
 import { MemoryWindow } from './memory-window.js';
-import { SharedReceiveQueue, type SharedReceiveQueueOptions } from './shared-receive-queue.js';
+import { SHARED_RECEIVE_QUEUE_KEYS, SharedReceiveQueue, type SharedReceiveQueueOptions } from './shared-receive-queue.js';
 import { Connector, parseEndpoint, type ConnectOptions } from './connector.js';
 import { Listener, type ListenOptions } from './listener.js';
 
@@ -94,6 +96,42 @@ export function decodeAdapterFlags(value: number): AdapterFlags {
 }
 
 export type { RequestType } from './records.js';
+
+/** The keys each options object accepts (strict option checking: validate.ts checkOptions). */
+const COMPLETION_QUEUE_KEYS = ['depth'] as const;
+const LISTEN_KEYS = ['host', 'port', 'backlog'] as const;
+
+/** A region's length against the adapter's maxRegistrationSize and the longest Uint8Array (region.buffer). */
+function checkRegionLength(length: number, maxRegistrationSize: number, operation: string): void {
+  if (length > maxRegistrationSize) {
+    throw misuse(ERR_ND_OUT_OF_RANGE, operation,
+      `${length} bytes exceed the adapter's maxRegistrationSize of ${formatBytes(maxRegistrationSize)}: use several smaller regions`);
+  }
+  if (length > MAX_VIEW_LENGTH) {
+    throw misuse(ERR_ND_OUT_OF_RANGE, operation,
+      `${length} bytes exceed ${formatBytes(MAX_VIEW_LENGTH)}, the longest Uint8Array this JavaScript engine makes (region.buffer views the whole region): use several smaller regions`);
+  }
+}
+
+/** What an overlapped call's failure most likely means, for the statuses whose bare name leaves a user guessing. */
+function overlappedHint(kind: number, status: number): string | undefined {
+  if (kind === K_CONNECT && status === ND_IO_TIMEOUT) {
+    return (
+      'no MPA Reply came in time: if the peer accepted the TCP connection, it did not answer the MPA handshake ' +
+      '(RFC 5044 §7) and is probably not an iWARP/netdirect endpoint (check the host and port); ' +
+      'otherwise the host did not answer at all'
+    );
+  }
+  return undefined;
+}
+
+function withHint(detail: string | undefined, hint: string | undefined): string | undefined {
+  if (hint === undefined) return detail;
+  return detail === undefined ? hint : `${detail}: ${hint}`;
+}
+
+/** Statuses a bind to an address:port that another listener holds fails with. */
+const IN_USE_CODES: ReadonlySet<string> = new Set(['ND_SHARING_VIOLATION', 'ND_ADDRESS_ALREADY_EXISTS', 'STATUS_ADDRESS_ALREADY_ASSOCIATED']);
 
 /** Deregistered native regions kept for reuse: creating one costs more than a whole registration. */
 const SPARE_REGIONS = 16;
@@ -173,7 +211,7 @@ export class Adapter implements AsyncDisposable {
   createCompletionQueue(options: { depth?: number } = {}): CompletionQueue {
     const op = 'createCompletionQueue';
     this._checkOpen(op);
-    checkOptions(options, op);
+    checkOptions(options, op, COMPLETION_QUEUE_KEYS);
     const depth = this._count(options.depth, 'depth', 1024, this.info.maxCompletionQueueDepth, op);
     const cq = new CompletionQueue(this, this._native.createCompletionQueue(depth), depth);
     this._cqs.add(cq);
@@ -204,7 +242,7 @@ export class Adapter implements AsyncDisposable {
       const { arrayBuffer, byteOffset, byteLength } = bufferRange(buffer, op);
       const flags = accessFlags(access, op);
       const max = this.info.maxRegistrationSize;
-      if (byteLength > Number(max)) throw misuse(ERR_ND_OUT_OF_RANGE, op, `${byteLength} bytes exceed maxRegistrationSize ${max}`);
+      checkRegionLength(byteLength, Number(max), op);
       const native = this._spareRegions.pop() ?? this._native.createMemoryRegion();
       const mr = new MemoryRegion(this, native, arrayBuffer, byteOffset, byteLength, flags);
       this._regions.add(mr);
@@ -233,11 +271,13 @@ export class Adapter implements AsyncDisposable {
     const op = 'allocateMemory';
     checkIndex(length, 'length', op);
     if (length === 0) throw misuse(ERR_ND_OUT_OF_RANGE, op, 'length must be at least 1');
+    this._checkOpen(op);
+    checkRegionLength(length, Number(this.info.maxRegistrationSize), op);
     let buffer: ArrayBuffer;
     try {
-      buffer = new ArrayBuffer(length); // RangeError above the engine's limit or when memory is short
+      buffer = new ArrayBuffer(length); // RangeError when memory is short
     } catch {
-      throw misuse(ERR_ND_OUT_OF_RANGE, op, `cannot allocate ${length} bytes`);
+      throw misuse(ERR_ND_OUT_OF_RANGE, op, `cannot allocate ${length} bytes (${formatBytes(length)}): memory is short; allocate less`);
     }
     return this.registerMemory(buffer, access);
   }
@@ -253,14 +293,15 @@ export class Adapter implements AsyncDisposable {
   createSharedReceiveQueue(options: SharedReceiveQueueOptions = {}): SharedReceiveQueue {
     const op = 'createSharedReceiveQueue';
     this._checkOpen(op);
-    checkOptions(options, op);
+    checkOptions(options, op, SHARED_RECEIVE_QUEUE_KEYS);
     if (this.info.maxSharedReceiveQueueDepth === 0) {
       throw new NdError('ND_NOT_SUPPORTED', 0xc00000bb, op, `${op}: adapter ${this.address} has no shared receive queues`);
     }
     const depth = this._count(options.depth, 'depth', 256, this.info.maxSharedReceiveQueueDepth, op);
     const maxSge = this._count(options.maxSge, 'maxSge', 4, Math.min(this.info.maxReceiveSge, SCRATCH_SGES), op);
     const threshold = this._count(options.notifyThreshold, 'notifyThreshold', 0, depth, op, true);
-    const srq = new SharedReceiveQueue(this, this._native.createSharedReceiveQueue(depth, maxSge, threshold), depth, maxSge);
+    const maxQueued = SharedReceiveQueue._maxQueued(options.maxQueued, op);
+    const srq = new SharedReceiveQueue(this, this._native.createSharedReceiveQueue(depth, maxSge, threshold), depth, maxSge, maxQueued);
     this._srqs.add(srq);
     return srq;
   }
@@ -294,7 +335,7 @@ export class Adapter implements AsyncDisposable {
     const op = 'listen';
     try {
       this._checkOpen(op);
-      checkOptions(options, op);
+      checkOptions(options, op, LISTEN_KEYS);
       const host = options.host === undefined ? this.address : (await parseEndpoint({ host: options.host, port: 0 }, op)).host;
       const port = options.port === undefined ? 0 : checkIndex(options.port, 'port', op);
       if (port > 65535) throw misuse(ERR_ND_OUT_OF_RANGE, op, `port must be 0..65535, got ${port}`);
@@ -305,7 +346,7 @@ export class Adapter implements AsyncDisposable {
         native.listen(backlog);
       } catch (err) {
         native.close();
-        throw err;
+        throw this._listenError(err, host, port);
       }
       const listener = new Listener(this, native);
       this._listeners.add(listener);
@@ -313,6 +354,31 @@ export class Adapter implements AsyncDisposable {
     } catch (err) {
       throw callerStack(asNdError(err, op));
     }
+  }
+
+  /** A listen failure that names the address and says what to do, for the causes a user can fix. */
+  private _listenError(err: unknown, host: string, port: number): unknown {
+    if (!(err instanceof NdError)) return err;
+    const where = host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+    let text: string;
+    if (IN_USE_CODES.has(err.code)) {
+      text =
+        `address ${where} is already in use (${err.code}): another listener, in this or another process, has it; ` +
+        'close that listener, pick another port, or pass port 0 (or no port) for an ephemeral one';
+    } else if (err.code === 'ND_INVALID_ADDRESS') {
+      let served: string;
+      try {
+        served = this._native.queryAddressList().join(', ') || 'no address';
+      } catch {
+        served = 'addresses it cannot list';
+      }
+      text =
+        `address ${host} is not served by this adapter (ND_INVALID_ADDRESS): it serves ${served}; ` +
+        'listen on one of those, or open the adapter of that address (listAddresses() lists every address a provider serves)';
+    } else {
+      return err;
+    }
+    return new NdError(err.code, err.status, 'listen', `listen: ${text}`, { cause: err });
   }
 
   /**
@@ -463,9 +529,11 @@ export class Adapter implements AsyncDisposable {
     } else if (status < 0x80000000 && status !== ND_PENDING) {
       e.resolve?.(status);
     } else {
-      e.reject?.(statusError(status, e.operation, typeof e.detail === 'function' ? e.detail() : e.detail));
+      const detail = typeof e.detail === 'function' ? e.detail() : e.detail;
+      e.reject?.(statusError(status, e.operation, withHint(detail, overlappedHint(kind, status))));
     }
     this._requests.release(e);
+    if (owner !== null && owner.requestSettled !== undefined) owner.requestSettled(kind, status);
   }
 
   /** @internal Settles every pending request of `owner` with `status` (after its native object was released). */
@@ -483,6 +551,11 @@ export class Adapter implements AsyncDisposable {
       context = `${e.bytes} bytes`;
     }
     if (status === ND_CANCELED) context += ' (flushed: the queue pair was flushed, closed or disconnected)';
+    else if (status === ND_REMOTE_ERROR && type === 'send') {
+      context +=
+        ' (the peer refused it: a Send needs a receive posted at the peer, qp.receive() or srq.receive(), at least as large as the message; ' +
+        'check that the peer posts its receives before this side sends)';
+    }
     return statusError(status, e.operation, context);
   }
 }

@@ -41,6 +41,11 @@ export interface ConnectOptions {
   signal?: AbortSignal;
 }
 
+/** The keys connect() accepts (strict option checking: validate.ts checkOptions). */
+const CONNECT_KEYS = ['privateData', 'inboundReadLimit', 'outboundReadLimit', 'localPort', 'signal'] as const;
+/** The keys accept() accepts ('signal' is reserved for an AbortSignal on accept). */
+const ACCEPT_KEYS = ['privateData', 'inboundReadLimit', 'outboundReadLimit', 'signal'] as const;
+
 export interface AcceptOptions {
   privateData?: Uint8Array;
   inboundReadLimit?: number;
@@ -175,7 +180,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
     const op = 'connect';
     try {
       this._checkState(op, 'idle');
-      checkOptions(options, op);
+      checkOptions(options, op, CONNECT_KEYS);
       this._checkQp(qp, op);
       const signal = options.signal;
       if (signal !== undefined && !(signal instanceof AbortSignal)) throw misuse(ERR_ND_INVALID_ARGUMENT, op, `signal must be an AbortSignal, got ${describe(signal)}`);
@@ -234,7 +239,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
     const op = 'accept';
     try {
       this._checkState(op, 'requested');
-      checkOptions(options, op);
+      checkOptions(options, op, ACCEPT_KEYS);
       this._checkQp(qp, op);
       const privateData = privateDataOf(options.privateData, this._adapter.info.maxCalleeData, 'maxCalleeData', op);
       const [ird, ord] = this._limits(options, op);

@@ -56,10 +56,13 @@ export function listProviders(): ProviderInfo[] {
     });
 }
 
+const LIST_ADDRESSES_KEYS = ['provider'] as const;
+const ADAPTER_KEYS = ['provider', 'completion', 'spinMicros'] as const;
+
 export async function listAddresses(options: { provider?: string } = {}): Promise<string[]> {
   const op = 'listAddresses';
   try {
-    checkOptions(options, op);
+    checkOptions(options, op, LIST_ADDRESSES_KEYS);
     return nativeBinding().listAddresses(providerOf(options.provider, op));
   } catch (err) {
     throw callerStack(asNdError(err, op));
@@ -89,7 +92,7 @@ export async function openAdapter(address: string, options: AdapterOptions = {})
     if (typeof address !== 'string' || address.length === 0) {
       throw misuse(ERR_ND_INVALID_ARGUMENT, op, `address must be a local IP address string, got ${describe(address)}`);
     }
-    checkOptions(options, op);
+    checkOptions(options, op, ADAPTER_KEYS);
     const provider = providerOf(options.provider, op);
     const completion = completionOf(options.completion, op);
     const spinMicros = options.spinMicros === undefined ? 0 : checkIndex(options.spinMicros, 'spinMicros', op);

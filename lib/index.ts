@@ -16,6 +16,7 @@ export {
 export { CompletionQueue, type Completion, type RawCompletion } from './completion-queue.js';
 export {
   QueuePair,
+  DEFAULT_MAX_QUEUED,
   type QueuePairOptions,
   type SendOptions,
   type WriteOptions,

@@ -17,7 +17,7 @@ import {
 import type { NativeMemoryRegion } from './native.js';
 import { InFlight, type Pins } from './requests.js';
 import { K_DEREGISTER } from './records.js';
-import { checkIndex, describe, isDetached } from './validate.js';
+import { checkBoolean, checkIndex, checkOptions, describe, isDetached } from './validate.js';
 import type { Adapter } from './adapter.js';
 
 /** What registerMemory() may grant. Default: { localWrite: true, readSink: true }; no remote access. */
@@ -50,16 +50,19 @@ export const ND_MR_FLAG_ALLOW_REMOTE_READ = 0x2;
 export const ND_MR_FLAG_ALLOW_REMOTE_WRITE = 0x5;
 export const ND_MR_FLAG_RDMA_READ_SINK = 0x8;
 
+const ACCESS_KEYS = ['localWrite', 'remoteRead', 'remoteWrite', 'readSink'] as const;
+
 export function accessFlags(access: Access | undefined, operation: string): number {
   if (access === undefined) return ND_MR_FLAG_ALLOW_LOCAL_WRITE | ND_MR_FLAG_RDMA_READ_SINK;
   if (access === null || typeof access !== 'object') {
     throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `access must be an object like { remoteWrite: true }, got ${describe(access)}`);
   }
+  checkOptions(access, operation, ACCESS_KEYS, 'access');
   let flags = 0;
-  if (access.localWrite ?? true) flags |= ND_MR_FLAG_ALLOW_LOCAL_WRITE;
-  if (access.remoteRead) flags |= ND_MR_FLAG_ALLOW_REMOTE_READ;
-  if (access.remoteWrite) flags |= ND_MR_FLAG_ALLOW_REMOTE_WRITE;
-  if (access.readSink ?? true) flags |= ND_MR_FLAG_RDMA_READ_SINK;
+  if (checkBoolean(access.localWrite, 'access.localWrite', operation, true)) flags |= ND_MR_FLAG_ALLOW_LOCAL_WRITE;
+  if (checkBoolean(access.remoteRead, 'access.remoteRead', operation, false)) flags |= ND_MR_FLAG_ALLOW_REMOTE_READ;
+  if (checkBoolean(access.remoteWrite, 'access.remoteWrite', operation, false)) flags |= ND_MR_FLAG_ALLOW_REMOTE_WRITE;
+  if (checkBoolean(access.readSink, 'access.readSink', operation, true)) flags |= ND_MR_FLAG_RDMA_READ_SINK;
   return flags;
 }
 

@@ -1,6 +1,15 @@
 // QueuePair (IND2QueuePair). Each request pins the regions it touches until its completion; the QP counts
-// outstanding requests per queue so that posting beyond a depth fails deterministically with
-// ND_NO_MORE_ENTRIES, and close() flushes and waits until every request of the QP has settled.
+// outstanding requests per queue (receive, initiator). A request beyond a queue's depth waits, in order, in a
+// bounded JS FIFO of that queue (maxQueued) and is posted when a completion frees a slot: nothing overtakes a
+// waiting request, so the RDMA ordering of a queue (RFC 5040 §5: requests of a send queue are processed in
+// order) is what the caller asked for. A failed completion (the queue pair is then in error and the provider
+// flushes what follows), flush(), a disconnect and close() reject the waiting requests with ND_CANCELED, as the
+// posted ones get. close() flushes and waits until every request of the QP has settled.
+//
+// Promises and unhandled rejections: the promise a request returns is marked handled when it is created, so a
+// request that fails (flushed, peer gone) before anybody awaits it never becomes an 'unhandledRejection' that
+// ends the process; the error is delivered to whoever awaits it later. Misuse found before anything is posted
+// (a wrong argument, a closed QP, ND_NO_MORE_ENTRIES past maxQueued) rejects an unmarked promise as usual.
 
 import {
   ERR_ND_CLOSED,
@@ -10,6 +19,7 @@ import {
   ND_CANCELED,
   ND_NO_MORE_ENTRIES,
   NdError,
+  ndStatusName,
   asNdError,
   callerStack,
   misuse,
@@ -17,9 +27,9 @@ import {
 import type { NativeQueuePair } from './native.js';
 import type { Adapter } from './adapter.js';
 import { CompletionQueue, type Completion } from './completion-queue.js';
-import { InFlight, pin, unpin, type PendingRequest, type RequestOwner } from './requests.js';
+import { Fifo, InFlight, ignore, pin, unpin, type PendingRequest, type Pins, type RequestOwner } from './requests.js';
 import { K_BIND, K_INVALIDATE, K_READ, K_RECEIVE, K_SEND, K_WRITE } from './records.js';
-import { SCRATCH_SGES, checkIndex, describe } from './validate.js';
+import { SCRATCH_SGES, checkBoolean, checkIndex, checkOptions, describe, formatBytes } from './validate.js';
 import {
   MemoryRegion,
   checkRemote,
@@ -31,6 +41,9 @@ import {
 } from './memory-region.js';
 import { MemoryWindow } from './memory-window.js';
 import { SharedReceiveQueue } from './shared-receive-queue.js';
+import { Waiting, maxQueuedOf, neverPosted, tooManyWaiting } from './waiting.js';
+
+export { DEFAULT_MAX_QUEUED } from './waiting.js';
 import type { Connector } from './connector.js';
 
 export interface QueuePairOptions {
@@ -43,7 +56,33 @@ export interface QueuePairOptions {
   maxInitiatorSge?: number;
   inlineDataSize?: number;
   srq?: SharedReceiveQueue;
+  /**
+   * Requests that may wait in each of the QP's queues (receive, initiator) while it is full (default
+   * DEFAULT_MAX_QUEUED, 4096). They are posted in order as completions free slots; past this many, a request
+   * rejects with ND_NO_MORE_ENTRIES. 0: no waiting, a request beyond the depth rejects at once.
+   */
+  maxQueued?: number;
 }
+
+
+/** The keys each options object accepts (strict option checking: validate.ts checkOptions). */
+export const QUEUE_PAIR_KEYS = [
+  'receiveCq',
+  'initiatorCq',
+  'receiveDepth',
+  'initiatorDepth',
+  'maxReceiveSge',
+  'maxInitiatorSge',
+  'inlineDataSize',
+  'srq',
+  'maxQueued',
+] as const;
+const SEND_KEYS = ['solicited', 'inline', 'fence'] as const;
+const WRITE_KEYS = ['offset', 'inline', 'fence'] as const;
+const READ_KEYS = ['offset', 'fence'] as const;
+const POST_KEYS = ['offset', 'context', 'silent', 'inline', 'solicited', 'fence'] as const;
+const BIND_ACCESS_KEYS = ['read', 'write'] as const;
+const KEYS_OF: Record<string, readonly string[]> = { send: SEND_KEYS, write: WRITE_KEYS, read: READ_KEYS, receive: [] };
 
 export interface SendOptions {
   solicited?: boolean;
@@ -84,17 +123,16 @@ const TOP = 0x10000000000000000n;
 // Reused between posts: the data path allocates nothing for a single-region request.
 const SG: SgeList = { nSge: 0, bytes: 0, pins: null };
 
-function flagsOf(options: PostOptions | SendOptions | WriteOptions | ReadOptions | undefined, operation: string): number {
+/** The ND_OP_FLAG_* bits of a request's options; unknown keys and non-boolean flags are refused. */
+function flagsOf(options: PostOptions | SendOptions | WriteOptions | ReadOptions | undefined, operation: string, keys: readonly string[]): number {
   if (options === undefined) return 0;
-  if (typeof options !== 'object' || options === null) {
-    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `options must be an object, got ${describe(options)}`);
-  }
+  checkOptions(options, operation, keys);
   const o = options as PostOptions;
   let flags = 0;
-  if (o.silent) flags |= ND_OP_FLAG_SILENT_SUCCESS;
-  if (o.fence) flags |= ND_OP_FLAG_READ_FENCE;
-  if (o.solicited) flags |= ND_OP_FLAG_SEND_AND_SOLICIT_EVENT;
-  if (o.inline) flags |= ND_OP_FLAG_INLINE;
+  if (o.silent !== undefined && checkBoolean(o.silent, 'silent', operation, false)) flags |= ND_OP_FLAG_SILENT_SUCCESS;
+  if (o.fence !== undefined && checkBoolean(o.fence, 'fence', operation, false)) flags |= ND_OP_FLAG_READ_FENCE;
+  if (o.solicited !== undefined && checkBoolean(o.solicited, 'solicited', operation, false)) flags |= ND_OP_FLAG_SEND_AND_SOLICIT_EVENT;
+  if (o.inline !== undefined && checkBoolean(o.inline, 'inline', operation, false)) flags |= ND_OP_FLAG_INLINE;
   return flags;
 }
 
@@ -107,6 +145,7 @@ function noMoreEntries(operation: string, queue: string, outstanding: number, de
   );
 }
 
+
 export class QueuePair implements AsyncDisposable, RequestOwner {
   readonly receiveCq: CompletionQueue;
   readonly initiatorCq: CompletionQueue;
@@ -117,6 +156,8 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   readonly maxInitiatorSge: number;
   readonly maxReadSge: number;
   readonly inlineDataSize: number;
+  /** Requests that may wait in each queue while it is full (QueuePairOptions.maxQueued). */
+  readonly maxQueued: number;
   /** @internal */ readonly _adapter: Adapter;
   /** @internal */ readonly _id: number;
   /** @internal */ readonly _native: NativeQueuePair;
@@ -130,11 +171,15 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   private _silentHead = 0;
   private _seq = 0;
   private _closing: Promise<void> | null = null;
+  // Requests waiting for a slot of the full initiator / receive queue, oldest first.
+  private readonly _initiatorWaiting = new Fifo<Waiting>();
+  private readonly _receiveWaiting = new Fifo<Waiting>();
 
   /** @internal Use adapter.createQueuePair(). */
   constructor(adapter: Adapter, id: number, options: QueuePairOptions) {
     const op = 'createQueuePair';
     const info = adapter.info;
+    checkOptions(options, op, QUEUE_PAIR_KEYS);
     const receiveCq = options.receiveCq;
     const initiatorCq = options.initiatorCq ?? receiveCq;
     for (const [name, cq] of [['receiveCq', receiveCq], ['initiatorCq', initiatorCq]] as const) {
@@ -159,6 +204,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     this.maxInitiatorSge = adapter._count(options.maxInitiatorSge, 'maxInitiatorSge', 4, Math.min(info.maxInitiatorSge, SCRATCH_SGES), op);
     this.maxReadSge = Math.max(1, Math.min(this.maxInitiatorSge, info.maxReadSge || this.maxInitiatorSge));
     this.inlineDataSize = adapter._count(options.inlineDataSize, 'inlineDataSize', 256, info.maxInlineDataSize, op, true);
+    this.maxQueued = maxQueuedOf(options.maxQueued, op);
     this._native = adapter._native.createQueuePair(
       receiveCq._native,
       initiatorCq._native,
@@ -183,42 +229,66 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   get _open(): boolean {
     return this._state === 'open';
   }
-  /** Requests posted on this QP that have not completed yet. */
+  /** Requests posted on this QP that have not completed yet (waiting ones not included: see `queued`). */
   get outstanding(): { receive: number; initiator: number } {
     return { receive: this._receiveOutstanding, initiator: this._initiatorOutstanding };
   }
 
+  /** Requests waiting for a slot of their full queue (posted in order as completions free slots). */
+  get queued(): { receive: number; initiator: number } {
+    return { receive: this._receiveWaiting.length, initiator: this._initiatorWaiting.length };
+  }
+
+  /**
+   * Sends `local` to the peer's next posted receive. Beyond initiatorDepth the request waits in order (up to
+   * maxQueued); the promise rejects with an NdError: ND_CANCELED when flushed, ND_REMOTE_ERROR (among others)
+   * when the peer refused it.
+   */
   send(local: Local, options?: SendOptions): Promise<Completion> {
-    return this._request(K_SEND, 'send', local, undefined, options);
+    return this._request(K_SEND, 'send', local, undefined, options, SEND_KEYS);
   }
 
-  /** Posts a receive; completion.bytes is the number of bytes received. */
+  /**
+   * Posts a receive; completion.bytes is the number of bytes received. Receives can be posted ahead and
+   * awaited later: one that fails before it is awaited (the peer went away) rejects only when awaited.
+   */
   receive(local: Local): Promise<Completion> {
-    return this._request(K_RECEIVE, 'receive', local, undefined, undefined);
+    return this._request(K_RECEIVE, 'receive', local, undefined, undefined, KEYS_OF.receive);
   }
 
-  /** RDMA Write of `local` to remote.address + options.offset. */
+  /** RDMA Write of `local` to remote.address + options.offset. Waits in order beyond initiatorDepth. */
   write(local: Local, remote: RemoteMemory, options?: WriteOptions): Promise<Completion> {
-    return this._request(K_WRITE, 'write', local, remote, options);
+    return this._request(K_WRITE, 'write', local, remote, options, WRITE_KEYS);
   }
 
-  /** RDMA Read from remote.address + options.offset into `local`. */
+  /**
+   * RDMA Read from remote.address + options.offset into `local`. Waits in order beyond initiatorDepth; Reads
+   * beyond the connection's outbound read limit (ORD) are held by the provider, in order, not refused.
+   */
   read(local: Local, remote: RemoteMemory, options?: ReadOptions): Promise<Completion> {
-    return this._request(K_READ, 'read', local, remote, options);
+    return this._request(K_READ, 'read', local, remote, options, READ_KEYS);
   }
 
   /**
    * The low-level fast path: posts without a Promise; the completion (with `context`) comes back from
-   * cq.poll(). `silent` requests produce no completion on success (errors still do).
+   * cq.poll(). `silent` requests produce no completion on success (errors still do). Beyond the depth the
+   * request waits in order like the promise ones; one that is cancelled while waiting completes with
+   * ND_CANCELED through cq.poll().
    */
   post(op: 'send' | 'receive' | 'read' | 'write', local: Local, remote?: RemoteMemory, options?: PostOptions): void {
     const kind = POST_KINDS[op as string];
     if (kind === undefined || typeof op !== 'string') {
       throw misuse(ERR_ND_INVALID_ARGUMENT, 'post', `op must be 'send', 'receive', 'read' or 'write', got ${describe(op)}`);
     }
-    const flags = flagsOf(options, op);
+    const flags = flagsOf(options, op, POST_KEYS);
     if (kind === K_RECEIVE && (flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0) {
       throw misuse(ERR_ND_INVALID_ARGUMENT, op, 'receives cannot be silent');
+    }
+    if (this._mustWait(kind)) {
+      const w = this._enqueue(kind, op, local, remote, options?.offset, flags);
+      w.raw = true;
+      w.context = options?.context;
+      return;
     }
     const e = this._post(kind, op, local, remote, options?.offset, flags);
     e.raw = true;
@@ -226,7 +296,13 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   }
 
   /** Binds `window` to a region or segment; resolves with what the peer needs to access it. */
-  async bind(window: MemoryWindow, region: MemoryRegion | Segment, access: { read?: boolean; write?: boolean }): Promise<RemoteMemory> {
+  bind(window: MemoryWindow, region: MemoryRegion | Segment, access: { read?: boolean; write?: boolean }): Promise<RemoteMemory> {
+    const p = this._bind(window, region, access);
+    p.catch(ignore);
+    return p;
+  }
+
+  private async _bind(window: MemoryWindow, region: MemoryRegion | Segment, access: { read?: boolean; write?: boolean }): Promise<RemoteMemory> {
     const op = 'bind';
     try {
       this._checkPostable(op);
@@ -249,34 +325,36 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
       if (offset > mr.length || length > mr.length - offset) {
         throw misuse(ERR_ND_OUT_OF_RANGE, op, `segment [${offset}, ${offset + length}) is outside the ${mr.length}-byte region`);
       }
-      if (typeof access !== 'object' || access === null) {
-        throw misuse(ERR_ND_INVALID_ARGUMENT, op, `access must be { read?: boolean, write?: boolean }, got ${describe(access)}`);
-      }
-      const flags = (access.read ? ND_OP_FLAG_ALLOW_READ : 0) | (access.write ? ND_OP_FLAG_ALLOW_WRITE : 0);
+      checkOptions(access, op, BIND_ACCESS_KEYS, 'access');
+      const read = checkBoolean(access.read, 'access.read', op, false);
+      const write = checkBoolean(access.write, 'access.write', op, false);
+      const flags = (read ? ND_OP_FLAG_ALLOW_READ : 0) | (write ? ND_OP_FLAG_ALLOW_WRITE : 0);
       if (flags === 0) throw misuse(ERR_ND_INVALID_ARGUMENT, op, 'access must allow read and/or write');
-      if (this._initiatorOutstanding >= this.initiatorDepth) throw noMoreEntries(op, 'initiator', this._initiatorOutstanding, this.initiatorDepth);
-      const a = this._adapter;
-      const e = a._requests.acquire();
       const region_ = mr;
-      const address = mr.address + BigInt(offset);
-      e.kind = K_BIND;
-      e.operation = op;
-      e.owner = this;
-      e.seq = ++this._seq;
-      e.pins = region_;
-      window._inflight.begin();
-      try {
-        e.extra = this._native.bind(e.id, region_._native, window._native, offset, length, flags) >>> 0;
-      } catch (err) {
-        window._inflight.end();
-        a._requests.release(e);
-        throw err;
-      }
-      pin(region_);
-      this._initiatorOutstanding++;
-      this._inflight.begin();
       // Completions arrive through onBatch or cq.poll(), never inside the native call: settled later.
-      return await new Promise<RemoteMemory>((resolve, reject) => {
+      return await this._initiate<RemoteMemory>(op, (resolve, reject) => {
+        this._checkPostable(op);
+        checkWindow(window, this._adapter, op);
+        region_._checkUsable(op);
+        const a = this._adapter;
+        const e = a._requests.acquire();
+        const address = region_.address + BigInt(offset);
+        e.kind = K_BIND;
+        e.operation = op;
+        e.owner = this;
+        e.seq = ++this._seq;
+        e.pins = region_;
+        window._inflight.begin();
+        try {
+          e.extra = this._native.bind(e.id, region_._native, window._native, offset, length, flags) >>> 0;
+        } catch (err) {
+          window._inflight.end();
+          a._requests.release(e);
+          throw err;
+        }
+        pin(region_);
+        this._initiatorOutstanding++;
+        this._inflight.begin();
         e.resolve = () => {
           window._inflight.end();
           window._bound = true;
@@ -293,29 +371,36 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   }
 
   /** Invalidates a bound memory window: later remote access through its token fails. */
-  async invalidate(window: MemoryWindow): Promise<Completion> {
+  invalidate(window: MemoryWindow): Promise<Completion> {
+    const p = this._invalidate(window);
+    p.catch(ignore);
+    return p;
+  }
+
+  private async _invalidate(window: MemoryWindow): Promise<Completion> {
     const op = 'invalidate';
     try {
       this._checkPostable(op);
       checkWindow(window, this._adapter, op);
-      if (this._initiatorOutstanding >= this.initiatorDepth) throw noMoreEntries(op, 'initiator', this._initiatorOutstanding, this.initiatorDepth);
-      const a = this._adapter;
-      const e = a._requests.acquire();
-      e.kind = K_INVALIDATE;
-      e.operation = op;
-      e.owner = this;
-      e.seq = ++this._seq;
-      window._inflight.begin();
-      try {
-        this._native.invalidate(e.id, window._native, 0);
-      } catch (err) {
-        window._inflight.end();
-        a._requests.release(e);
-        throw err;
-      }
-      this._initiatorOutstanding++;
-      this._inflight.begin();
-      return await new Promise<Completion>((resolve, reject) => {
+      return await this._initiate<Completion>(op, (resolve, reject) => {
+        this._checkPostable(op);
+        checkWindow(window, this._adapter, op);
+        const a = this._adapter;
+        const e = a._requests.acquire();
+        e.kind = K_INVALIDATE;
+        e.operation = op;
+        e.owner = this;
+        e.seq = ++this._seq;
+        window._inflight.begin();
+        try {
+          this._native.invalidate(e.id, window._native, 0);
+        } catch (err) {
+          window._inflight.end();
+          a._requests.release(e);
+          throw err;
+        }
+        this._initiatorOutstanding++;
+        this._inflight.begin();
         e.resolve = (c: Completion) => {
           window._inflight.end();
           window._bound = false;
@@ -331,9 +416,30 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     }
   }
 
-  /** Cancels every outstanding request of this QP: they complete with ND_CANCELED. */
+  /**
+   * Posts an initiator request that `start` makes (bind, invalidate) now if the initiator queue has a free slot
+   * and nothing waits, else queues it behind the waiting ones.
+   */
+  private _initiate<T>(operation: string, start: (resolve: (value: T) => void, reject: (reason: unknown) => void) => void): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      if (!this._mustWait(K_BIND)) {
+        start(resolve, reject);
+        return;
+      }
+      const w = this._enqueue(K_BIND, operation, null, undefined, undefined, 0);
+      w.resolve = resolve;
+      w.reject = reject;
+      w.start = () => start(resolve, reject);
+    });
+  }
+
+  /**
+   * Cancels every outstanding request of this QP: they complete with ND_CANCELED, and so do the requests still
+   * waiting for a slot (they are never posted).
+   */
   flush(): void {
     if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, 'flush', 'queue pair is closed');
+    this._cancelWaiting('the queue pair was flushed');
     this._native.flush();
   }
 
@@ -347,6 +453,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
 
   private async _close(): Promise<void> {
     this._state = 'closing';
+    this._cancelWaiting('the queue pair was closed');
     const connector = this._connector;
     if (connector !== null) await connector.disconnect().catch(() => undefined);
     try {
@@ -391,6 +498,87 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     if (!e.silent) this._inflight.end();
   }
 
+  /**
+   * @internal RequestOwner: a request of this QP was settled. Its slot goes to the oldest waiting request; a
+   * failure puts the queue pair in the error state (the provider flushes whatever follows), so the waiting
+   * requests are cancelled instead of posted.
+   */
+  requestSettled(_kind: number, status: number): void {
+    if (this._initiatorWaiting.length === 0 && this._receiveWaiting.length === 0) return;
+    if (status !== 0) {
+      const name = ndStatusName(status);
+      this._cancelWaiting(
+        name === 'ND_CANCELED'
+          ? 'the queue pair was flushed (disconnected, or the connection failed)'
+          : `an earlier request of the queue pair failed with ${name} (the queue pair is in error)`,
+      );
+      return;
+    }
+    this._pump(this._initiatorWaiting, false);
+    this._pump(this._receiveWaiting, true);
+  }
+
+  /** True when a request of `kind` must wait: its queue is full, or others already wait (no overtaking). */
+  private _mustWait(kind: number): boolean {
+    if (kind === K_RECEIVE) return this._receiveWaiting.length > 0 || this._receiveOutstanding >= this.receiveDepth;
+    return this._initiatorWaiting.length > 0 || this._initiatorOutstanding >= this.initiatorDepth;
+  }
+
+  /** Validates a request and queues it behind the waiting ones; throws past maxQueued. */
+  private _enqueue(kind: number, operation: string, local: Local, remote: RemoteMemory | undefined, offset: number | undefined, flags: number): Waiting {
+    const receive = kind === K_RECEIVE;
+    const fifo = receive ? this._receiveWaiting : this._initiatorWaiting;
+    if (fifo.length >= this.maxQueued) {
+      throw receive
+        ? tooManyWaiting(operation, 'receive', this._receiveOutstanding, this.receiveDepth, fifo.length, this.maxQueued)
+        : tooManyWaiting(operation, 'initiator', this._initiatorOutstanding, this.initiatorDepth, fifo.length, this.maxQueued);
+    }
+    // The caller may change its array of segments after the call: keep the list as it was.
+    const w = new Waiting(kind, operation, Array.isArray(local) ? local.slice() : local, remote, offset, flags);
+    if (kind !== K_BIND) {
+      const sg = this._prepare(kind, operation, w.local, remote, offset);
+      w.pins = sg.pins;
+      w.bytes = sg.bytes;
+      pin(w.pins);
+    } else {
+      this._checkPostable(operation);
+    }
+    fifo.push(w);
+    return w;
+  }
+
+  /** Posts waiting requests while their queue has free slots; one that can no longer be posted rejects. */
+  private _pump(fifo: Fifo<Waiting>, receive: boolean): void {
+    while (fifo.length > 0) {
+      if (receive ? this._receiveOutstanding >= this.receiveDepth : this._initiatorOutstanding >= this.initiatorDepth) return;
+      const w = fifo.shift()!;
+      unpin(w.pins);
+      try {
+        if (w.start !== null) {
+          w.start();
+        } else {
+          w.attach(this._post(w.kind, w.operation, w.local, w.remote, w.offset, w.flags));
+        }
+      } catch (err) {
+        w.fail(asNdError(err, w.operation), receive ? this.receiveCq : this.initiatorCq, this);
+      }
+    }
+  }
+
+  /** Rejects every waiting request with ND_CANCELED (raw ones complete with it through cq.poll()). */
+  private _cancelWaiting(why: string): void {
+    for (const [fifo, queue, cq] of [
+      [this._initiatorWaiting, 'initiator', this.initiatorCq],
+      [this._receiveWaiting, 'receive', this.receiveCq],
+    ] as const) {
+      if (fifo.length === 0) continue;
+      for (const w of fifo.drain()) {
+        unpin(w.pins);
+        w.fail(neverPosted(w.operation, w.bytes, queue, why), cq, this);
+      }
+    }
+  }
+
   /** Initiator requests complete in order: every silent request posted before `e` has succeeded. */
   private _retireSilent(e: PendingRequest): void {
     const requests = this._adapter._requests;
@@ -421,73 +609,71 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     if (this._adapter._state !== 'open') throw misuse(ERR_ND_CLOSED, operation, `adapter ${this._adapter.address} is ${this._adapter._state}`);
   }
 
-  private async _request(
+  /**
+   * A promise request: posted now, or queued behind the waiting ones. Misuse rejects the returned promise
+   * unmarked (with the caller's frames); a request that was accepted gets a promise marked handled, so its
+   * failure reaches whoever awaits it, and never becomes an unhandled rejection if that happens later.
+   */
+  private _request(
     kind: number,
     operation: string,
     local: Local,
     remote: RemoteMemory | undefined,
     options: SendOptions | WriteOptions | ReadOptions | undefined,
+    keys: readonly string[],
   ): Promise<Completion> {
+    let pending: Promise<Completion>;
     try {
-      // Posted before the promise exists: a misuse error is thrown with the caller's frames on the stack, and
-      // nothing can settle the request in between (completions arrive through onBatch or cq.poll()).
-      const e = this._post(kind, operation, local, remote, (options as WriteOptions | undefined)?.offset, flagsOf(options, operation));
-      return await new Promise<Completion>((resolve, reject) => {
-        e.resolve = resolve;
-        e.reject = reject;
-      });
+      const flags = flagsOf(options, operation, keys);
+      const offset = (options as WriteOptions | undefined)?.offset;
+      if (this._mustWait(kind)) {
+        const w = this._enqueue(kind, operation, local, remote, offset, flags);
+        pending = new Promise<Completion>((resolve, reject) => {
+          w.resolve = resolve;
+          w.reject = reject;
+        });
+      } else {
+        // Posted before the promise exists: nothing can settle the request in between (completions arrive
+        // through onBatch or cq.poll(), never inside the native call).
+        const e = this._post(kind, operation, local, remote, offset, flags);
+        pending = new Promise<Completion>((resolve, reject) => {
+          e.resolve = resolve;
+          e.reject = reject;
+        });
+      }
     } catch (err) {
-      throw callerStack(asNdError(err, operation));
+      return Promise.reject(callerStack(asNdError(err, operation)));
     }
+    const settled = settle(pending, operation);
+    settled.catch(ignore);
+    return settled;
   }
 
   /** Validates, writes the SGEs, posts natively and pins. Throws NdError; returns the pending entry. */
   private _post(kind: number, operation: string, local: Local, remote: RemoteMemory | undefined, offset: number | undefined, flags: number): PendingRequest {
-    this._checkPostable(operation);
-    const a = this._adapter;
-    let maxSge: number;
     if (kind === K_RECEIVE) {
-      if (this.srq !== null) throw misuse(ERR_ND_INVALID_ARGUMENT, operation, 'this queue pair receives through its shared receive queue: use srq.receive()');
       if (this._receiveOutstanding >= this.receiveDepth) throw noMoreEntries(operation, 'receive', this._receiveOutstanding, this.receiveDepth);
-      maxSge = this.maxReceiveSge;
-    } else {
-      if (this._initiatorOutstanding >= this.initiatorDepth) throw noMoreEntries(operation, 'initiator', this._initiatorOutstanding, this.initiatorDepth);
-      maxSge = kind === K_READ ? this.maxReadSge : this.maxInitiatorSge;
+    } else if (this._initiatorOutstanding >= this.initiatorDepth) {
+      throw noMoreEntries(operation, 'initiator', this._initiatorOutstanding, this.initiatorDepth);
     }
-    const sg = writeSges(a, a._scratch, local, maxSge, operation, SG);
-    let token = 0;
-    let address: bigint | undefined;
-    let off = 0;
-    if (kind === K_READ || kind === K_WRITE) {
-      const r = checkRemote(remote, operation);
-      off = offset === undefined ? 0 : checkIndex(offset, 'offset', operation);
-      if (off > r.length || sg.bytes > r.length - off) {
-        throw misuse(ERR_ND_OUT_OF_RANGE, operation, `${sg.bytes} bytes at offset ${off} do not fit the remote's ${r.length} bytes`);
-      }
-      address = r.address;
-      if (address > WRAP_RISK && address + BigInt(off + sg.bytes) > TOP) {
-        throw misuse(ERR_ND_OUT_OF_RANGE, operation, 'the remote range wraps around 2^64');
-      }
-      token = r.token >>> 0;
-    } else if (remote !== undefined && remote !== null) {
-      throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `${operation} takes no remote memory`);
-    }
+    const sg = this._prepare(kind, operation, local, remote, offset);
+    const a = this._adapter;
     const e = a._requests.acquire();
     e.kind = kind;
     e.operation = operation;
     e.owner = this;
     e.bytes = sg.bytes;
-    e.remoteAddress = address;
-    e.remoteOffset = off;
-    e.remoteToken = token;
+    e.remoteAddress = sg.address;
+    e.remoteOffset = sg.offset;
+    e.remoteToken = sg.token;
     e.seq = ++this._seq;
     e.silent = (flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0;
     const pins = sg.pins;
     try {
-      this._native.post(kind | (flags << 8), e.id, sg.nSge, address ?? 0n, off, token);
+      this._native.post(kind | (flags << 8), e.id, sg.nSge, sg.address ?? 0n, sg.offset, sg.token);
     } catch (err) {
       a._requests.release(e);
-      throw asNdError(err, operation);
+      throw this._postError(asNdError(err, operation), sg.bytes);
     }
     e.pins = pins;
     pin(pins);
@@ -497,7 +683,86 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     else this._inflight.begin();
     return e;
   }
+
+  /** A post the provider refused, with what it means and what to do for the causes a user can fix. */
+  private _postError(err: NdError, bytes: number): NdError {
+    let hint: string;
+    if (err.code === 'ND_CONNECTION_INVALID') {
+      const c = this._connector;
+      hint =
+        c === null
+          ? 'the queue pair is not connected: connect it first (adapter.connect(qp, remote), or connector.connect() then completeConnect(), or connector.accept(qp) on the passive side)'
+          : `the queue pair's connection is ${c.state}: requests can be posted only while it is established`;
+    } else if (err.code === 'ND_BUFFER_OVERFLOW' && bytes > this._adapter.info.maxTransferLength) {
+      const max = this._adapter.info.maxTransferLength;
+      hint = `${bytes} bytes exceed the adapter's maxTransferLength of ${formatBytes(max)} (${max} bytes): split the transfer into requests of at most that size`;
+    } else {
+      return err;
+    }
+    return new NdError(err.code, err.status, err.operation, `${err.message}: ${hint}`, { cause: err });
+  }
+
+  /**
+   * Validates a request and writes its SGEs into the adapter's scratch array; the result (reused between calls,
+   * read it before the next one) has the SGE count, bytes, pins and the checked remote range.
+   */
+  private _prepare(kind: number, operation: string, local: Local, remote: RemoteMemory | undefined, offset: number | undefined): Prepared {
+    this._checkPostable(operation);
+    const a = this._adapter;
+    let maxSge: number;
+    if (kind === K_RECEIVE) {
+      if (this.srq !== null) throw misuse(ERR_ND_INVALID_ARGUMENT, operation, 'this queue pair receives through its shared receive queue: use srq.receive()');
+      maxSge = this.maxReceiveSge;
+    } else {
+      maxSge = kind === K_READ ? this.maxReadSge : this.maxInitiatorSge;
+    }
+    const sg = writeSges(a, a._scratch, local, maxSge, operation, SG);
+    const out = PREPARED;
+    out.nSge = sg.nSge;
+    out.bytes = sg.bytes;
+    out.pins = sg.pins;
+    out.address = undefined;
+    out.offset = 0;
+    out.token = 0;
+    if (kind === K_READ || kind === K_WRITE) {
+      const r = checkRemote(remote, operation);
+      const off = offset === undefined ? 0 : checkIndex(offset, 'offset', operation);
+      if (off > r.length || sg.bytes > r.length - off) {
+        throw misuse(ERR_ND_OUT_OF_RANGE, operation, `${sg.bytes} bytes at offset ${off} do not fit the remote's ${r.length} bytes`);
+      }
+      if (r.address > WRAP_RISK && r.address + BigInt(off + sg.bytes) > TOP) {
+        throw misuse(ERR_ND_OUT_OF_RANGE, operation, 'the remote range wraps around 2^64');
+      }
+      out.address = r.address;
+      out.offset = off;
+      out.token = r.token >>> 0;
+    } else if (remote !== undefined && remote !== null) {
+      throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `${operation} takes no remote memory`);
+    }
+    return out;
+  }
 }
+
+/** A validated request (QueuePair._prepare), reused between posts. */
+interface Prepared {
+  nSge: number;
+  bytes: number;
+  pins: Pins;
+  address: bigint | undefined;
+  offset: number;
+  token: number;
+}
+const PREPARED: Prepared = { nSge: 0, bytes: 0, pins: null, address: undefined, offset: 0, token: 0 };
+
+/** Awaits a request's promise and gives its failure the stack of the code that awaits it (errors.ts callerStack). */
+async function settle<T>(pending: Promise<T>, operation: string): Promise<T> {
+  try {
+    return await pending;
+  } catch (err) {
+    throw callerStack(asNdError(err, operation));
+  }
+}
+
 
 function checkWindow(window: unknown, adapter: Adapter, operation: string): asserts window is MemoryWindow {
   if (!(window instanceof MemoryWindow)) throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `window must be a MemoryWindow, got ${describe(window)}`);

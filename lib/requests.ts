@@ -39,7 +39,51 @@ export interface RequestOwner {
   requestStarted?(request: PendingRequest): void;
   /** Called once per request when its completion record arrives (or it is settled at teardown). */
   requestDone(request: PendingRequest): void;
+  /**
+   * Called after the request was settled (its promise resolved or rejected, its entry released): queue pairs and
+   * shared receive queues post the requests that wait for the slot it freed, or cancel them after a failure.
+   */
+  requestSettled?(kind: number, status: number): void;
 }
+
+/** A first-in first-out queue with O(1) shift (requests waiting for a free slot of a full queue). */
+export class Fifo<T> {
+  private items: Array<T | undefined> = [];
+  private head = 0;
+
+  get length(): number {
+    return this.items.length - this.head;
+  }
+
+  push(item: T): void {
+    this.items.push(item);
+  }
+
+  shift(): T | undefined {
+    if (this.head >= this.items.length) return undefined;
+    const item = this.items[this.head];
+    this.items[this.head++] = undefined;
+    if (this.head === this.items.length) {
+      this.items.length = 0;
+      this.head = 0;
+    } else if (this.head >= 1024 && this.head * 2 >= this.items.length) {
+      this.items = this.items.slice(this.head);
+      this.head = 0;
+    }
+    return item;
+  }
+
+  /** Removes and returns every item, oldest first. */
+  drain(): T[] {
+    const out = this.items.slice(this.head) as T[];
+    this.items = [];
+    this.head = 0;
+    return out;
+  }
+}
+
+/** For `promise.catch(ignore)`: marks a promise handled without changing what it settles with. */
+export function ignore(): void {}
 
 export type Pins = MemoryRegion | MemoryRegion[] | null;
 

@@ -1,12 +1,17 @@
 // SharedReceiveQueue (IND2SharedReceiveQueue): receives shared by the queue pairs created with it. Their
-// completions arrive on the receive CQ of the queue pair that consumed them.
+// completions arrive on the receive CQ of the queue pair that consumed them. Receives beyond the depth wait in
+// order in a bounded FIFO (maxQueued) and are posted as completions free slots; close() rejects the waiting
+// ones with ND_CANCELED. As for queue pairs (lib/queue-pair.ts), the promise of a receive that was accepted is
+// marked handled, so one that fails before it is awaited never becomes an unhandled rejection.
 
 import { ERR_ND_CLOSED, ND_CANCELED, NdError, ND_NO_MORE_ENTRIES, asNdError, callerStack, misuse } from './errors.js';
+import { Fifo, ignore, pin, unpin } from './requests.js';
+import { Waiting, maxQueuedOf, neverPosted, tooManyWaiting } from './waiting.js';
 import type { NativeSharedReceiveQueue } from './native.js';
 import type { Adapter } from './adapter.js';
 import type { Completion } from './completion-queue.js';
 import type { QueuePair } from './queue-pair.js';
-import { InFlight, pin, type PendingRequest, type RequestOwner } from './requests.js';
+import { InFlight, type PendingRequest, type RequestOwner } from './requests.js';
 import { K_RECEIVE } from './records.js';
 import { writeSges, type Local, type SgeList } from './memory-region.js';
 
@@ -14,77 +19,149 @@ export interface SharedReceiveQueueOptions {
   depth?: number;
   maxSge?: number;
   notifyThreshold?: number;
+  /** Receives that may wait while the SRQ is full (default 4096, DEFAULT_MAX_QUEUED); 0: none wait. */
+  maxQueued?: number;
 }
+
+/** The keys createSharedReceiveQueue() accepts. */
+export const SHARED_RECEIVE_QUEUE_KEYS = ['depth', 'maxSge', 'notifyThreshold', 'maxQueued'] as const;
 
 const SG: SgeList = { nSge: 0, bytes: 0, pins: null };
 
 export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
   readonly depth: number;
   readonly maxSge: number;
+  /** Receives that may wait while the SRQ is full (SharedReceiveQueueOptions.maxQueued). */
+  readonly maxQueued: number;
   /** @internal */ readonly _adapter: Adapter;
   /** @internal */ readonly _native: NativeSharedReceiveQueue;
   /** @internal */ readonly _users = new Set<QueuePair>();
   private readonly _inflight = new InFlight();
   private _state: 'open' | 'closing' | 'closed' = 'open';
   private _closing: Promise<void> | null = null;
+  private readonly _waiting = new Fifo<Waiting>();
 
   /** @internal Use adapter.createSharedReceiveQueue(). */
-  constructor(adapter: Adapter, native: NativeSharedReceiveQueue, depth: number, maxSge: number) {
+  constructor(adapter: Adapter, native: NativeSharedReceiveQueue, depth: number, maxSge: number, maxQueued: number) {
     this._adapter = adapter;
     this._native = native;
     this.depth = depth;
     this.maxSge = maxSge;
+    this.maxQueued = maxQueued;
+  }
+
+  /** @internal */
+  static _maxQueued(value: unknown, operation: string): number {
+    return maxQueuedOf(value, operation);
   }
 
   /** @internal */
   get _open(): boolean {
     return this._state === 'open';
   }
-  /** Receives posted and not yet completed. */
+  /** Receives posted and not yet completed (waiting ones not included: see `queued`). */
   get outstanding(): number {
     return this._inflight.inFlight;
   }
 
-  async receive(local: Local): Promise<Completion> {
+  /** Receives waiting for a slot of the full SRQ. */
+  get queued(): number {
+    return this._waiting.length;
+  }
+
+  /**
+   * Posts a receive any of the SRQ's queue pairs may consume. Beyond the depth it waits in order (up to
+   * maxQueued); one that fails before it is awaited rejects only when awaited.
+   */
+  receive(local: Local): Promise<Completion> {
     const op = 'receive';
+    let pending: Promise<Completion>;
     try {
-      if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, op, 'shared receive queue is closed');
-      const a = this._adapter;
-      a._checkOpen(op);
-      const n = this._inflight.inFlight;
-      if (n >= this.depth) {
-        throw new NdError('ND_NO_MORE_ENTRIES', ND_NO_MORE_ENTRIES, op,
-          `${op} failed: ND_NO_MORE_ENTRIES (0x8000001A): the shared receive queue is full (${n} outstanding of depth ${this.depth})`);
+      this._checkPostable(op);
+      if (this._waiting.length > 0 || this._inflight.inFlight >= this.depth) {
+        const w = this._enqueue(local, op);
+        pending = new Promise<Completion>((resolve, reject) => {
+          w.resolve = resolve;
+          w.reject = reject;
+        });
+      } else {
+        const e = this._post(local, op);
+        // Completions arrive through onBatch or cq.poll(), never inside the native call: settled later.
+        pending = new Promise<Completion>((resolve, reject) => {
+          e.resolve = resolve;
+          e.reject = reject;
+        });
       }
-      const sg = writeSges(a, a._scratch, local, this.maxSge, op, SG);
-      const e = a._requests.acquire();
-      e.kind = K_RECEIVE;
-      e.operation = op;
-      e.owner = this;
-      e.bytes = sg.bytes;
-      const pins = sg.pins;
-      try {
-        this._native.receive(e.id, sg.nSge);
-      } catch (err) {
-        a._requests.release(e);
-        throw err;
-      }
-      e.pins = pins;
-      pin(pins);
-      this._inflight.begin();
-      // Completions arrive through onBatch or cq.poll(), never inside the native call: settled later.
-      return await new Promise<Completion>((resolve, reject) => {
-        e.resolve = resolve;
-        e.reject = reject;
-      });
     } catch (err) {
-      throw callerStack(asNdError(err, op));
+      return Promise.reject(callerStack(asNdError(err, op)));
     }
+    const settled = settleReceive(pending, op);
+    settled.catch(ignore);
+    return settled;
+  }
+
+  private _checkPostable(op: string): void {
+    if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, op, 'shared receive queue is closed');
+    this._adapter._checkOpen(op);
+  }
+
+  private _post(local: Local, op: string): PendingRequest {
+    this._checkPostable(op);
+    const n = this._inflight.inFlight;
+    if (n >= this.depth) {
+      throw new NdError('ND_NO_MORE_ENTRIES', ND_NO_MORE_ENTRIES, op,
+        `${op} failed: ND_NO_MORE_ENTRIES (0x8000001A): the shared receive queue is full (${n} outstanding of depth ${this.depth})`);
+    }
+    const a = this._adapter;
+    const sg = writeSges(a, a._scratch, local, this.maxSge, op, SG);
+    const e = a._requests.acquire();
+    e.kind = K_RECEIVE;
+    e.operation = op;
+    e.owner = this;
+    e.bytes = sg.bytes;
+    const pins = sg.pins;
+    try {
+      this._native.receive(e.id, sg.nSge);
+    } catch (err) {
+      a._requests.release(e);
+      throw err;
+    }
+    e.pins = pins;
+    pin(pins);
+    this._inflight.begin();
+    return e;
+  }
+
+  private _enqueue(local: Local, op: string): Waiting {
+    if (this._waiting.length >= this.maxQueued) {
+      throw tooManyWaiting(op, 'shared receive', this._inflight.inFlight, this.depth, this._waiting.length, this.maxQueued);
+    }
+    const w = new Waiting(K_RECEIVE, op, Array.isArray(local) ? local.slice() : local, undefined, undefined, 0);
+    const a = this._adapter;
+    const sg = writeSges(a, a._scratch, w.local, this.maxSge, op, SG);
+    w.pins = sg.pins;
+    w.bytes = sg.bytes;
+    pin(w.pins);
+    this._waiting.push(w);
+    return w;
   }
 
   /** @internal */
   requestDone(_e: PendingRequest): void {
     this._inflight.end();
+  }
+
+  /** @internal A receive settled: its slot goes to the oldest waiting receive. */
+  requestSettled(_kind: number, _status: number): void {
+    while (this._waiting.length > 0 && this._inflight.inFlight < this.depth) {
+      const w = this._waiting.shift()!;
+      unpin(w.pins);
+      try {
+        w.attach(this._post(w.local, w.operation));
+      } catch (err) {
+        w.reject?.(asNdError(err, w.operation));
+      }
+    }
   }
 
   /** Closes the queue pairs that use it, then releases it; receives still posted settle with ND_CANCELED. */
@@ -94,6 +171,10 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
 
   private async _close(): Promise<void> {
     this._state = 'closing';
+    for (const w of this._waiting.drain()) {
+      unpin(w.pins);
+      w.reject?.(neverPosted(w.operation, w.bytes, 'shared receive', 'the shared receive queue was closed'));
+    }
     await Promise.allSettled([...this._users].map((qp) => qp.close()));
     this._native.close();
     this._state = 'closed';
@@ -104,5 +185,14 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
 
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
+  }
+}
+
+/** Awaits a receive's promise and gives its failure the stack of the code that awaits it. */
+async function settleReceive(pending: Promise<Completion>, operation: string): Promise<Completion> {
+  try {
+    return await pending;
+  } catch (err) {
+    throw callerStack(asNdError(err, operation));
   }
 }

@@ -180,16 +180,46 @@ describe('closed objects', () => {
 });
 
 describe('queue depth', () => {
-  it('posting beyond the depth fails with ND_NO_MORE_ENTRIES, deterministically', async () => {
-    const q = a.createQueuePair({ receiveCq: cqA, receiveDepth: 3 });
+  it('with maxQueued 0, posting beyond the depth fails with ND_NO_MORE_ENTRIES, deterministically', async () => {
+    const q = a.createQueuePair({ receiveCq: cqA, receiveDepth: 3, maxQueued: 0 });
     const posted = [q.receive(mrA.slice(0, 1)), q.receive(mrA.slice(1, 1)), q.receive(mrA.slice(2, 1))];
     const settled = Promise.allSettled(posted); // handled now: close() below rejects them (ND_CANCELED)
     const err = await ndError(q.receive(mrA.slice(3, 1)));
     expect([err.code, err.status]).toEqual(['ND_NO_MORE_ENTRIES', 0x8000001a]);
-    expect(err.message).toMatch(/3 outstanding of depth 3/);
+    expect(err.message).toBe(
+      'receive failed: ND_NO_MORE_ENTRIES (0x8000001A): the receive queue is full (3 outstanding of depth 3) and maxQueued is 0 ' +
+        '(no request waits): await some requests before posting more, or allow waiting with maxQueued',
+    );
     expect(() => q.post('receive', mrA.slice(3, 1))).toThrow(expect.objectContaining({ code: 'ND_NO_MORE_ENTRIES' }));
     await q.close();
     expect((await settled).every((r) => r.status === 'rejected')).toBe(true);
+  });
+
+  it('beyond the depth requests wait up to maxQueued, then fail with a message that says what to do', async () => {
+    const q = a.createQueuePair({ receiveCq: cqA, receiveDepth: 2, maxQueued: 2 });
+    expect(q.maxQueued).toBe(2);
+    const accepted = [0, 1, 2, 3].map((i) => q.receive(mrA.slice(i, 1)));
+    expect(q.outstanding.receive).toBe(2);
+    expect(q.queued).toEqual({ receive: 2, initiator: 0 });
+    const err = await ndError(q.receive(mrA.slice(4, 1)));
+    expect(err.message).toBe(
+      'receive failed: ND_NO_MORE_ENTRIES (0x8000001A): the receive queue is full (2 outstanding of depth 2) and 2 more requests ' +
+        'wait for a slot (maxQueued 2): await some requests before posting more, or raise maxQueued or the depth',
+    );
+    await q.close();
+    const results = await Promise.allSettled(accepted);
+    const codes = results.map((r) => (r.status === 'rejected' ? (r.reason as NdError).code : 'resolved'));
+    expect(codes).toEqual(['ND_CANCELED', 'ND_CANCELED', 'ND_CANCELED', 'ND_CANCELED']);
+    const never = (results[3] as PromiseRejectedResult).reason as NdError;
+    expect(never.message).toBe(
+      'receive failed: ND_CANCELED (0xC0000120): 1 bytes, never posted: it was waiting for a slot of the full receive queue when the queue pair was closed',
+    );
+    expect(q.queued).toEqual({ receive: 0, initiator: 0 });
+  });
+
+  it('maxQueued is checked', () => {
+    misuse(ndThrow(() => a.createQueuePair({ receiveCq: cqA, maxQueued: -1 })), 'ERR_ND_OUT_OF_RANGE');
+    misuse(ndThrow(() => a.createQueuePair({ receiveCq: cqA, maxQueued: 'many' as never })), 'ERR_ND_INVALID_ARGUMENT');
   });
 });
 

@@ -1,0 +1,82 @@
+// Requests that wait for a slot of a full queue (a queue pair's receive or initiator queue, a shared receive
+// queue): the FIFO entry, the maxQueued option and the errors of a request that waits too long or is never
+// posted. A leaf module beside requests.ts, so queue-pair.ts and shared-receive-queue.ts share it without
+// importing each other for it (test/import-cycles.test.ts).
+
+import { ERR_ND_OUT_OF_RANGE, ND_CANCELED, ND_NO_MORE_ENTRIES, NdError, misuse, statusError } from './errors.js';
+import type { CompletionQueue } from './completion-queue.js';
+import type { Local, RemoteMemory } from './memory-region.js';
+import type { QueuePair } from './queue-pair.js';
+import { REQUEST_TYPES } from './records.js';
+import type { PendingRequest, Pins } from './requests.js';
+import { checkIndex } from './validate.js';
+
+/** Default QueuePairOptions.maxQueued and SharedReceiveQueueOptions.maxQueued. */
+export const DEFAULT_MAX_QUEUED = 4096;
+
+/** A request refused because its full queue already has maxQueued requests waiting. */
+export function tooManyWaiting(operation: string, queue: string, outstanding: number, depth: number, waiting: number, maxQueued: number): NdError {
+  const why =
+    maxQueued === 0
+      ? 'and maxQueued is 0 (no request waits): await some requests before posting more, or allow waiting with maxQueued'
+      : `and ${waiting} more requests wait for a slot (maxQueued ${maxQueued}): await some requests before posting more, or raise maxQueued or the depth`;
+  return new NdError(
+    'ND_NO_MORE_ENTRIES',
+    ND_NO_MORE_ENTRIES,
+    operation,
+    `${operation} failed: ND_NO_MORE_ENTRIES (0x8000001A): the ${queue} queue is full (${outstanding} outstanding of depth ${depth}) ${why}`,
+  );
+}
+
+/** The error of a waiting request that is not posted any more (its queue pair was flushed, closed or failed). */
+export function neverPosted(operation: string, bytes: number, queue: string, why: string): NdError {
+  return statusError(ND_CANCELED, operation, `${bytes} bytes, never posted: it was waiting for a slot of the full ${queue} queue when ${why}`);
+}
+
+/**
+ * A request waiting for a slot of a full queue. It holds its regions pinned (deregister() waits for it) and is
+ * validated again when it is posted. `start` (bind, invalidate) posts it; otherwise kind/local/remote do.
+ */
+export class Waiting {
+  resolve: ((value: any) => void) | null = null;
+  reject: ((reason: unknown) => void) | null = null;
+  raw = false;
+  context: unknown = undefined;
+  pins: Pins = null;
+  bytes = 0;
+  start: (() => void) | null = null;
+  constructor(
+    readonly kind: number,
+    readonly operation: string,
+    readonly local: Local,
+    readonly remote: RemoteMemory | undefined,
+    readonly offset: number | undefined,
+    readonly flags: number,
+  ) {}
+
+  /** Hands the waiting request's settlement over to the pending entry it was posted as. */
+  attach(e: PendingRequest): void {
+    e.resolve = this.resolve;
+    e.reject = this.reject;
+    e.raw = this.raw;
+    e.context = this.context;
+  }
+
+  /** Settles it without posting: a raw one completes into `cq` (poll() returns it), a promise one rejects. */
+  fail(err: NdError, cq: CompletionQueue, qp: QueuePair | null): void {
+    if (this.raw) {
+      const type = REQUEST_TYPES[this.kind];
+      cq._ready.push({ type, status: err.status === 0 ? ND_CANCELED : err.status, bytes: 0, context: this.context, qp });
+    } else {
+      this.reject?.(err);
+    }
+  }
+}
+
+/** QueuePairOptions.maxQueued / SharedReceiveQueueOptions.maxQueued: a count, default DEFAULT_MAX_QUEUED. */
+export function maxQueuedOf(value: unknown, operation: string): number {
+  if (value === undefined) return DEFAULT_MAX_QUEUED;
+  const n = checkIndex(value, 'maxQueued', operation);
+  if (n > 0x7fffffff) throw misuse(ERR_ND_OUT_OF_RANGE, operation, `maxQueued must be 0..2147483647, got ${n}`);
+  return n;
+}
