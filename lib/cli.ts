@@ -4,6 +4,7 @@
 // `netdirect doctor` (setup checks, lib/doctor.ts).
 
 import { readFileSync } from 'node:fs';
+import { packageRoot } from './binding.js';
 import { listAddresses, listProviders, openAdapter } from './discovery.js';
 import { NdError, hex32 } from './errors.js';
 import type { AdapterInfo } from './adapter.js';
@@ -25,7 +26,8 @@ const USAGE = `usage: netdirect <command>
                        when it is on another subnet); --facts: print the gathered facts as JSON (for bug reports);
                        --from <facts.json>: diagnose saved facts instead of this machine
                        exit code: 0 no check failed (ok/warn/skip only), 1 a check failed, 2 usage error
-  ping -s|-c ...       rping-compatible ping (rdma-core rping's protocol), both roles: netdirect ping -h`;
+  ping -s|-c ...       rping-compatible ping (rdma-core rping's protocol), both roles: netdirect ping -h
+  --version, -V        the version of netdirect`;
 
 const FLAG_NAMES: Array<[keyof AdapterInfo['adapterFlags'], string]> = [
   ['inOrderDma', 'ND_ADAPTER_FLAG_IN_ORDER_DMA_SUPPORTED'],
@@ -46,6 +48,10 @@ function option(args: string[], name: string): string | undefined {
 }
 
 class UsageError extends Error {}
+
+function packageVersion(): string {
+  return String(JSON.parse(readFileSync(`${packageRoot()}/package.json`, 'utf8')).version);
+}
 
 async function list(): Promise<void> {
   for (const p of listProviders()) {
@@ -71,6 +77,8 @@ async function info(args: string[]): Promise<void> {
   const json = args.includes('--json');
   const rest = args.filter((a) => a !== '--json');
   const provider = option(rest, '--provider');
+  const unknown = rest.find((a) => a.startsWith('-'));
+  if (unknown !== undefined) throw new UsageError(`info: unknown option ${JSON.stringify(unknown)} (info takes --provider <name> and --json)`);
   const address = rest[0];
   if (address === undefined || rest.length > 1) throw new UsageError('info needs exactly one <address>');
   const adapter = await openAdapter(address, { provider });
@@ -134,7 +142,13 @@ export async function main(argv: string[]): Promise<number> {
   try {
     switch (command) {
       case 'list':
+        if (args.length > 0) throw new UsageError(`list takes no arguments, got ${args.map((a) => JSON.stringify(a)).join(' ')}`);
         await list();
+        return 0;
+      case '--version':
+      case '-V':
+      case 'version':
+        console.log(`netdirect ${packageVersion()}`);
         return 0;
       case 'info':
         await info(args);

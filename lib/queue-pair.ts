@@ -6,10 +6,12 @@
 // flushes what follows), flush(), a disconnect and close() reject the waiting requests with ND_CANCELED, as the
 // posted ones get. close() flushes and waits until every request of the QP has settled.
 //
-// Promises and unhandled rejections: the promise a request returns is marked handled when it is created, so a
-// request that fails (flushed, peer gone) before anybody awaits it never becomes an 'unhandledRejection' that
-// ends the process; the error is delivered to whoever awaits it later. Misuse found before anything is posted
-// (a wrong argument, a closed QP, ND_NO_MORE_ENTRIES past maxQueued) rejects an unmarked promise as usual.
+// Promises and unhandled rejections: the promise of a request that was posted (or queued) is marked handled when
+// the request fails (requests.ts settleRequest), so one that fails (flushed, peer gone) before anybody awaits it
+// never becomes an 'unhandledRejection' that ends the process; the error is delivered to whoever awaits it later.
+// A request never awaited fails silently: close() and qp.outstanding are the way to account for such requests.
+// Misuse found before anything is posted (a wrong argument, a closed QP, ND_NO_MORE_ENTRIES past maxQueued)
+// rejects an unmarked promise as usual: a bug to see.
 
 import {
   ERR_ND_CLOSED,
@@ -27,7 +29,7 @@ import {
 import type { NativeQueuePair } from './native.js';
 import type { Adapter } from './adapter.js';
 import { CompletionQueue, type Completion } from './completion-queue.js';
-import { Fifo, InFlight, ignore, pin, unpin, type PendingRequest, type Pins, type RequestOwner } from './requests.js';
+import { Fifo, InFlight, ignore, pin, settleRequest, unpin, type PendingRequest, type Pins, type RequestOwner, type Returned } from './requests.js';
 import { K_BIND, K_INVALIDATE, K_READ, K_RECEIVE, K_SEND, K_WRITE } from './records.js';
 import { SCRATCH_SGES, checkBoolean, checkIndex, checkOptions, describe, formatBytes } from './validate.js';
 import {
@@ -297,12 +299,18 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
 
   /** Binds `window` to a region or segment; resolves with what the peer needs to access it. */
   bind(window: MemoryWindow, region: MemoryRegion | Segment, access: { read?: boolean; write?: boolean }): Promise<RemoteMemory> {
-    const p = this._bind(window, region, access);
-    p.catch(ignore);
+    const returned: Returned = { promise: null };
+    const p = this._bind(window, region, access, returned);
+    returned.promise = p;
     return p;
   }
 
-  private async _bind(window: MemoryWindow, region: MemoryRegion | Segment, access: { read?: boolean; write?: boolean }): Promise<RemoteMemory> {
+  private async _bind(
+    window: MemoryWindow,
+    region: MemoryRegion | Segment,
+    access: { read?: boolean; write?: boolean },
+    returned: Returned,
+  ): Promise<RemoteMemory> {
     const op = 'bind';
     try {
       this._checkPostable(op);
@@ -366,18 +374,21 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
         };
       });
     } catch (err) {
-      throw callerStack(asNdError(err, op));
+      const error = callerStack(asNdError(err, op));
+      returned.promise?.catch(ignore);
+      throw error;
     }
   }
 
   /** Invalidates a bound memory window: later remote access through its token fails. */
   invalidate(window: MemoryWindow): Promise<Completion> {
-    const p = this._invalidate(window);
-    p.catch(ignore);
+    const returned: Returned = { promise: null };
+    const p = this._invalidate(window, returned);
+    returned.promise = p;
     return p;
   }
 
-  private async _invalidate(window: MemoryWindow): Promise<Completion> {
+  private async _invalidate(window: MemoryWindow, returned: Returned): Promise<Completion> {
     const op = 'invalidate';
     try {
       this._checkPostable(op);
@@ -412,7 +423,9 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
         };
       });
     } catch (err) {
-      throw callerStack(asNdError(err, op));
+      const error = callerStack(asNdError(err, op));
+      returned.promise?.catch(ignore);
+      throw error;
     }
   }
 
@@ -611,8 +624,8 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
 
   /**
    * A promise request: posted now, or queued behind the waiting ones. Misuse rejects the returned promise
-   * unmarked (with the caller's frames); a request that was accepted gets a promise marked handled, so its
-   * failure reaches whoever awaits it, and never becomes an unhandled rejection if that happens later.
+   * unmarked (with the caller's frames); the promise of a request that was accepted is marked handled when it
+   * fails, so its failure reaches whoever awaits it, and never becomes an unhandled rejection if that is later.
    */
   private _request(
     kind: number,
@@ -644,8 +657,9 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     } catch (err) {
       return Promise.reject(callerStack(asNdError(err, operation)));
     }
-    const settled = settle(pending, operation);
-    settled.catch(ignore);
+    const returned: Returned = { promise: null };
+    const settled = settleRequest(pending, operation, returned);
+    returned.promise = settled;
     return settled;
   }
 
@@ -754,14 +768,6 @@ interface Prepared {
 }
 const PREPARED: Prepared = { nSge: 0, bytes: 0, pins: null, address: undefined, offset: 0, token: 0 };
 
-/** Awaits a request's promise and gives its failure the stack of the code that awaits it (errors.ts callerStack). */
-async function settle<T>(pending: Promise<T>, operation: string): Promise<T> {
-  try {
-    return await pending;
-  } catch (err) {
-    throw callerStack(asNdError(err, operation));
-  }
-}
 
 
 function checkWindow(window: unknown, adapter: Adapter, operation: string): asserts window is MemoryWindow {

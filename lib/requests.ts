@@ -4,6 +4,7 @@
 // its completion (success, error or flush).
 
 import type { MemoryRegion } from './memory-region.js';
+import { asNdError, callerStack } from './errors.js';
 
 /** Something whose in-flight requests must settle before it can be released natively. */
 export class InFlight {
@@ -84,6 +85,32 @@ export class Fifo<T> {
 
 /** For `promise.catch(ignore)`: marks a promise handled without changing what it settles with. */
 export function ignore(): void {}
+
+/**
+ * The promise a request method returned, for its async wrapper to mark handled when the request fails (see
+ * settleRequest). Marked then, not at creation: V8 follows an async stack trace (the user's "at async fn"
+ * frames, errors.ts callerStack) only through a promise with exactly one reaction, the caller's await, so a
+ * handler added up front would cut those frames from every error.
+ */
+export interface Returned {
+  promise: Promise<unknown> | null;
+}
+
+/**
+ * Awaits a posted request's promise. On failure: gives the error the stack of the code that awaits the request
+ * (errors.ts callerStack), then marks the returned promise handled, so a request that fails before anybody
+ * awaits it (a receive posted ahead whose peer died) rejects when it is awaited later instead of ending the
+ * process as an unhandled rejection.
+ */
+export async function settleRequest<T>(pending: Promise<T>, operation: string, returned: Returned): Promise<T> {
+  try {
+    return await pending;
+  } catch (err) {
+    const error = callerStack(asNdError(err, operation));
+    returned.promise?.catch(ignore);
+    throw error;
+  }
+}
 
 export type Pins = MemoryRegion | MemoryRegion[] | null;
 

@@ -5,7 +5,7 @@
 // marked handled, so one that fails before it is awaited never becomes an unhandled rejection.
 
 import { ERR_ND_CLOSED, ND_CANCELED, NdError, ND_NO_MORE_ENTRIES, asNdError, callerStack, misuse } from './errors.js';
-import { Fifo, ignore, pin, unpin } from './requests.js';
+import { Fifo, pin, settleRequest, unpin, type Returned } from './requests.js';
 import { Waiting, maxQueuedOf, neverPosted, tooManyWaiting } from './waiting.js';
 import type { NativeSharedReceiveQueue } from './native.js';
 import type { Adapter } from './adapter.js';
@@ -95,8 +95,9 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
     } catch (err) {
       return Promise.reject(callerStack(asNdError(err, op)));
     }
-    const settled = settleReceive(pending, op);
-    settled.catch(ignore);
+    const returned: Returned = { promise: null };
+    const settled = settleRequest(pending, op, returned);
+    returned.promise = settled;
     return settled;
   }
 
@@ -185,14 +186,5 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
 
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
-  }
-}
-
-/** Awaits a receive's promise and gives its failure the stack of the code that awaits it. */
-async function settleReceive(pending: Promise<Completion>, operation: string): Promise<Completion> {
-  try {
-    return await pending;
-  } catch (err) {
-    throw callerStack(asNdError(err, operation));
   }
 }

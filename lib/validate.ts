@@ -148,7 +148,7 @@ export function checkOptions(options: unknown, operation: string, known?: readon
 function unknownOption(key: string, operation: string, known: readonly string[], name: string): Error {
   const near = closest(key, known);
   const hint = near === undefined ? `known ${name}: ${known.join(', ')}` : `did you mean '${near}'?`;
-  const what = name === 'options' ? 'option' : `${name} key`;
+  const what = name === 'options' ? 'option' : `${name} option`;
   return misuse(ERR_ND_INVALID_ARGUMENT, operation, `unknown ${what} '${key}' (${hint})`);
 }
 

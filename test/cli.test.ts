@@ -44,6 +44,25 @@ describe('netdirect CLI', () => {
     expect(cli('ping', '-c', '-a', '127.0.0.1', '-S', '25').status).toBe(2);
   });
 
+  it('unknown flags are refused, not ignored', () => {
+    const l = cli('list', '--bogus');
+    expect(l.status).toBe(2);
+    expect(l.stderr.split('\n')[0]).toBe('netdirect: list takes no arguments, got "--bogus"');
+    const i = cli('info', '127.0.0.1', '--bogus');
+    expect(i.status).toBe(2);
+    expect(i.stderr.split('\n')[0]).toBe('netdirect: info: unknown option "--bogus" (info takes --provider <name> and --json)');
+  });
+
+  it('--version and -V print the package version', () => {
+    const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
+    for (const flag of ['--version', '-V']) {
+      const r = cli(flag);
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout.trim()).toBe(`netdirect ${pkg.version}`);
+    }
+    expect(cli('--help').stdout).toContain('--version, -V');
+  });
+
   it('misuse is a usage error, an unknown address an ND error', () => {
     expect(cli('frobnicate').status).toBe(2);
     expect(cli('info').status).toBe(2);

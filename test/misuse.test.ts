@@ -1,7 +1,7 @@
 // Misuse never crashes: wrong argument types, closed objects, foreign objects and segments out of range give an
 // NdError with an ERR_ND_* code (status 0).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NdError, openAdapter, type Adapter, type CompletionQueue, type MemoryRegion, type QueuePair } from '../lib/index';
+import { NdError, listAddresses, openAdapter, type Adapter, type CompletionQueue, type MemoryRegion, type QueuePair } from '../lib/index';
 import { ndError, ndThrow } from './helpers';
 
 let a: Adapter;
@@ -176,6 +176,139 @@ describe('closed objects', () => {
     misuse(await ndError(c.listen()), 'ERR_ND_CLOSED');
     misuse(ndThrow(() => c.stats()), 'ERR_ND_CLOSED');
     await c.close();
+  });
+});
+
+describe('strict options: unknown keys and non-boolean flags are refused, message by message', () => {
+  const message = (err: NdError) => {
+    misuse(err, 'ERR_ND_INVALID_ARGUMENT');
+    return err.message;
+  };
+
+  it('registerMemory access', async () => {
+    expect(message(await ndError(a.registerMemory(new ArrayBuffer(8), { remotewrite: true } as never)))).toBe(
+      "registerMemory: unknown access option 'remotewrite' (did you mean 'remoteWrite'?)",
+    );
+    expect(message(await ndError(a.registerMemory(new ArrayBuffer(8), { remoteWrite: 'yes' } as never)))).toBe(
+      'registerMemory: access.remoteWrite must be true or false, got "yes"',
+    );
+    expect(message(await ndError(a.allocateMemory(8, { localWrite: 1 } as never)))).toBe(
+      'registerMemory: access.localWrite must be true or false, got number 1',
+    );
+    expect(message(await ndError(a.registerMemory(new ArrayBuffer(8), { zzzzzzzz: true } as never)))).toBe(
+      "registerMemory: unknown access option 'zzzzzzzz' (known access: localWrite, remoteRead, remoteWrite, readSink)",
+    );
+  });
+
+  it('listen, openAdapter, listAddresses', async () => {
+    expect(message(await ndError(a.listen({ prot: 4791 } as never)))).toBe("listen: unknown option 'prot' (did you mean 'port'?)");
+    expect(message(await ndError(openAdapter('127.0.0.1', { completoin: 'thread' } as never)))).toBe(
+      "openAdapter: unknown option 'completoin' (did you mean 'completion'?)",
+    );
+    expect(message(await ndError(listAddresses({ Provider: 'soft' } as never)))).toBe(
+      "listAddresses: unknown option 'Provider' (did you mean 'provider'?)",
+    );
+  });
+
+  it('createQueuePair, createCompletionQueue, createSharedReceiveQueue', () => {
+    expect(message(ndThrow(() => a.createQueuePair({ receiveCq: cqA, recieveDepth: 4 } as never)))).toBe(
+      "createQueuePair: unknown option 'recieveDepth' (did you mean 'receiveDepth'?)",
+    );
+    expect(message(ndThrow(() => a.createCompletionQueue({ dept: 4 } as never)))).toBe(
+      "createCompletionQueue: unknown option 'dept' (did you mean 'depth'?)",
+    );
+    expect(message(ndThrow(() => a.createSharedReceiveQueue({ maxQueue: 4 } as never)))).toBe(
+      "createSharedReceiveQueue: unknown option 'maxQueue' (did you mean 'maxQueued'?)",
+    );
+  });
+
+  it('send, write, read, post and bind', async () => {
+    expect(message(await ndError(qp.write(mrA, mrA.remote(), { ofset: 4 } as never)))).toBe("write: unknown option 'ofset' (did you mean 'offset'?)");
+    expect(message(await ndError(qp.send(mrA, { inline: 1 } as never)))).toBe('send: inline must be true or false, got number 1');
+    expect(message(await ndError(qp.read(mrA, mrA.remote(), { inline: true } as never)))).toBe(
+      "read: unknown option 'inline' (known options: offset, fence)",
+    );
+    expect(message(ndThrow(() => qp.post('write', mrA, mrA.remote(), { silet: true } as never)))).toBe(
+      "write: unknown option 'silet' (did you mean 'silent'?)",
+    );
+    const window = a.createMemoryWindow();
+    expect(message(await ndError(qp.bind(window, mrA, { raed: true } as never)))).toBe("bind: unknown access option 'raed' (did you mean 'read'?)");
+    await window.close();
+  });
+
+  it('connect and accept', async () => {
+    const q = a.createQueuePair({ receiveCq: cqA });
+    expect(message(await ndError(a.connect(q, '127.0.0.1:1', { localport: 5 } as never)))).toBe(
+      "connect: unknown option 'localport' (did you mean 'localPort'?)",
+    );
+    await q.close();
+  });
+});
+
+describe('messages that say what happened and what to do', () => {
+  it('a port in use names the address and says it is in use', async () => {
+    const first = await a.listen();
+    const err = await ndError(a.listen({ port: first.address.port }));
+    expect(err.code).toBe('ND_SHARING_VIOLATION');
+    expect(err.message).toBe(
+      `listen: address 127.0.0.1:${first.address.port} is already in use (ND_SHARING_VIOLATION): another listener, in this or another ` +
+        'process, has it; close that listener, pick another port, or pass port 0 (or no port) for an ephemeral one',
+    );
+    await first.close();
+  });
+
+  it('an address no adapter serves names it and the addresses that are served', async () => {
+    const err = await ndError(a.listen({ host: '192.0.2.99' }));
+    expect(err.code).toBe('ND_INVALID_ADDRESS');
+    expect(err.message).toBe(
+      `listen: address 192.0.2.99 is not served by this adapter (ND_INVALID_ADDRESS): it serves ${a.queryAddressList().join(', ')}; ` +
+        'listen on one of those, or open the adapter of that address (listAddresses() lists every address a provider serves)',
+    );
+  });
+
+  it('a detached ArrayBuffer is called detached, not zero bytes', async () => {
+    const ab = new ArrayBuffer(64);
+    const view = new Uint8Array(ab, 8, 8);
+    structuredClone(ab, { transfer: [ab] });
+    for (const buffer of [ab, view]) {
+      const err = await ndError(a.registerMemory(buffer));
+      misuse(err, 'ERR_ND_DETACHED');
+      expect(err.message).toBe(
+        'registerMemory: the ArrayBuffer is detached: it was transferred (postMessage/structuredClone with transfer, ' +
+          'ArrayBuffer.prototype.transfer) and has no memory any more; register the buffer it was transferred to, or a new one',
+      );
+    }
+    expect((await ndError(a.registerMemory(new ArrayBuffer(0)))).message).toBe(
+      'registerMemory: cannot register zero bytes (ND refuses zero-length regions): register at least 1 byte',
+    );
+  });
+
+  it('a part of a Buffer is called what it is, with what to register instead', async () => {
+    const err = await ndError(a.registerMemory(Buffer.alloc(64).subarray(8, 16)));
+    expect(err.message).toBe(
+      'registerMemory: this Buffer (8 bytes at offset 8) is a view of part of a 64-byte ArrayBuffer (from subarray()/slice()); ' +
+        'a Buffer is registered only whole, as it may share memory with unrelated data: register the whole buffer and use ' +
+        'region.slice(8, 8) for this part, or pass a Uint8Array view (new Uint8Array(buf.buffer, offset, length)) if the rest of the ArrayBuffer is yours',
+    );
+    const pooled = Buffer.from('from the pool');
+    expect((await ndError(a.registerMemory(pooled))).message).toMatch(/part of a 8192-byte ArrayBuffer, Node's shared Buffer pool/);
+  });
+
+  it('a region larger than one Uint8Array can view says so (not "Invalid typed array length")', async () => {
+    const err = await ndError(a.allocateMemory(2 ** 33));
+    misuse(err, 'ERR_ND_OUT_OF_RANGE');
+    expect(err.message).toMatch(/^allocateMemory: 8589934592 bytes exceed (the adapter's maxRegistrationSize of|4 GiB, the longest Uint8Array)/);
+  });
+
+  it('a write before connect says to connect first', async () => {
+    const q = a.createQueuePair({ receiveCq: cqA });
+    const err = await ndError(q.write(mrA, mrA.remote()));
+    expect(err.code).toBe('ND_CONNECTION_INVALID');
+    expect(err.message).toBe(
+      'write failed: ND_CONNECTION_INVALID (0xC000023A): the queue pair is not connected: connect it first (adapter.connect(qp, remote), ' +
+        'or connector.connect() then completeConnect(), or connector.accept(qp) on the passive side)',
+    );
+    await q.close();
   });
 });
 

@@ -102,9 +102,13 @@ export class Control {
     this.socket.destroy();
   }
 
-  /** Connects, retrying while the server is not listening yet (MPI ranks and --loopback start together). */
-  static async connect(host: string, port: number, timeoutMs: number): Promise<Control> {
+  /**
+   * Connects, retrying while the server is not listening yet (MPI ranks and --loopback start together).
+   * `waiting` is told once, at the first refusal, so a client started before its server does not look hung.
+   */
+  static async connect(host: string, port: number, timeoutMs: number, waiting?: (message: string) => void): Promise<Control> {
     const deadline = Date.now() + timeoutMs;
+    let told = false;
     for (;;) {
       try {
         const socket = await new Promise<net.Socket>((resolve, reject) => {
@@ -118,8 +122,18 @@ export class Control {
         return new Control(socket);
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
-        if ((code !== 'ECONNREFUSED' && code !== 'ECONNRESET') || Date.now() > deadline) {
+        if (code !== 'ECONNREFUSED' && code !== 'ECONNRESET') {
           throw new Error(`cannot reach the ndbench server at ${host}:${port}: ${(err as Error).message}`);
+        }
+        if (Date.now() > deadline) {
+          throw new Error(
+            `no ndbench server at ${host}:${port} after ${timeoutMs / 1000} s (${code}): start the server first ` +
+              `(\`ndbench <test>\` with no host, on ${host}), check the host and the control port (-p), or wait longer (--timeout)`,
+          );
+        }
+        if (!told && waiting !== undefined) {
+          told = true;
+          waiting(`ndbench: waiting for the server at ${host}:${port} (retrying for up to ${timeoutMs / 1000} s)\n`);
         }
         await new Promise((r) => setTimeout(r, 50));
       }

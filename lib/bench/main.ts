@@ -2,7 +2,7 @@
 // Exit codes: 0 done, 1 the benchmark failed, 2 usage error.
 
 import { USAGE, UsageError, parseArgs } from './options.js';
-import { defaultIo, runClient, runLoopback, runServer, type RunIo } from './run.js';
+import { defaultIo, packageVersion, runClient, runLoopback, runServer, type RunIo } from './run.js';
 
 export async function main(argv: string[], io: RunIo = defaultIo): Promise<number> {
   let o;
@@ -17,6 +17,10 @@ export async function main(argv: string[], io: RunIo = defaultIo): Promise<numbe
   }
   if (o === null) {
     io.out(USAGE);
+    return 0;
+  }
+  if (o === 'version') {
+    io.out(`ndbench (netdirect) ${packageVersion()}`);
     return 0;
   }
   // The software provider reads its CRC setting from the environment; --loopback's server inherits it.

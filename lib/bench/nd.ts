@@ -11,6 +11,7 @@
 import type { Adapter, CompletionQueue, Connector, Listener, MemoryRegion, QueuePair, RawCompletion, RemoteMemory } from '../index.js';
 import type { TestName } from './options.js';
 import { bandwidthStats, latencyStats, peakFromMarks, type Stats } from './stats.js';
+import { formatBytes } from '../validate.js';
 
 type Nd = typeof import('../index.js');
 // Loaded on first use, so that option parsing, formats and --help work without the addon.
@@ -132,6 +133,12 @@ export async function openSide(cfg: NdConfig, localAddress: string): Promise<NdS
   const adapter = await nd().openAdapter(localAddress, { provider: cfg.provider, completion: cfg.completion, spinMicros: cfg.spinMicros });
   try {
     const info = adapter.info;
+    if (cfg.maxSize > info.maxTransferLength) {
+      throw new Error(
+        `messages of ${cfg.maxSize} bytes exceed the adapter's maxTransferLength of ${formatBytes(info.maxTransferLength)} ` +
+          `(${info.maxTransferLength} bytes), the largest one request moves: use -s ${info.maxTransferLength} or less`,
+      );
+    }
     const many = cfg.qps > 1;
     const initiatorDepth = Math.max(2, Math.min(info.maxInitiatorQueueDepth, many ? Math.max(4, Math.min(cfg.txDepth + 4, Math.floor(16384 / cfg.qps))) : cfg.txDepth + 4));
     const receiveDepth = Math.max(1, Math.min(info.maxReceiveQueueDepth, many ? 2 : 512));

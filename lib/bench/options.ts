@@ -147,7 +147,7 @@ export function mpiRank(env: NodeJS.ProcessEnv = process.env): { rank: number; s
 }
 
 /** Parses argv (without node and the script). Throws UsageError; returns null for --help. */
-export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): BenchOptions | null {
+export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): BenchOptions | 'version' | null {
   const positional: string[] = [];
   let size: number | undefined;
   let all = false;
@@ -166,6 +166,9 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
       case '-h':
       case '--help':
         return null;
+      case '-V':
+      case '--version':
+        return 'version';
       case '-p':
       case '--port':
         o.port = intArg(a, value(), 0, 65535);

@@ -125,7 +125,7 @@ export async function runClient(o: BenchOptions, io: RunIo = defaultIo): Promise
   if (o.test === 'reg_mr') return runLocal(o, io);
   const timeoutMs = o.timeout * 1000;
   const host = o.server ?? '127.0.0.1';
-  const ctl = await Control.connect(host, o.port, timeoutMs);
+  const ctl = await Control.connect(host, o.port, timeoutMs, (m) => io.err(m));
   let side: NdSide | undefined;
   try {
     ctl.send({ op: 'hello', config: helloConfig(o) });

@@ -45,10 +45,33 @@ describe('ndbench command line', { timeout: 120_000 }, () => {
     expect(ndbench('nonsense').status).toBe(2);
   });
 
-  it('a client with no server fails with a message, not a hang', () => {
+  it('a client with no server says it waits, then gives up with what to do', () => {
     const r = ndbench('write_lat', '127.0.0.1', '-p', '1', '--timeout', '1');
     expect(r.status).toBe(1);
-    expect(r.stderr).toMatch(/cannot reach the ndbench server at 127\.0\.0\.1:1/);
+    expect(r.stderr).toBe(
+      'ndbench: waiting for the server at 127.0.0.1:1 (retrying for up to 1 s)\n' +
+        'ndbench: no ndbench server at 127.0.0.1:1 after 1 s (ECONNREFUSED): start the server first (`ndbench <test>` with no host, ' +
+        'on 127.0.0.1), check the host and the control port (-p), or wait longer (--timeout)\n',
+    );
+  });
+
+  it('--version and -V print the package version', () => {
+    const pkg = JSON.parse(readFileSync(path.join(root, 'package.json'), 'utf8'));
+    for (const flag of ['--version', '-V']) {
+      const r = ndbench(flag);
+      expect(r.status).toBe(0);
+      expect(r.stdout.trim()).toBe(`ndbench (netdirect) ${pkg.version}`);
+    }
+  });
+
+  it('a size beyond the adapter\'s maxTransferLength says so (not "Invalid typed array length" or ND_BUFFER_OVERFLOW)', () => {
+    for (const size of ['2147483648', '1073741825']) {
+      const r = ndbench('write_lat', '--loopback', '-s', size, '-n', '5', '--timeout', '20');
+      expect(r.status, r.out).toBe(1);
+      expect(r.stderr).toContain(
+        `ndbench: messages of ${size} bytes exceed the adapter's maxTransferLength of 1 GiB (1073741824 bytes), the largest one request moves: use -s 1073741824 or less`,
+      );
+    }
   });
 });
 
