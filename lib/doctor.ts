@@ -26,6 +26,7 @@ import * as path from 'node:path';
 import { listAddresses, listProviders, nativeBinding, nativeVersion, openAdapter, type ProviderInfo } from './discovery.js';
 import { NdError } from './errors.js';
 import { decodeRemote, encodeRemote } from './memory-region.js';
+import { checkOptions } from './validate.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail' | 'skip';
 
@@ -42,6 +43,9 @@ export interface DoctorReport {
   checks: DoctorCheck[];
   summary: { ok: number; warn: number; fail: number; skip: number };
 }
+
+/** The keys doctor() accepts (strict option checking: validate.ts checkOptions). */
+const DOCTOR_KEYS = ['peers', 'selfTest', 'selfTestTimeoutMs', 'powershell', 'powershellTimeoutMs', 'platform'] as const;
 
 export interface DoctorOptions {
   /** Hosts this machine will connect to: a blocked NetworkDirectAcrossIPSubnets fails when one is on another subnet. */
@@ -1075,6 +1079,7 @@ export function summarize(checks: DoctorCheck[]): DoctorReport['summary'] {
 
 /** Gathers the facts of this machine and diagnoses them. */
 export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport> {
+  checkOptions(options, 'doctor', DOCTOR_KEYS);
   const facts = await gatherDoctorFacts(options);
   return reportOf(facts);
 }
