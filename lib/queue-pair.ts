@@ -138,6 +138,17 @@ function flagsOf(options: PostOptions | SendOptions | WriteOptions | ReadOptions
   return flags;
 }
 
+function silentCannotWait(operation: string, outstanding: number, depth: number): NdError {
+  return new NdError(
+    'ND_NO_MORE_ENTRIES',
+    ND_NO_MORE_ENTRIES,
+    operation,
+    `${operation} failed: ND_NO_MORE_ENTRIES (0x8000001A): the initiator queue is full (${outstanding} outstanding of depth ${depth}) ` +
+      'and a silent request does not wait for a slot (silent requests free theirs only when a later request completes): ' +
+      'post it when the queue has room, or without silent',
+  );
+}
+
 function noMoreEntries(operation: string, queue: string, outstanding: number, depth: number): NdError {
   return new NdError(
     'ND_NO_MORE_ENTRIES',
@@ -275,7 +286,8 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
    * The low-level fast path: posts without a Promise; the completion (with `context`) comes back from
    * cq.poll(). `silent` requests produce no completion on success (errors still do). Beyond the depth the
    * request waits in order like the promise ones; one that is cancelled while waiting completes with
-   * ND_CANCELED through cq.poll().
+   * ND_CANCELED through cq.poll(). A silent request never waits (it throws ND_NO_MORE_ENTRIES instead): silent
+   * requests free their slots only when a later request completes, so waiting ones could wait forever.
    */
   post(op: 'send' | 'receive' | 'read' | 'write', local: Local, remote?: RemoteMemory, options?: PostOptions): void {
     const kind = POST_KINDS[op as string];
@@ -287,6 +299,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
       throw misuse(ERR_ND_INVALID_ARGUMENT, op, 'receives cannot be silent');
     }
     if (this._mustWait(kind)) {
+      if ((flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0) throw silentCannotWait(op, this._initiatorOutstanding, this.initiatorDepth);
       const w = this._enqueue(kind, op, local, remote, options?.offset, flags);
       w.raw = true;
       w.context = options?.context;
@@ -545,6 +558,18 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
       throw receive
         ? tooManyWaiting(operation, 'receive', this._receiveOutstanding, this.receiveDepth, fifo.length, this.maxQueued)
         : tooManyWaiting(operation, 'initiator', this._initiatorOutstanding, this.initiatorDepth, fifo.length, this.maxQueued);
+    }
+    if (!receive && this._initiatorOutstanding === this._silent.length - this._silentHead) {
+      // Silent requests free their slots only when a later request of the queue completes: with nothing else
+      // posted, a waiting request would wait forever.
+      throw new NdError(
+        'ND_NO_MORE_ENTRIES',
+        ND_NO_MORE_ENTRIES,
+        operation,
+        `${operation} failed: ND_NO_MORE_ENTRIES (0x8000001A): the initiator queue is full of silent requests ` +
+          `(${this._initiatorOutstanding} of depth ${this.initiatorDepth}), which free their slots only when a later request completes: ` +
+          'post a request without silent before the queue fills, so that its completion retires them',
+      );
     }
     // The caller may change its array of segments after the call: keep the list as it was.
     const w = new Waiting(kind, operation, Array.isArray(local) ? local.slice() : local, remote, offset, flags);

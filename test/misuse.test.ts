@@ -1,5 +1,6 @@
 // Misuse never crashes: wrong argument types, closed objects, foreign objects and segments out of range give an
 // NdError with an ERR_ND_* code (status 0).
+import { createServer, type AddressInfo, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { NdError, listAddresses, openAdapter, type Adapter, type CompletionQueue, type MemoryRegion, type QueuePair } from '../lib/index';
 import { ndError, ndThrow } from './helpers';
@@ -299,6 +300,30 @@ describe('messages that say what happened and what to do', () => {
     misuse(err, 'ERR_ND_OUT_OF_RANGE');
     expect(err.message).toMatch(/^allocateMemory: 8589934592 bytes exceed (the adapter's maxRegistrationSize of|4 GiB, the longest Uint8Array)/);
   });
+
+  it('a connect to a plain TCP server times out with a hint that the peer is not an iWARP endpoint', async () => {
+    const sockets = new Set<Socket>();
+    const server = createServer((socket) => {
+      sockets.add(socket);
+      socket.on('error', () => undefined); // reset when the connector gives up
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const q = a.createQueuePair({ receiveCq: cqA });
+    try {
+      const err = await ndError(a.connect(q, { host: '127.0.0.1', port }));
+      expect(err.code).toBe('ND_IO_TIMEOUT');
+      expect(err.message).toBe(
+        `connect failed: ND_IO_TIMEOUT (0xC00000B5): to 127.0.0.1:${port}: no MPA Reply came in time: if the peer accepted the TCP ` +
+          'connection, it did not answer the MPA handshake (RFC 5044 §7) and is probably not an iWARP/netdirect endpoint ' +
+          '(check the host and port); otherwise the host did not answer at all',
+      );
+    } finally {
+      await q.close();
+      for (const socket of sockets) socket.destroy();
+      server.close();
+    }
+  }, 60_000);
 
   it('a write before connect says to connect first', async () => {
     const q = a.createQueuePair({ receiveCq: cqA });

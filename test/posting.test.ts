@@ -24,10 +24,18 @@ afterEach(async () => {
   await Promise.allSettled(open.splice(0).map((x) => x.close()));
 });
 
-/** Two local adapters with a connected queue pair each; `beforeAccept` runs on qb before it accepts. */
-async function pair(optionsA: Partial<QueuePairOptions> = {}, optionsB: Partial<QueuePairOptions> = {}, beforeAccept?: (qb: QueuePair) => void): Promise<Pair> {
-  const { adapter: a, cq: cqA } = await openLocal();
-  const { adapter: b, cq: cqB } = await openLocal();
+/**
+ * Two local adapters with a connected queue pair each; `beforeAccept` runs on qb before it accepts. Raw posts
+ * need an explicit completion mode (test/fixtures/manual-driver.mjs polls driven adapters): `completion`.
+ */
+async function pair(
+  optionsA: Partial<QueuePairOptions> = {},
+  optionsB: Partial<QueuePairOptions> = {},
+  beforeAccept?: (qb: QueuePair) => void,
+  completion?: 'thread',
+): Promise<Pair> {
+  const { adapter: a, cq: cqA } = await openLocal(completion);
+  const { adapter: b, cq: cqB } = await openLocal(completion);
   open.push(a, b);
   const qa = a.createQueuePair({ receiveCq: cqA, ...optionsA });
   const qb = b.createQueuePair({ receiveCq: cqB, ...optionsB });
@@ -163,7 +171,7 @@ describe('waiting requests never hang', () => {
   });
 
   it('raw posts wait too; a cancelled one completes with ND_CANCELED through cq.poll()', async () => {
-    const { a, qa, cqA, cb } = await pair({ receiveDepth: 1 });
+    const { a, qa, cqA, cb } = await pair({ receiveDepth: 1 }, {}, undefined, 'thread');
     const rx = await a.allocateMemory(8);
     qa.post('receive', rx, undefined, { context: 'first' });
     qa.post('receive', rx, undefined, { context: 'second' });
@@ -179,6 +187,40 @@ describe('waiting requests never hang', () => {
       ['first', 0xc0000120],
       ['second', 0xc0000120],
     ]);
+  });
+});
+
+describe('silent requests', () => {
+  it('silent requests never wait, and nothing waits behind a queue full of silent ones (nothing would free a slot): both say why', async () => {
+    const { a, b, qa } = await pair({ initiatorDepth: 4 }, {}, undefined, 'thread');
+    const src = await a.allocateMemory(64);
+    const dst = await b.allocateMemory(64, { remoteWrite: true });
+    for (let i = 0; i < 4; i++) qa.post('write', src, dst.remote(), { silent: true });
+    const thrown = (fn: () => void) => {
+      try {
+        fn();
+      } catch (e) {
+        return (e as NdError).message;
+      }
+      return 'no error';
+    };
+    expect(thrown(() => qa.post('write', src, dst.remote(), { silent: true }))).toBe(
+      'write failed: ND_NO_MORE_ENTRIES (0x8000001A): the initiator queue is full (4 outstanding of depth 4) and a silent request does not ' +
+        'wait for a slot (silent requests free theirs only when a later request completes): post it when the queue has room, or without silent',
+    );
+    expect(thrown(() => qa.post('write', src, dst.remote()))).toBe(
+      'write failed: ND_NO_MORE_ENTRIES (0x8000001A): the initiator queue is full of silent requests (4 of depth 4), which free their ' +
+        'slots only when a later request completes: post a request without silent before the queue fills, so that its completion retires them',
+    );
+    // With a signaled request among them, the waiting ones are posted as it completes.
+    const { a: a2, b: b2, qa: q2 } = await pair({ initiatorDepth: 4 }, {}, undefined, 'thread');
+    const src2 = await a2.allocateMemory(64);
+    const dst2 = await b2.allocateMemory(64, { remoteWrite: true });
+    for (let i = 0; i < 3; i++) q2.post('write', src2, dst2.remote(), { silent: true });
+    const signaled = q2.write(src2, dst2.remote());
+    const later = Array.from({ length: 8 }, () => q2.write(src2, dst2.remote()));
+    await Promise.all([signaled, ...later]);
+    expect(q2.outstanding.initiator).toBe(0);
   });
 });
 
