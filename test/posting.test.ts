@@ -124,7 +124,40 @@ describe('requests beyond the depth wait in order', () => {
   });
 });
 
+describe('bind and invalidate', () => {
+  it('wait in the initiator queue behind writes and complete in issue order', async () => {
+    const { a, b, qa } = await pair({ initiatorDepth: 1 });
+    const src = await a.allocateMemory(4096);
+    const dst = await b.allocateMemory(4096, { remoteWrite: true });
+    const mr = await a.allocateMemory(4096, { remoteRead: true, remoteWrite: true });
+    const window = a.createMemoryWindow();
+    const order: string[] = [];
+    const requests = [
+      qa.write(src, dst.remote()).then(() => order.push('write 1')),
+      qa.bind(window, mr, { read: true }).then((remote) => order.push(`bind ${remote.length}`)),
+      qa.write(src, dst.remote()).then(() => order.push('write 2')),
+      qa.invalidate(window).then(() => order.push('invalidate')),
+    ];
+    expect(qa.queued.initiator).toBe(3);
+    await Promise.all(requests);
+    expect(order).toEqual(['write 1', 'bind 4096', 'write 2', 'invalidate']);
+  });
+});
+
 describe('waiting requests never hang', () => {
+  it('closing a shared receive queue cancels its waiting receives', async () => {
+    const { adapter, cq } = await openLocal();
+    open.push(adapter);
+    const srq = adapter.createSharedReceiveQueue({ depth: 1 });
+    const q = adapter.createQueuePair({ receiveCq: cq, srq });
+    const rx = await adapter.allocateMemory(8);
+    const receives = [srq.receive(rx), srq.receive(rx), srq.receive(rx)];
+    expect(srq.queued).toBe(2);
+    await srq.close();
+    expect((await Promise.allSettled(receives)).map(codeOf)).toEqual(['ND_CANCELED', 'ND_CANCELED', 'ND_CANCELED']);
+    expect(q.connector).toBeNull();
+  });
+
   it('a disconnect cancels posted and waiting receives with ND_CANCELED; the waiting ones say they were never posted', async () => {
     const { a, qa, cb } = await pair({ receiveDepth: 4 });
     const rx = await a.allocateMemory(64);
