@@ -131,7 +131,7 @@ export function checkIndex(value: unknown, name: string, operation: string): num
 }
 
 /**
- * Checks that `options` is an object whose own keys are all in `known`; an unknown key (a typo such as
+ * Checks that `options` is an object whose enumerable keys are all in `known`; an unknown key (a typo such as
  * `remotewrite`) is refused with the closest known name, instead of being ignored and silently changing what
  * the call does. `name` is how the message calls the object ('options', 'access', ...).
  */
