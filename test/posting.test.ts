@@ -124,6 +124,22 @@ describe('requests beyond the depth wait in order', () => {
   });
 });
 
+describe('messages', () => {
+  it('a request beyond maxTransferLength names the limit (not a bare ND_BUFFER_OVERFLOW)', async () => {
+    const { a, qa } = await pair({ maxInitiatorSge: 8 });
+    const max = a.info.maxTransferLength;
+    const quarter = await a.allocateMemory(max / 4);
+    // max + 1 bytes from one quarter-size region named five times: the limit is checked on the request's length.
+    const local = [quarter, quarter, quarter, quarter, quarter.slice(0, 1)];
+    const err = await ndError(qa.write(local, { address: 0x10000n, token: 1, length: 2 * max }));
+    expect(err.code).toBe('ND_BUFFER_OVERFLOW');
+    expect(err.message).toBe(
+      `write failed: ND_BUFFER_OVERFLOW (0x80000005): ${max + 1} bytes exceed the adapter's maxTransferLength of 1 GiB (${max} bytes): ` +
+        'split the transfer into requests of at most that size',
+    );
+  });
+});
+
 describe('bind and invalidate', () => {
   it('wait in the initiator queue behind writes and complete in issue order', async () => {
     const { a, b, qa } = await pair({ initiatorDepth: 1 });
