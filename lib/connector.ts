@@ -97,7 +97,8 @@ function privateDataOf(value: unknown, max: number, name: string, operation: str
   return value;
 }
 
-type ConnectorState =
+/** Where a connector is in its life: `connector.state`. */
+export type ConnectorState =
   | 'idle' // fresh from createConnector()
   | 'waiting' // handed to a pending getConnectionRequest
   | 'requested' // a connection request arrived (passive side)
@@ -137,7 +138,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
   }
 
   /** The connection state ('established' once usable). */
-  get state(): string {
+  get state(): ConnectorState {
     return this._state;
   }
   /** The queue pair connected (or being connected) through this connector. */

@@ -30,9 +30,66 @@ export type NdMisuseCode =
   | typeof ERR_ND_BUSY
   | typeof ERR_ND_ABORTED;
 
+/** The name of every ND status netdirect knows (binding/nd/nd_status.h; docs/nd2.md says what each means here). */
+export type NdStatusName =
+  | 'ND_SUCCESS'
+  | 'ND_TIMEOUT'
+  | 'ND_PENDING'
+  | 'ND_BUFFER_OVERFLOW'
+  | 'ND_DEVICE_BUSY'
+  | 'ND_NO_MORE_ENTRIES'
+  | 'ND_UNSUCCESSFUL'
+  | 'ND_ACCESS_VIOLATION'
+  | 'ND_INVALID_HANDLE'
+  | 'ND_INVALID_PARAMETER'
+  | 'ND_INVALID_DEVICE_REQUEST'
+  | 'ND_NO_MEMORY'
+  | 'ND_INVALID_PARAMETER_MIX'
+  | 'ND_DATA_OVERRUN'
+  | 'ND_SHARING_VIOLATION'
+  | 'ND_INSUFFICIENT_RESOURCES'
+  | 'ND_DEVICE_NOT_READY'
+  | 'ND_IO_TIMEOUT'
+  | 'ND_NOT_SUPPORTED'
+  | 'ND_INTERNAL_ERROR'
+  | 'ND_INVALID_PARAMETER_1'
+  | 'ND_INVALID_PARAMETER_2'
+  | 'ND_INVALID_PARAMETER_3'
+  | 'ND_INVALID_PARAMETER_4'
+  | 'ND_INVALID_PARAMETER_5'
+  | 'ND_INVALID_PARAMETER_6'
+  | 'ND_INVALID_PARAMETER_7'
+  | 'ND_INVALID_PARAMETER_8'
+  | 'ND_INVALID_PARAMETER_9'
+  | 'ND_INVALID_PARAMETER_10'
+  | 'ND_CANCELED'
+  | 'ND_REMOTE_ERROR'
+  | 'ND_INVALID_ADDRESS'
+  | 'ND_INVALID_DEVICE_STATE'
+  | 'ND_INVALID_BUFFER_SIZE'
+  | 'ND_TOO_MANY_ADDRESSES'
+  | 'ND_ADDRESS_ALREADY_EXISTS'
+  | 'ND_CONNECTION_REFUSED'
+  | 'ND_CONNECTION_INVALID'
+  | 'ND_CONNECTION_ACTIVE'
+  | 'ND_NETWORK_UNREACHABLE'
+  | 'ND_HOST_UNREACHABLE'
+  | 'ND_CONNECTION_ABORTED'
+  | 'ND_DEVICE_REMOVED'
+  | 'STATUS_CONNECTION_DISCONNECTED'
+  | 'STATUS_BAD_NETWORK_NAME'
+  | 'STATUS_ADDRESS_ALREADY_ASSOCIATED'
+  | 'STATUS_DATA_ERROR';
+
+/**
+ * `NdError.code`: an ND status name for failures the provider reports, an ERR_ND_* code for misuse caught before
+ * anything reaches ND, or the hex value (`'0xC0001234'`) of a status this table does not name.
+ */
+export type NdErrorCode = NdStatusName | NdMisuseCode | `0x${string}`;
+
 // The same table as binding/nd/nd_status.h (ND_STATUS_LIST + ND_EXTRA_STATUS_LIST), kept here so that names
 // resolve without loading the addon.
-const STATUS_NAMES: ReadonlyMap<number, string> = new Map<number, string>([
+const STATUS_NAMES: ReadonlyMap<number, NdStatusName> = new Map<number, NdStatusName>([
   [0x00000000, 'ND_SUCCESS'],
   [0x00000102, 'ND_TIMEOUT'],
   [0x00000103, 'ND_PENDING'],
@@ -101,25 +158,25 @@ export function hex32(value: number): string {
  * The name of an ND status ('ND_ACCESS_VIOLATION' for 0xC0000005). Accepts signed or unsigned 32-bit values;
  * an unknown status is named by its hex value ('0xC0001234').
  */
-export function ndStatusName(status: number): string {
+export function ndStatusName(status: number): NdStatusName | `0x${string}` {
   const unsigned = status >>> 0;
-  return STATUS_NAMES.get(unsigned) ?? hex32(unsigned);
+  return STATUS_NAMES.get(unsigned) ?? (hex32(unsigned) as `0x${string}`);
 }
 
 /** The value of a status name ('ND_CANCELED' → 0xC0000120), or undefined. */
-export function ndStatusValue(name: string): number | undefined {
+export function ndStatusValue(name: NdStatusName | string): number | undefined {
   return STATUS_VALUES.get(name);
 }
 
 export class NdError extends Error {
   /** The ND status name ('ND_ACCESS_VIOLATION', 'ND_CANCELED', ...) or an ERR_ND_* code for misuse. */
-  readonly code: string;
+  readonly code: NdErrorCode;
   /** The HRESULT/NTSTATUS as an unsigned 32-bit number; 0 for misuse caught before reaching ND. */
   readonly status: number;
   /** The operation that failed: 'write', 'connect', 'registerMemory', ... */
   readonly operation: string;
 
-  constructor(code: string, status: number, operation: string, message: string, options?: { cause?: unknown }) {
+  constructor(code: NdErrorCode, status: number, operation: string, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;
     this.status = status >>> 0;
@@ -147,7 +204,8 @@ export function statusError(status: number, operation: string, context?: string)
 
 /** The factory handed to the addon: (code, status, operation, message) → NdError. */
 export function errorFactory(code: string, status: number, operation: string, message: string): Error {
-  const resolved = code || (status ? ndStatusName(status) : 'ERR_ND_INVALID_ARGUMENT');
+  // The addon passes an ND status name or an ERR_ND_* code (binding/addon.cc), so the cast only widens nothing.
+  const resolved = (code || (status ? ndStatusName(status) : ERR_ND_INVALID_ARGUMENT)) as NdErrorCode;
   return new NdError(resolved, status >>> 0, operation, message);
 }
 

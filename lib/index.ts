@@ -34,7 +34,7 @@ export {
 } from './memory-region.js';
 export { MemoryWindow } from './memory-window.js';
 export { SharedReceiveQueue, type SharedReceiveQueueOptions } from './shared-receive-queue.js';
-export { Connector, parseAddress, type ConnectOptions, type AcceptOptions, type Endpoint } from './connector.js';
+export { Connector, parseAddress, type ConnectOptions, type AcceptOptions, type ConnectorState, type Endpoint } from './connector.js';
 export { Listener, type ListenOptions } from './listener.js';
 export {
   NdError,
@@ -48,4 +48,7 @@ export {
   ERR_ND_DETACHED,
   ERR_ND_BUSY,
   ERR_ND_ABORTED,
+  type NdErrorCode,
+  type NdMisuseCode,
+  type NdStatusName,
 } from './errors.js';

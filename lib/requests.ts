@@ -36,12 +36,12 @@ export class InFlight {
 
 /** Who gets told when a request completes (queue pair, SRQ, connector, listener, memory region, window). */
 export interface RequestOwner {
-  /** Called when a request is started on its behalf (overlapped calls). */
+  /** @internal Called when a request is started on its behalf (overlapped calls). */
   requestStarted?(request: PendingRequest): void;
-  /** Called once per request when its completion record arrives (or it is settled at teardown). */
+  /** @internal Called once per request when its completion record arrives (or it is settled at teardown). */
   requestDone(request: PendingRequest): void;
   /**
-   * Called after the request was settled (its promise resolved or rejected, its entry released): queue pairs and
+   * @internal Called after the request was settled (its promise resolved or rejected, its entry released): queue pairs and
    * shared receive queues post the requests that wait for the slot it freed, or cancel them after a failure.
    */
   requestSettled?(kind: number, status: number): void;

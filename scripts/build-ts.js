@@ -28,6 +28,36 @@ if (res.status !== 0) {
   process.exit(1);
 }
 
+// stripInternal (tsconfig.json) drops an @internal constructor from the .d.ts, and a class without one reads as
+// `new X()`-able. Classes users get from a factory (openAdapter(), adapter.createQueuePair(), ...) get a private
+// constructor in their declaration instead, so `new QueuePair()` is a type error that names the factory to use.
+function privateConstructors(dir) {
+  for (const name of fs.readdirSync(dir, { withFileTypes: true })) {
+    const file = path.join(dir, name.name);
+    if (name.isDirectory()) {
+      privateConstructors(file);
+      continue;
+    }
+    if (!name.name.endsWith('.d.ts')) continue;
+    const source = path.join(root, 'lib', path.relative(path.join(dist, 'cjs'), file).replace(/\.d\.ts$/, '.ts'));
+    if (!fs.existsSync(source)) continue;
+    const src = fs.readFileSync(source, 'utf8');
+    let dts = fs.readFileSync(file, 'utf8');
+    const classes = src.split(/^(?=export (?:abstract )?class )/m).slice(1);
+    for (const body of classes) {
+      const cls = /^export (?:abstract )?class (\w+)/.exec(body)[1];
+      const internal = /\/\*\* @internal (Use [^*]*?)\s*\*\/\s*constructor\(/.exec(body);
+      if (!internal) continue;
+      const hint = internal[1];
+      const head = new RegExp(`(export declare class ${cls}\\b[^{]*\\{\\n)`);
+      if (!head.test(dts)) continue;
+      dts = dts.replace(head, `$1    /** Not constructed directly: ${hint.trim()} */\n    private constructor();\n`);
+    }
+    fs.writeFileSync(file, dts);
+  }
+}
+privateConstructors(path.join(dist, 'cjs'));
+
 for (const entry of ENTRIES) {
   const cjs = path.join(dist, 'cjs', `${entry}.js`);
   if (!fs.existsSync(cjs)) {
