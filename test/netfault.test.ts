@@ -44,7 +44,8 @@ function skipReason(): string | null {
   const failed = tryRun('ip', ['netns', 'add', probe]);
   if (failed !== null) return `cannot create a network namespace (ip netns add: ${failed})`;
   tryRun('ip', ['netns', 'del', probe]);
-  if (netemAvailable()) return null;
+  netem = netemAvailable();
+  if (netem) return null;
   if (!fs.existsSync('/dev/net/tun')) return 'neither sch_netem nor /dev/net/tun (TUN) is available for the link';
   if (tryRun('cc', ['--version']) !== null) return 'no sch_netem, and no C compiler (cc) to build test/netfault/linkem.c';
   return null;
@@ -61,6 +62,7 @@ function netemAvailable(): boolean {
   }
 }
 
+let netem = false;
 const skip = skipReason();
 
 // ---- the link: netem on veth, or linkem on TUN -----------------------------------------------------------------
@@ -249,7 +251,7 @@ describe.skipIf(skip !== null)('network faults between two network namespaces', 
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'netdirect-netfault-'));
     run('ip', ['netns', 'add', ns.a]);
     run('ip', ['netns', 'add', ns.b]);
-    link = netemAvailable() ? netemLink() : await linkemLink(dir);
+    link = netem ? netemLink() : await linkemLink(dir);
     console.log(`netfault: link = ${link.kind}`);
   }, 60_000);
 
