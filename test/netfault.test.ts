@@ -289,17 +289,33 @@ describe.skipIf(skip !== null)('network faults between two network namespaces', 
     expect((await server.exited).code).toBe(0);
   }, 150_000);
 
+  it(`an outage shorter than the dead-peer timeout (1 s of ${TCP_TIMEOUT_MS / 1000} s) is ridden out: the transfer completes, every byte verified`, async () => {
+    await link.set({ loss: 0, delayMs: 2, jitterMs: 1, reorder: 0 });
+    await link.restore();
+    const { server, client } = await startPair(['--seconds', '6']);
+    started.push(server, client);
+    await waitForTraffic(client);
+    await link.cut();
+    const cutStats = client.last('stats');
+    await sleep(1000);
+    await link.restore();
+    const done = await client.next('done', 110_000);
+    const served = await server.next('done', 30_000);
+    expect(done.failures).toEqual([]);
+    expect(served.failures).toEqual([]);
+    expect(done.bad + served.bad).toBe(0);
+    expect(done.completions).toBeGreaterThan(cutStats.completions); // it went on after the outage
+    expect((await client.exited).code).toBe(0);
+    expect((await server.exited).code).toBe(0);
+  }, 150_000);
+
   it(`a cut link ends every pending request on both sides within ${CUT_BOUND_MS / 1000} s (dead-peer timeout ${TCP_TIMEOUT_MS / 1000} s), nothing hangs`, async () => {
     await link.set({ loss: 0, delayMs: 2, jitterMs: 0, reorder: 0 });
     await link.restore();
     const { server, client } = await startPair(['--seconds', '100']);
     started.push(server, client);
     // Traffic flows, then the link goes dead in both directions with requests in flight on every QP.
-    const flowing = Date.now() + 20_000;
-    while ((client.last('stats')?.completions ?? 0) < 40) {
-      if (Date.now() > flowing) throw new Error(`no traffic over the link before the cut\n${client.stderr()}`);
-      await sleep(200);
-    }
+    await waitForTraffic(client);
     const cutAt = Date.now();
     await link.cut();
     const done = await client.next('done', CUT_BOUND_MS + 20_000);
@@ -323,6 +339,15 @@ describe.skipIf(skip !== null)('network faults between two network namespaces', 
     expect((await server.exited).code).toBe(0);
   }, 120_000);
 });
+
+/** Until the client has completed some requests over the link. */
+async function waitForTraffic(client: Role): Promise<void> {
+  const deadline = Date.now() + 20_000;
+  while ((client.last('stats')?.completions ?? 0) < 40) {
+    if (Date.now() > deadline) throw new Error(`no traffic over the link\n${client.stderr()}`);
+    await sleep(200);
+  }
+}
 
 function sleep(ms: number): Promise<void> {
   return new Promise((r) => setTimeout(r, ms));
