@@ -193,11 +193,6 @@ async function serveOne(adapter, connector, q, totals, tape, period, maxSize, en
   const ackBuf = Buffer.from(ackMr.buffer.buffer, ackMr.buffer.byteOffset, ackMr.buffer.byteLength);
   const privateData = Buffer.concat([Buffer.from(encodeRemote(region.remote())), Buffer.from(new Uint32Array([readStart]).buffer)]);
 
-  let failed = false;
-  const onFail = (op) => (err) => {
-    if (!failed) totals.failures.push(failure(op, err));
-    failed = true;
-  };
   const receiveInto = (k) => {
     const p = qp.receive(inbox.slice(k * slot, slot)).then((c) => ({ c, k }));
     p.catch(() => undefined); // a receive reposted just before the connection broke: its end is seen by the race
@@ -205,8 +200,10 @@ async function serveOne(adapter, connector, q, totals, tape, period, maxSize, en
   };
   const pending = [receiveInto(0), receiveInto(1)];
   await connector.accept(qp, { privateData });
+  let op = 'receive';
   try {
     for (;;) {
+      op = 'receive';
       const { c, k } = await Promise.race(pending);
       totals.completions++;
       const msg = inboxBuf.subarray(k * slot, k * slot + c.bytes);
@@ -222,6 +219,7 @@ async function serveOne(adapter, connector, q, totals, tape, period, maxSize, en
       pending[k] = receiveInto(k); // repost before the ack: the client sends again only after it
       ackBuf.writeUInt32LE(seq, 0);
       ackBuf.writeUInt32LE(bad, 4);
+      op = 'send';
       await qp.send(ackMr);
       totals.completions++;
     }
@@ -229,7 +227,7 @@ async function serveOne(adapter, connector, q, totals, tape, period, maxSize, en
     // The client's disconnect (at its end, or a broken connection) cancels the posted receives; anything else is a
     // failure. When it ended is kept: the network-fault tier measures how long a cut link takes to notice.
     totals.ends.push({ qp: q, code: err?.code ?? 'Error', at: Date.now() });
-    if (err?.code !== 'ND_CANCELED') onFail('receive')(err);
+    if (err?.code !== 'ND_CANCELED') totals.failures.push({ qp: q, ...failure(op, err) });
   }
   await connector.disconnected;
   await qp.close().catch(() => undefined);
