@@ -245,7 +245,15 @@ async function client(o) {
   const budget = o.bytes;
   const stop = () => Date.now() >= deadline || (budget !== null && totals.bytes >= budget);
   const qps = [];
-  for (let q = 0; q < o.qps; q++) qps.push(await connectOne(adapter, { host, port }, q, decodeRemote, o.maxSize));
+  emit({ event: 'connecting', at: Date.now() });
+  try {
+    for (let q = 0; q < o.qps; q++) qps.push(await connectOne(adapter, { host, port }, q, decodeRemote, o.maxSize));
+  } catch (err) {
+    // Reported like a failed request (the network-fault tier connects over a cut link on purpose).
+    await adapter.close();
+    emit({ event: 'done', ...clientCounts(totals), failures: [{ qp: qps.length, ...failure('connect', err) }] });
+    return;
+  }
   emit({ event: 'connected', qps: qps.length, pid: process.pid });
   const timer = setInterval(() => emit({ event: 'stats', ...clientCounts(totals) }), 1000);
   await Promise.all(qps.map((c) => lane(c, totals, tape, period, o.maxSize, stop)));

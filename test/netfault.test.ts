@@ -238,6 +238,11 @@ async function startPair(clientArgs: string[]): Promise<{ server: Role; client: 
   return { server, client };
 }
 
+/** Server in namespace A, and a client in namespace B that tries to connect to it. */
+function startClientOnly(port: number): Role {
+  return startRole('b', ['--role', 'client', '--host', addr.b, '--connect', `${addr.a}:${port}`, '--qps', '1', '--seconds', '5']);
+}
+
 function kill(r: Role | undefined): void {
   if (r && r.proc.exitCode === null && r.proc.signalCode === null) r.proc.kill('SIGKILL');
 }
@@ -308,6 +313,26 @@ describe.skipIf(skip !== null)('network faults between two network namespaces', 
     expect((await client.exited).code).toBe(0);
     expect((await server.exited).code).toBe(0);
   }, 150_000);
+
+  it(`a connect over a cut link fails with ND_IO_TIMEOUT within ${CUT_BOUND_MS / 1000} s (dead-peer timeout ${TCP_TIMEOUT_MS / 1000} s)`, async () => {
+    await link.set({ loss: 0, delayMs: 0, jitterMs: 0, reorder: 0 });
+    await link.cut();
+    const server = startRole('a', ['--role', 'server', '--host', addr.a, '--qps', '1']);
+    started.push(server);
+    const listening = await server.next('listening', 20_000);
+    const client = startClientOnly(listening.port);
+    started.push(client);
+    const connecting = await client.next('connecting', 20_000);
+    const done = await client.next('done', CUT_BOUND_MS + 20_000);
+    await link.restore();
+    kill(server);
+    const took = done.failures[0]?.at - connecting.at;
+    console.log(`netfault connect: ${done.failures[0]?.code} ${took} ms after connect() was called; bound ${CUT_BOUND_MS} ms`);
+    expect(done.failures).toHaveLength(1);
+    expect(done.failures[0]).toMatchObject({ op: 'connect', code: 'ND_IO_TIMEOUT' });
+    expect(took).toBeLessThanOrEqual(CUT_BOUND_MS);
+    expect((await client.exited).code).toBe(0);
+  }, 120_000);
 
   it(`a cut link ends every pending request on both sides within ${CUT_BOUND_MS / 1000} s (dead-peer timeout ${TCP_TIMEOUT_MS / 1000} s), nothing hangs`, async () => {
     await link.set({ loss: 0, delayMs: 2, jitterMs: 0, reorder: 0 });

@@ -323,6 +323,8 @@ void Channel::update_interest() {
 
 void Channel::start_connect(const net::Address& peer) {
   connecting_ = true;
+  // Before connect: TCP_USER_TIMEOUT also bounds the SYN retransmissions (else ~2 min, tcp_syn_retries).
+  net::set_liveness(socket_, tcp_timeout_default());
   const int r = net::connect_to(socket_, peer);
   if (r == -EINPROGRESS) {
     update_interest();

@@ -13,7 +13,8 @@
 //    Request after TCP accept (then drops the connection silently).
 //  * Every connection's socket detects a vanished peer (docs/liveness.md): keepalive while idle and a bound on
 //    unacknowledged data, both about NETDIRECT_SOFT_TCP_TIMEOUT_MS (default 30 s; 0 = the OS defaults, read once
-//    per process). The QP then fails and its pending requests complete with ND_CANCELED.
+//    per process; set before connect, it bounds an unanswered connect too). The QP then fails and its pending
+//    requests complete with ND_CANCELED.
 //  * Nothing may follow a frame until the other side's turn (docs/iwarp.md §1.1): bytes behind the peer's
 //    Request (before our Reply) or behind its Reply (before our first FPDU) fail the setup.
 #ifndef NETDIRECT_SOFT_CM_H_
