@@ -386,9 +386,10 @@ function startRole(role, args) {
 const mib = (b) => (b / 1048576).toFixed(1);
 const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
-/** Flat: after warm-up, the last third's mean within 10 % (and 8 MiB) of the first third's for RSS; fds equal. */
+/** Flat: after warm-up (the first tenth of the samples, at least one), the last third's mean RSS within 10 % (or
+ *  8 MiB) of the first third's, and no more open fds at the end than at the start. */
 function verdict(rows) {
-  const usable = rows.slice(Math.min(1, rows.length - 1)); // the first row is warm-up
+  const usable = rows.slice(Math.min(Math.max(1, Math.floor(rows.length / 10)), rows.length - 1));
   const third = Math.max(1, Math.floor(usable.length / 3));
   const first = usable.slice(0, third);
   const lastRows = usable.slice(-third);
