@@ -238,7 +238,7 @@ async function startPair(clientArgs: string[]): Promise<{ server: Role; client: 
   return { server, client };
 }
 
-/** Server in namespace A, and a client in namespace B that tries to connect to it. */
+/** A client in namespace B that tries one connection to `port` on namespace A's address. */
 function startClientOnly(port: number): Role {
   return startRole('b', ['--role', 'client', '--host', addr.b, '--connect', `${addr.a}:${port}`, '--qps', '1', '--seconds', '5']);
 }
