@@ -169,7 +169,7 @@ async function server(o) {
     connections.push(serveOne(adapter, connector, q, totals, tape, period, o.maxSize, encodeRemote));
   }
   await listener.close();
-  const timer = setInterval(() => emit({ event: 'stats', ...counts(totals) }), 1000);
+  const timer = setInterval(() => emit({ event: 'stats', ...counts(totals), heap: process.memoryUsage().heapUsed }), 1000);
   await Promise.all(connections);
   clearInterval(timer);
   await adapter.close();
@@ -255,7 +255,7 @@ async function client(o) {
     return;
   }
   emit({ event: 'connected', qps: qps.length, pid: process.pid });
-  const timer = setInterval(() => emit({ event: 'stats', ...clientCounts(totals) }), 1000);
+  const timer = setInterval(() => emit({ event: 'stats', ...clientCounts(totals), heap: process.memoryUsage().heapUsed }), 1000);
   await Promise.all(qps.map((c) => lane(c, totals, tape, period, o.maxSize, stop)));
   clearInterval(timer);
   for (const c of qps) await c.connector.disconnect().catch(() => undefined);
@@ -422,7 +422,10 @@ async function run(o) {
   const t0 = Date.now();
   const rows = [];
   let prev = { t: t0, completions: 0, bytes: 0 };
-  const header = '   t(s)  compl/s    MiB/s  client RSS MiB  fds  server RSS MiB  fds  bad bytes  failed';
+  // Each value right-aligned under its label.
+  const labels = ['t(s)', 'compl/s', 'MiB/s', 'client RSS MiB', '(JS heap)', 'fds', 'server RSS MiB', '(JS heap)', 'fds', 'bad bytes', 'failed'];
+  const line = (values) => values.map((v, i) => String(v).padStart(labels[i].length + 2)).join('');
+  const header = line(labels);
   if (!o.json) console.log(`soak: ${o.qps} QPs, requests of 1 B..${o.maxSize} B, ${o.seconds} s, sampled every ${o.sample} s (client pid ${cli.child.pid}, server pid ${srv.child.pid})\n${header}`);
   const sample = () => {
     const now = Date.now();
@@ -433,8 +436,8 @@ async function run(o) {
       t: (now - t0) / 1000,
       completionsPerSec: Math.round((s.completions + ss.completions - prev.completions) / dt),
       mibPerSec: (s.bytes - prev.bytes) / dt / 1048576,
-      client: procSample(cli.child.pid),
-      server: procSample(srv.child.pid),
+      client: { ...procSample(cli.child.pid), heap: s.heap ?? NaN },
+      server: { ...procSample(srv.child.pid), heap: ss.heap ?? NaN },
       bad: s.bad + ss.bad,
       failed: s.failed + ss.failed,
     };
@@ -442,9 +445,12 @@ async function run(o) {
     rows.push(row);
     if (!o.json) {
       console.log(
-        `${row.t.toFixed(0).padStart(7)} ${String(row.completionsPerSec).padStart(8)} ${row.mibPerSec.toFixed(1).padStart(8)} ` +
-          `${mib(row.client.rss).padStart(15)} ${String(row.client.fds).padStart(4)} ${mib(row.server.rss).padStart(15)} ${String(row.server.fds).padStart(4)} ` +
-          `${String(row.bad).padStart(10)} ${String(row.failed).padStart(7)}`,
+        line([
+          row.t.toFixed(0), row.completionsPerSec, row.mibPerSec.toFixed(1),
+          mib(row.client.rss), `(${mib(row.client.heap)})`, row.client.fds,
+          mib(row.server.rss), `(${mib(row.server.heap)})`, row.server.fds,
+          row.bad, row.failed,
+        ]),
       );
     }
   };
