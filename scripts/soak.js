@@ -169,7 +169,7 @@ async function server(o) {
     connections.push(serveOne(adapter, connector, q, totals, tape, period, o.maxSize, encodeRemote));
   }
   await listener.close();
-  const timer = setInterval(() => emit({ event: 'stats', ...counts(totals), heap: process.memoryUsage().heapUsed }), 1000);
+  const timer = setInterval(() => emit({ event: 'stats', ...counts(totals), heap: process.memoryUsage().heapTotal }), 1000);
   await Promise.all(connections);
   clearInterval(timer);
   await adapter.close();
@@ -255,7 +255,7 @@ async function client(o) {
     return;
   }
   emit({ event: 'connected', qps: qps.length, pid: process.pid });
-  const timer = setInterval(() => emit({ event: 'stats', ...clientCounts(totals), heap: process.memoryUsage().heapUsed }), 1000);
+  const timer = setInterval(() => emit({ event: 'stats', ...clientCounts(totals), heap: process.memoryUsage().heapTotal }), 1000);
   await Promise.all(qps.map((c) => lane(c, totals, tape, period, o.maxSize, stop)));
   clearInterval(timer);
   for (const c of qps) await c.connector.disconnect().catch(() => undefined);
@@ -387,24 +387,31 @@ const mib = (b) => (b / 1048576).toFixed(1);
 const mean = (xs) => xs.reduce((a, b) => a + b, 0) / xs.length;
 
 /** Flat: after warm-up (the first tenth of the samples, at least one), the last third's mean RSS within 10 % (or
- *  8 MiB) of the first third's, and no more open fds at the end than at the start. */
+ *  8 MiB) of the first third's, and no more open fds at the end than at the start. The same comparison for RSS
+ *  outside V8's heap (RSS - heapTotal) tells a leak in native memory from V8 sizing its heap (it grows its young
+ *  generation in steps of several MiB under a steady allocation rate, then stays). */
 function verdict(rows) {
   const usable = rows.slice(Math.min(Math.max(1, Math.floor(rows.length / 10)), rows.length - 1));
   const third = Math.max(1, Math.floor(usable.length / 3));
   const first = usable.slice(0, third);
   const lastRows = usable.slice(-third);
+  const flat = (a, b) => b - a <= Math.max(0.1 * a, 8 * 1048576);
   const out = {};
   for (const who of ['client', 'server']) {
     const r0 = mean(first.map((r) => r[who].rss));
     const r1 = mean(lastRows.map((r) => r[who].rss));
+    const n0 = mean(first.map((r) => r[who].rss - r[who].heap));
+    const n1 = mean(lastRows.map((r) => r[who].rss - r[who].heap));
     const f0 = Math.max(...first.map((r) => r[who].fds));
     const f1 = Math.max(...lastRows.map((r) => r[who].fds));
-    const growth = r1 - r0;
     out[who] = {
       rssFirstMiB: Number(mib(r0)),
       rssLastMiB: Number(mib(r1)),
-      rssGrowthPct: Number(((100 * growth) / r0).toFixed(1)),
-      rssFlat: growth <= Math.max(0.1 * r0, 8 * 1048576),
+      rssGrowthPct: Number(((100 * (r1 - r0)) / r0).toFixed(1)),
+      rssFlat: flat(r0, r1),
+      outsideV8FirstMiB: Number(mib(n0)),
+      outsideV8LastMiB: Number(mib(n1)),
+      outsideV8Flat: flat(n0, n1),
       fdsFirst: f0,
       fdsLast: f1,
       fdsFlat: f1 <= f0,
@@ -423,7 +430,7 @@ async function run(o) {
   const rows = [];
   let prev = { t: t0, completions: 0, bytes: 0 };
   // Each value right-aligned under its label.
-  const labels = ['t(s)', 'compl/s', 'MiB/s', 'client RSS MiB', '(JS heap)', 'fds', 'server RSS MiB', '(JS heap)', 'fds', 'bad bytes', 'failed'];
+  const labels = ['t(s)', 'compl/s', 'MiB/s', 'client RSS MiB', '(V8 heap)', 'fds', 'server RSS MiB', '(V8 heap)', 'fds', 'bad bytes', 'failed'];
   const line = (values) => values.map((v, i) => String(v).padStart(labels[i].length + 2)).join('');
   const header = line(labels);
   if (!o.json) console.log(`soak: ${o.qps} QPs, requests of 1 B..${o.maxSize} B, ${o.seconds} s, sampled every ${o.sample} s (client pid ${cli.child.pid}, server pid ${srv.child.pid})\n${header}`);
@@ -484,6 +491,7 @@ async function run(o) {
       for (const [who, v] of Object.entries(summary.flat)) {
         console.log(
           `${who}: RSS ${v.rssFlat ? 'flat' : 'GROWING'} (first third ${v.rssFirstMiB} MiB, last third ${v.rssLastMiB} MiB, ${v.rssGrowthPct >= 0 ? '+' : ''}${v.rssGrowthPct} %); ` +
+            `outside the V8 heap ${v.outsideV8Flat ? 'flat' : 'GROWING'} (${v.outsideV8FirstMiB} -> ${v.outsideV8LastMiB} MiB); ` +
             `fds ${v.fdsFlat ? 'flat' : 'GROWING'} (${v.fdsFirst} -> ${v.fdsLast})`,
         );
       }

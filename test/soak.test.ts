@@ -26,4 +26,5 @@ it('a short soak moves verified data over several QPs and reports samples and a 
   }
   expect(report.flat.client).toHaveProperty('rssFlat');
   expect(report.flat.server).toHaveProperty('fdsFlat');
+  expect(report.flat.client).toHaveProperty('outsideV8Flat');
 }, 90_000);
