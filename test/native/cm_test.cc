@@ -6,12 +6,14 @@
 // to leave them out while the data path is not linked in.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -633,7 +635,35 @@ void test_refused_and_cancel(Env& e) {
 
 }  // namespace
 
+// Dead-peer detection (docs/liveness.md): the socket options set_liveness puts on a socket for a timeout T, and
+// that T = 0 leaves the OS defaults (no keepalive). The default T is 30 s when NETDIRECT_SOFT_TCP_TIMEOUT_MS is unset.
+int sockopt(int s, int level, int name) {
+  int v = -1;
+  socklen_t len = sizeof v;
+  return ::getsockopt(s, level, name, &v, &len) == 0 ? v : -1;
+}
+
+void test_liveness_options() {
+  const net::Socket s = net::tcp_socket(AF_INET);
+  CHECK(s != net::kInvalidSocket);
+  CHECK(net::set_liveness(s, 0) == 0);
+  CHECK(sockopt(s, SOL_SOCKET, SO_KEEPALIVE) == 0);
+  CHECK(sockopt(s, IPPROTO_TCP, TCP_USER_TIMEOUT) == 0);
+  CHECK(net::set_liveness(s, 30000) == 0);
+  CHECK(sockopt(s, SOL_SOCKET, SO_KEEPALIVE) == 1);
+  CHECK(sockopt(s, IPPROTO_TCP, TCP_KEEPIDLE) == 10);
+  CHECK(sockopt(s, IPPROTO_TCP, TCP_KEEPINTVL) == 5);
+  CHECK(sockopt(s, IPPROTO_TCP, TCP_USER_TIMEOUT) == 30000);
+  CHECK(net::set_liveness(s, 3000) == 0);  // short timeouts: probes at least a second apart
+  CHECK(sockopt(s, IPPROTO_TCP, TCP_KEEPIDLE) == 1);
+  CHECK(sockopt(s, IPPROTO_TCP, TCP_KEEPINTVL) == 1);
+  CHECK(sockopt(s, IPPROTO_TCP, TCP_USER_TIMEOUT) == 3000);
+  net::close_socket(s);
+  if (std::getenv("NETDIRECT_SOFT_TCP_TIMEOUT_MS") == nullptr) CHECK(cm::tcp_timeout_default() == cm::kTcpTimeoutMs);
+}
+
 int main() {
+  test_liveness_options();
   test_p2p_happy_path();
   test_responder_keeps_app_limits();
   test_read_rtr_needs_one_slot();

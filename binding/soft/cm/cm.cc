@@ -24,7 +24,29 @@ bool read_crc_env() {
   return !(v[0] == '0' && v[1] == '\0');
 }
 
+// NETDIRECT_SOFT_TCP_TIMEOUT_MS: a decimal number of milliseconds (0 = the OS defaults); anything else = the default.
+uint32_t read_tcp_timeout_env() {
+  const char* v = std::getenv("NETDIRECT_SOFT_TCP_TIMEOUT_MS");
+  if (v == nullptr || *v == '\0') return kTcpTimeoutMs;
+  char* end = nullptr;
+  const unsigned long ms = std::strtoul(v, &end, 10);
+  if (*end != '\0' || ms > 24ul * 3600 * 1000) return kTcpTimeoutMs;
+  return static_cast<uint32_t>(ms);
+}
+
+// Options of every connection's socket once TCP is up: no Nagle delay (each FPDU goes out at once) and dead-peer
+// detection (docs/liveness.md).
+void tune_connected(net::Socket s) {
+  net::set_nodelay(s);
+  net::set_liveness(s, tcp_timeout_default());
+}
+
 }  // namespace
+
+uint32_t tcp_timeout_default() {
+  static const uint32_t ms = read_tcp_timeout_env();
+  return ms;
+}
 
 bool crc_default() {
   static const bool on = read_crc_env();
@@ -301,6 +323,8 @@ void Channel::update_interest() {
 
 void Channel::start_connect(const net::Address& peer) {
   connecting_ = true;
+  // Before connect: TCP_USER_TIMEOUT also bounds the SYN retransmissions (else ~2 min, tcp_syn_retries).
+  net::set_liveness(socket_, tcp_timeout_default());
   const int r = net::connect_to(socket_, peer);
   if (r == -EINPROGRESS) {
     update_interest();
@@ -312,7 +336,7 @@ void Channel::start_connect(const net::Address& peer) {
     return;
   }
   connecting_ = false;
-  net::set_nodelay(socket_);
+  tune_connected(socket_);
   reading_ = true;
   arm_timer();
   if (!send_pending()) return;
@@ -320,7 +344,7 @@ void Channel::start_connect(const net::Address& peer) {
 }
 
 void Channel::start_accept() {
-  net::set_nodelay(socket_);
+  tune_connected(socket_);
   setup_.start_responder();
   reading_ = true;
   arm_timer();
@@ -429,7 +453,7 @@ void Channel::on_io(uint32_t events) {
     }
     if ((events & Engine::kWrite) == 0) return;
     connecting_ = false;
-    net::set_nodelay(socket_);
+    tune_connected(socket_);
     reading_ = true;
     arm_timer();
     if (!send_pending()) return;

@@ -11,6 +11,10 @@
 //    once per process). CRC is on for a connection if either side asks for it.
 //  * Timeouts as siw: the initiator waits 10 s for the Reply (ND_IO_TIMEOUT), the responder 5 s for the
 //    Request after TCP accept (then drops the connection silently).
+//  * Every connection's socket detects a vanished peer (docs/liveness.md): keepalive while idle and a bound on
+//    unacknowledged data, both about NETDIRECT_SOFT_TCP_TIMEOUT_MS (default 30 s; 0 = the OS defaults, read once
+//    per process; set before connect, it bounds an unanswered connect too). The QP then fails and its pending
+//    requests complete with ND_CANCELED.
 //  * Nothing may follow a frame until the other side's turn (docs/iwarp.md §1.1): bytes behind the peer's
 //    Request (before our Reply) or behind its Reply (before our first FPDU) fail the setup.
 #ifndef NETDIRECT_SOFT_CM_H_
@@ -28,6 +32,11 @@ namespace netdirect::soft::cm {
 
 constexpr uint32_t kReplyTimeoutMs = 10000;   // initiator: Request sent → Reply
 constexpr uint32_t kRequestTimeoutMs = 5000;  // responder: TCP accepted → Request
+
+constexpr uint32_t kTcpTimeoutMs = 30000;  // dead-peer bound (docs/liveness.md)
+
+// Dead-peer timeout of the provider's connections in ms (NETDIRECT_SOFT_TCP_TIMEOUT_MS, default kTcpTimeoutMs).
+uint32_t tcp_timeout_default();
 
 // CRC default of the provider (NETDIRECT_SOFT_CRC, default on).
 bool crc_default();

@@ -63,6 +63,11 @@ std::vector<LocalAddress> local_addresses();
 Socket tcp_socket(int family);  // non-blocking, close-on-exec; kInvalidSocket and errno on failure
 int set_nodelay(Socket s);
 int set_reuseaddr(Socket s);
+// Dead-peer detection for a connected socket (docs/liveness.md): keepalive probes while the connection is idle and
+// a bound on how long sent data may stay unacknowledged (TCP_USER_TIMEOUT; TCP_MAXRT on Windows), both sized so a
+// peer that vanished (cable cut, host powered off) fails the connection with ETIMEDOUT after about timeout_ms
+// instead of the OS defaults (~15 min with data in flight, never on an idle connection). 0 leaves the OS defaults.
+int set_liveness(Socket s, uint32_t timeout_ms);
 int bind_to(Socket s, const Address& a);
 int listen_on(Socket s, int backlog);
 Socket accept_from(Socket s, Address* peer);  // non-blocking result socket; kInvalidSocket + -errno via *err

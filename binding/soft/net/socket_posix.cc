@@ -11,6 +11,7 @@
 #include <sys/uio.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -76,6 +77,26 @@ int set_nodelay(Socket s) {
 int set_reuseaddr(Socket s) {
   int one = 1;
   return ::setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one) == 0 ? 0 : neg_errno();
+}
+
+int set_liveness(Socket s, uint32_t timeout_ms) {
+  if (timeout_ms == 0) return 0;
+  // Idle: the first probe after a third of the timeout, then one every sixth; with TCP_USER_TIMEOUT set, Linux
+  // gives up at the first probe tick after timeout_ms without hearing from the peer (tcp(7): TCP_USER_TIMEOUT
+  // overrides TCP_KEEPCNT), so an idle dead peer is noticed after timeout_ms to timeout_ms + interval.
+  const int idle_s = static_cast<int>(std::max<uint32_t>(1, timeout_ms / 3000));
+  const int interval_s = static_cast<int>(std::max<uint32_t>(1, timeout_ms / 6000));
+  const int count = 6;  // used only where TCP_USER_TIMEOUT is not honoured for keepalive
+  const int one = 1;
+  const unsigned user_timeout = timeout_ms;
+  if (::setsockopt(s, SOL_SOCKET, SO_KEEPALIVE, &one, sizeof one) != 0 ||
+      ::setsockopt(s, IPPROTO_TCP, TCP_KEEPIDLE, &idle_s, sizeof idle_s) != 0 ||
+      ::setsockopt(s, IPPROTO_TCP, TCP_KEEPINTVL, &interval_s, sizeof interval_s) != 0 ||
+      ::setsockopt(s, IPPROTO_TCP, TCP_KEEPCNT, &count, sizeof count) != 0 ||
+      ::setsockopt(s, IPPROTO_TCP, TCP_USER_TIMEOUT, &user_timeout, sizeof user_timeout) != 0) {
+    return neg_errno();
+  }
+  return 0;
 }
 
 int bind_to(Socket s, const Address& a) {

@@ -9,6 +9,7 @@
 #include <iphlpapi.h>
 #include <mstcpip.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -169,6 +170,27 @@ int set_nodelay(Socket s) {
   DWORD one = 1;
   return ::setsockopt(s, IPPROTO_TCP, TCP_NODELAY, reinterpret_cast<const char*>(&one), sizeof one) == 0 ? 0
                                                                                                           : neg_wsa();
+}
+
+#ifndef TCP_MAXRT
+#define TCP_MAXRT 5  // ws2ipdef.h (Windows SDK); mingw-w64 lacks it: seconds of unacknowledged data before giving up
+#endif
+
+int set_liveness(Socket s, uint32_t timeout_ms) {
+  if (timeout_ms == 0) return 0;
+  // Windows sends a fixed 10 keepalive probes: first after a third of the timeout, then one every sixteenth of it,
+  // so an idle dead peer is noticed after about timeout_ms (docs/liveness.md). TCP_MAXRT bounds data in flight.
+  tcp_keepalive ka{};
+  ka.onoff = 1;
+  ka.keepalivetime = std::max<ULONG>(1000, timeout_ms / 3);
+  ka.keepaliveinterval = std::max<ULONG>(100, timeout_ms / 16);
+  DWORD returned = 0;
+  if (::WSAIoctl(s, SIO_KEEPALIVE_VALS, &ka, sizeof ka, nullptr, 0, &returned, nullptr, nullptr) != 0) return neg_wsa();
+  const DWORD maxrt_s = std::max<DWORD>(1, (timeout_ms + 999) / 1000);
+  if (::setsockopt(s, IPPROTO_TCP, TCP_MAXRT, reinterpret_cast<const char*>(&maxrt_s), sizeof maxrt_s) != 0) {
+    return neg_wsa();
+  }
+  return 0;
 }
 
 // Windows' SO_REUSEADDR lets a second socket steal a bound port; SO_EXCLUSIVEADDRUSE is the safe default and
