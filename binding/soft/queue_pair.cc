@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <new>
 
@@ -34,6 +35,15 @@ uint64_t now_ns() {
           .count());
 }
 }  // namespace
+
+uint32_t response_timeout_ms() {
+  const char* v = std::getenv("NETDIRECT_SOFT_RESPONSE_TIMEOUT_MS");
+  if (v == nullptr || *v == '\0') return kResponseTimeoutMsDefault;
+  char* end = nullptr;
+  const unsigned long ms = std::strtoul(v, &end, 10);
+  if (*end != '\0') return kResponseTimeoutMsDefault;  // not a number: the default
+  return static_cast<uint32_t>(std::min<unsigned long>(ms, 24ul * 3600 * 1000));
+}
 
 HRESULT SoftQueuePair::create(SoftAdapter* adapter, SoftCompletionQueue* receiveCq, SoftCompletionQueue* initiatorCq,
                               SoftSharedReceiveQueue* srq, VOID* context, ULONG receiveDepth, ULONG initiatorDepth,
@@ -128,15 +138,25 @@ HRESULT SoftQueuePair::check_post_locked() {
   return ND_SUCCESS;
 }
 
+bool SoftQueuePair::flushed_post_locked(SoftCompletionQueue* cq, void* ctx, ND2_REQUEST_TYPE type, bool sq) {
+  mu_.assert_held();
+  if (state_ != State::kError && state_ != State::kClosing) return false;
+  if (sq && !ever_attached_) return false;  // never connected: ND_CONNECTION_INVALID
+  push_cqe_locked(cq, ctx, type, ND_CANCELED, 0, false);
+  return true;
+}
+
 HRESULT SoftQueuePair::post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
                                       uint64_t raddr, uint32_t rtoken) {
   mu_.assert_held();
-  HRESULT hr = check_post_locked();
-  if (hr != ND_SUCCESS) return hr;
-  if (sq_tail_ - sq_head_ >= sq_depth_) return ND_NO_MORE_ENTRIES;
   const bool inl = (flags & ND_OP_FLAG_INLINE) != 0;
   if (nSge > (inl ? limits::kMaxSge : sq_max_sge_request_)) return ND_DATA_OVERRUN;
   if (nSge > 0 && sge == nullptr) return ND_INVALID_PARAMETER_2;
+  // After the connection failed or closed, requests are accepted and complete ND_CANCELED (docs/nd2.md §3.6).
+  if (flushed_post_locked(icq_, ctx, type, true)) return ND_SUCCESS;
+  HRESULT hr = check_post_locked();
+  if (hr != ND_SUCCESS) return hr;
+  if (sq_tail_ - sq_head_ >= sq_depth_) return ND_NO_MORE_ENTRIES;
   if (type == Nd2RequestTypeRead && ord_ == 0) return ND_INVALID_DEVICE_REQUEST;  // no outbound Reads negotiated
   const uint64_t seq = sq_tail_;
   SqRequest& r = sq_at(seq);
@@ -157,9 +177,17 @@ HRESULT SoftQueuePair::post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND
   } else {
     const uint32_t rights = type == Nd2RequestTypeRead ? access::kLocalWrite : 0;
     hr = prepare_local_sges(stags_, sge, nSge, sq_max_sge_request_, rights, ls, &total);
-    if (hr != ND_SUCCESS) return hr;
+    if (hr == ND_ACCESS_VIOLATION) {
+      // A local SGE outside its region (or a bad token / missing rights) is the request's completion status, as on
+      // hardware (ND returns no ND_ACCESS_VIOLATION from Send/Read/Write): it fails in order, ending the connection.
+      total = 0;
+      nSge = 0;
+    } else if (hr != ND_SUCCESS) {
+      return hr;
+    }
     r.nsge = nSge;
   }
+  r.local_status = hr;
   r.context = ctx;
   r.type = type;
   r.state = SqState::kQueued;
@@ -229,8 +257,9 @@ HRESULT SoftQueuePair::Read(VOID* requestContext, const ND2_SGE sge[], ULONG nSg
 HRESULT SoftQueuePair::Receive(VOID* requestContext, const ND2_SGE sge[], ULONG nSge) {
   if (srq_ != nullptr) return ND_INVALID_DEVICE_REQUEST;  // receives come from the SRQ
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
-  if (state_ == State::kError || state_ == State::kClosing) return ND_CONNECTION_INVALID;
   if (nSge > rq_max_sge_) return ND_DATA_OVERRUN;
+  // Flushed (failed, closed or Flush()ed): the receive completes ND_CANCELED (docs/nd2.md §3.6).
+  if (flushed_post_locked(rcq_, requestContext, Nd2RequestTypeReceive, false)) return ND_SUCCESS;
   if (rq_tail_ - rq_head_ >= rq_depth_) return ND_NO_MORE_ENTRIES;
   RecvRequest& r = rq_[rq_tail_ % rq_depth_];
   uint64_t total = 0;
@@ -256,6 +285,7 @@ HRESULT SoftQueuePair::Bind(VOID* requestContext, IUnknown* pMemoryRegion, IUnkn
   if (pBuffer == nullptr) return ND_INVALID_PARAMETER_4;
   if (cbBuffer == 0) return ND_INVALID_PARAMETER_5;
   std::unique_lock<ndkit::CheckedMutex> lock(mu_);
+  if (flushed_post_locked(icq_, requestContext, Nd2RequestTypeBind, true)) return ND_SUCCESS;
   HRESULT hr = check_post_locked();
   if (hr == ND_SUCCESS && sq_tail_ - sq_head_ >= sq_depth_) hr = ND_NO_MORE_ENTRIES;
   // The window is valid as soon as Bind returns; the completion follows in send-queue order.
@@ -276,6 +306,7 @@ HRESULT SoftQueuePair::Invalidate(VOID* requestContext, IUnknown* pMemoryWindow,
   auto* mw = from_unknown<SoftMemoryWindow, IND2MemoryWindow>(pMemoryWindow);
   if (mw == nullptr || mw->adapter() != adapter_) return ND_INVALID_PARAMETER_2;
   std::unique_lock<ndkit::CheckedMutex> lock(mu_);
+  if (flushed_post_locked(icq_, requestContext, Nd2RequestTypeInvalidate, true)) return ND_SUCCESS;
   HRESULT hr = check_post_locked();
   if (hr == ND_SUCCESS && sq_tail_ - sq_head_ >= sq_depth_) hr = ND_NO_MORE_ENTRIES;
   if (hr == ND_SUCCESS) hr = mw->invalidate();
@@ -476,6 +507,7 @@ void SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
   mss_ = std::max<uint32_t>(c.mss, 64);
   ord_ = c.mpa.ord;
   ird_ = c.mpa.ird;
+  peer_timeout_ms_ = response_timeout_ms();
   tx_.rtr_pending = p2p_ && initiator_;
   rx_.start(crc_, p2p_ && !initiator_, rtr_);
   state_ = State::kConnected;
@@ -676,6 +708,10 @@ void SoftQueuePair::close_socket_now() {
     if (inline_timer_ != 0) {
       adapter_->engine().cancel_timer(inline_timer_);
       inline_timer_ = 0;
+    }
+    if (peer_timer_ != 0) {
+      adapter_->engine().cancel_timer(peer_timer_);
+      peer_timer_ = 0;
     }
     rx_inline_ = false;
     linger_ = false;

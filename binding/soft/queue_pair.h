@@ -57,8 +57,12 @@
 // as a Terminate and is reported on the offender. On a Terminate the requests before the offender complete
 // ND_SUCCESS (Reads only if their response arrived), the offender gets the mapped status (Writes matched
 // by STag/TO of the copied DDP header, Sends by MSN, Reads by Read MSN/order), the rest ND_CANCELED.
+// The offender may be the request still being segmented (a large Write rejected on its first FPDU).
 // With a negotiated ORD of 0 no Read can be issued: Writes/Sends then complete on transmission (a
 // remote error is then only visible as a Terminate / connection loss, as on hardware without this scheme).
+// Bounded wait (qp_tx.cc): while any outbound Read is outstanding, an engine timer checks that bytes move in
+// either direction; after response_timeout_ms() without one, the oldest request completes ND_IO_TIMEOUT, the
+// rest ND_CANCELED, and the QP Terminates and closes (docs/nd2.md §3.6).
 //
 // ---- Receive -----------------------------------------------------------------------------------------
 // A small state machine takes each FPDU header into a buffer, checks it (DDP/RDMAP validity, MSN/MO,
@@ -79,9 +83,12 @@
 //
 // ---- Errors ------------------------------------------------------------------------------------------
 // A check failure sends a Terminate with the RFC code (best effort, as siw), fails the matching local
-// request (receive too small → ND_BUFFER_OVERFLOW), flushes everything else ND_CANCELED, shuts the socket
-// down (draining until the peer closes, so the Terminate is not destroyed by a reset), and reports
-// on_connection_closed. After any error completion the QP is dead: posts fail ND_CONNECTION_INVALID.
+// request (receive too small → ND_BUFFER_OVERFLOW, a malformed Read Response's Read → ND_REMOTE_ERROR),
+// flushes everything else ND_CANCELED, shuts the socket down (draining until the peer closes, so the Terminate
+// is not destroyed by a reset), and reports on_connection_closed. A Send/Read/Write whose local SGE failed its
+// check at post time is queued anyway, never transmitted, and fails ND_ACCESS_VIOLATION once it is the oldest
+// request (then the same teardown). After any error completion the QP is dead: posts succeed and complete
+// ND_CANCELED at once (docs/nd2.md §3.6).
 #ifndef NETDIRECT_SOFT_QUEUE_PAIR_H_
 #define NETDIRECT_SOFT_QUEUE_PAIR_H_
 
@@ -107,6 +114,13 @@ namespace netdirect::soft {
 
 class SoftAdapter;
 class SoftCompletionQueue;
+
+// How long a connection waits for a Read Response (our confirmation Read or an application Read) while no byte
+// moves in either direction before the oldest request completes ND_IO_TIMEOUT and the connection is torn down
+// (docs/nd2.md §3.6). NETDIRECT_SOFT_RESPONSE_TIMEOUT_MS overrides the default (read at each connection; 0 =
+// wait for ever).
+constexpr uint32_t kResponseTimeoutMsDefault = 10000;
+uint32_t response_timeout_ms();
 class SoftMemoryWindow;
 class StagTable;
 
@@ -176,6 +190,7 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
     uint64_t length;
     uint64_t remote_addr;  // Write/Read: TO
     uint32_t remote_token; // Write/Read: STag
+    HRESULT local_status = ND_SUCCESS;  // a local SGE failed its check at post time: fails in order (qp_tx.cc)
   };
   // Outstanding outbound Read (ORQ entry; app Read or internal confirmation/RTR Read).
   struct OutRead {
@@ -200,6 +215,9 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
 
   // ---- queue_pair.cc ----
   HRESULT check_post_locked();        // state / CQ health for initiator posts
+  // Posts to a queue pair whose connection failed or closed (ND: later requests complete ND_CANCELED): true when
+  // the request was completed so (sq: an initiator request, which a never-connected queue pair refuses instead).
+  bool flushed_post_locked(SoftCompletionQueue* cq, void* ctx, ND2_REQUEST_TYPE type, bool sq);
   HRESULT post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
                          uint64_t raddr, uint32_t rtoken);
   LocalSge* sq_sges(uint64_t seq) { return &sq_sge_[(seq % sq_depth_) * sq_max_sge_]; }
@@ -238,6 +256,13 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   bool confirm_read_outstanding_locked() const;  // an internal confirmation Read awaits its response
   bool tx_pending_locked() const;                // tx_progress_locked would transmit something
   bool tx_confirm_due_locked(bool idle) const;    // should a confirmation Read go out at this message boundary?
+  void tx_fail_local_error_locked();  // the oldest request failed its local SGE check: it fails, the QP with it
+  // Bounded wait for the peer (confirmation / Read Responses, queue_pair.h "Completion confirmation").
+  void peer_wait_started_locked();                // an outbound Read was issued: arm the deadline
+  void peer_activity_locked();                    // bytes moved on the connection
+  void peer_deadline_check();                     // engine timer
+  void peer_timeout_locked();                     // the deadline passed: ND_IO_TIMEOUT, Terminate, close
+  void fail_with_terminate_locked(wire::TermCode code, HRESULT event_status, uint64_t offender, HRESULT status);
   void tx_confirm_read_locked();                  // appends one
   void tx_internal_read_locked(uint64_t confirms);  // a zero-length Read Request of ours (RTR or confirmation)
   void send_terminate_locked(wire::TermCode code, const uint8_t* ulpdu, size_t avail, uint16_t ulpdu_len);
@@ -274,8 +299,8 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
                        uint32_t pin) override;
   void rx_rtr_received() override;
   void rx_terminate_received(const wire::TerminateInfo& t) override;
-  void rx_protocol_error(wire::TermCode code, HRESULT recv_status, const uint8_t* ulpdu, size_t avail,
-                         uint16_t ulpdu_len) override;
+  void rx_protocol_error(wire::TermCode code, HRESULT recv_status, HRESULT read_status, const uint8_t* ulpdu,
+                         size_t avail, uint16_t ulpdu_len) override;
   void rx_connection_failed(HRESULT status, bool peer_gone) override;
 
   // ---- fixed after creation ----
@@ -313,6 +338,11 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   std::vector<RecvRequest> rq_;
   uint64_t rq_head_ = 0;
   uint64_t rq_tail_ = 0;
+
+  // ---- peer deadline (13.5): how long an outbound Read may go unanswered while nothing moves ----
+  uint32_t peer_timeout_ms_ = 0;        // from peer_timeout_ms() at attach; 0 = wait for ever
+  uint64_t peer_timer_ = 0;             // engine timer id, 0 = none
+  uint64_t peer_activity_ns_ = 0;       // steady clock of the last byte moved (or of the wait's start)
 
   // ---- connection ----
   ConnectionEvents* events_ = nullptr;

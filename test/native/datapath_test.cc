@@ -96,6 +96,16 @@ bool next_cqe(SoftCompletionQueue* cq, ND2_RESULT* r, int ms = 5000) {
   return wait_for([&] { return cq->GetResults(r, 1) == 1; }, ms);
 }
 
+// A request posted after the connection failed or closed is accepted and completes ND_CANCELED at once
+// (docs/nd2.md §3.6).
+void expect_flushed(SoftCompletionQueue* cq, HRESULT posted, void* ctx) {
+  CHECK_ST(posted, ND_SUCCESS);
+  ND2_RESULT r{};
+  CHECK(cq->GetResults(&r, 1) == 1);  // completed by the post itself
+  CHECK_ST(r.Status, ND_CANCELED);
+  CHECK(r.RequestContext == ctx);
+}
+
 void on_engine(std::function<void()> fn) {
   std::promise<void> done;
   g_adapter->engine().post([&] {
@@ -602,15 +612,10 @@ void test_post_errors() {
   ND2_SGE five[5] = {s, s, s, s, s};
   CHECK_ST(p.a->Send(nullptr, five, 5, 0), ND_DATA_OVERRUN);
   CHECK_ST(p.a->Receive(nullptr, five, 5), ND_DATA_OVERRUN);
-  ND2_SGE forged = s;
-  forged.MemoryRegionToken ^= 0x10;
-  CHECK_ST(p.a->Send(nullptr, &forged, 1, 0), ND_ACCESS_VIOLATION);
-  ND2_SGE past = m.sge(4090, 7);
-  CHECK_ST(p.a->Write(nullptr, &past, 1, m.addr(), m.token(), 0), ND_ACCESS_VIOLATION);
-  // Receive and Read sinks need LOCAL_WRITE.
+  // Receive sinks need LOCAL_WRITE: checked at post time (initiator requests fail in their completion instead,
+  // test_local_access).
   ND2_SGE ros = ro.sge(0, 16);
   CHECK_ST(p.a->Receive(nullptr, &ros, 1), ND_ACCESS_VIOLATION);
-  CHECK_ST(p.a->Read(nullptr, &ros, 1, m.addr(), m.token(), 0), ND_ACCESS_VIOLATION);
   ND2_SGE brs = m.sge(2048, 64);
   CHECK_ST(p.b->Receive(nullptr, &brs, 1), ND_SUCCESS);
   CHECK_ST(p.a->Send(nullptr, &ros, 1, ND_OP_FLAG_SILENT_SUCCESS), ND_SUCCESS);  // a send source may be read-only
@@ -650,6 +655,80 @@ void test_post_errors() {
   HRESULT dh = tgt.mr->Deregister(&dov);  // pending only while the last Writes await confirmation
   if (dh == ND_PENDING) dh = tgt.mr->GetOverlappedResult(&dov, TRUE);
   CHECK_ST(dh, ND_SUCCESS);
+}
+
+// A Send/Write/Read whose local SGE fails its check (forged token, outside the region, a Read sink without
+// LOCAL_WRITE) is posted successfully and completes ND_ACCESS_VIOLATION in order — the requests before it complete
+// normally, those after it ND_CANCELED — and the connection ends (docs/nd2.md §3.6: ND returns no
+// ND_ACCESS_VIOLATION from these posts; hardware reports a local protection error in the completion).
+enum class BadLocal { kSendForged, kWritePastEnd, kReadIntoReadOnly };
+void test_local_access(BadLocal what, const char* name) {
+  g_test = name;
+  Pair p;
+  p.connect();
+  Region m(4096, kAll), ro(4096, ND_MR_FLAG_ALLOW_REMOTE_READ), tgt(4096, kAll), brx(4096, kAll);
+  ND2_SGE bs = brx.sge(0, 4096);
+  CHECK_ST(p.b->Receive(reinterpret_cast<void*>(77), &bs, 1), ND_SUCCESS);
+  fill(m.p(), 64, 3);
+  ND2_SGE good = m.sge(0, 64);
+  CHECK_ST(p.a->Write(reinterpret_cast<void*>(1), &good, 1, tgt.addr(), tgt.token(), 0), ND_SUCCESS);
+  HRESULT hr = ND_PENDING;
+  switch (what) {
+    case BadLocal::kSendForged: {
+      ND2_SGE forged = good;
+      forged.MemoryRegionToken ^= 0x10;
+      hr = p.a->Send(reinterpret_cast<void*>(2), &forged, 1, 0);
+      break;
+    }
+    case BadLocal::kWritePastEnd: {
+      ND2_SGE past = m.sge(4090, 7);
+      hr = p.a->Write(reinterpret_cast<void*>(2), &past, 1, tgt.addr(), tgt.token(), 0);
+      break;
+    }
+    case BadLocal::kReadIntoReadOnly: {
+      ND2_SGE ros = ro.sge(0, 16);
+      hr = p.a->Read(reinterpret_cast<void*>(2), &ros, 1, tgt.addr(), tgt.token(), 0);
+      break;
+    }
+  }
+  CHECK_ST(hr, ND_SUCCESS);
+  CHECK_ST(p.a->Write(reinterpret_cast<void*>(3), &good, 1, tgt.addr(), tgt.token(), 0), ND_SUCCESS);
+  const HRESULT want[] = {ND_SUCCESS, ND_ACCESS_VIOLATION, ND_CANCELED};
+  for (int i = 0; i < 3; ++i) {
+    ND2_RESULT r{};
+    CHECK(next_cqe(p.acq, &r));
+    CHECK(r.RequestContext == reinterpret_cast<void*>(static_cast<uintptr_t>(i + 1)));
+    CHECK_ST(r.Status, want[i]);
+  }
+  CHECK(std::memcmp(tgt.p(), m.p(), 64) == 0);  // the Write before it arrived
+  ND2_RESULT r{};
+  CHECK(next_cqe(p.bcq, &r));  // the peer was told (Terminate) and flushed its receive
+  CHECK_ST(r.Status, ND_CANCELED);
+  CHECK(wait_for([&] { return p.ea.closed.load() == 1 && p.eb.closed.load() == 1; }));
+  CHECK_ST(p.ea.status.load(), ND_ACCESS_VIOLATION);
+}
+
+// A large Write the target rejects on its first FPDU (issue #16 item 4): the Terminate arrives while the Write is
+// still being transmitted, and names it: it completes ND_ACCESS_VIOLATION (not ND_CANCELED), the next ND_CANCELED.
+void test_large_write_rejected(bool crc, size_t len) {
+  g_test = std::string("large write to a read-only region, ") + std::to_string(len >> 10) + " KiB" +
+           (crc ? " crc" : " nocrc");
+  Opts o;
+  o.crc = crc;
+  Pair p(o);
+  p.connect();
+  Region la(len, kAll), rb(len, ND_MR_FLAG_ALLOW_LOCAL_WRITE | ND_MR_FLAG_ALLOW_REMOTE_READ), good(4096, kAll);
+  ND2_SGE s = la.sge(0, static_cast<ULONG>(len)), ok = la.sge(0, 64);
+  CHECK_ST(p.a->Write(reinterpret_cast<void*>(1), &s, 1, rb.addr(), rb.token(), 0), ND_SUCCESS);
+  CHECK_ST(p.a->Write(reinterpret_cast<void*>(2), &ok, 1, good.addr(), good.token(), 0), ND_SUCCESS);
+  ND2_RESULT r{};
+  CHECK(next_cqe(p.acq, &r));
+  CHECK(r.RequestContext == reinterpret_cast<void*>(1));
+  CHECK_ST(r.Status, ND_ACCESS_VIOLATION);
+  CHECK(next_cqe(p.acq, &r));
+  CHECK(r.RequestContext == reinterpret_cast<void*>(2));
+  CHECK_ST(r.Status, ND_CANCELED);
+  CHECK(wait_for([&] { return p.ea.closed.load() == 1 && p.eb.closed.load() == 1; }));
 }
 
 // Access violations: the initiator's request fails with ND_ACCESS_VIOLATION, the target's receive is
@@ -724,28 +803,30 @@ void test_access(Bad what, const char* name, bool crc) {
   } else {
     CHECK_ST(p.a->Write(reinterpret_cast<void*>(3), &s, 1, addr, tok, 0), ND_SUCCESS);
   }
-  // Requests after the offender are cancelled (unless the failure already arrived: then the post fails).
-  HRESULT after = p.a->Write(reinterpret_cast<void*>(4), &ok, 1, good.addr(), good.token(), 0);
-  CHECK(after == ND_SUCCESS || after == ND_CONNECTION_INVALID);
+  // Requests after the offender are cancelled (posted before or after the failure arrived).
+  CHECK_ST(p.a->Write(reinterpret_cast<void*>(4), &ok, 1, good.addr(), good.token(), 0), ND_SUCCESS);
   CHECK(next_cqe(p.acq, &r));
   CHECK_ST(r.Status, ND_ACCESS_VIOLATION);
   CHECK(r.RequestContext == reinterpret_cast<void*>(3));
-  if (after == ND_SUCCESS) {
+  bool recv_seen = false;
+  for (int i = 0; i < 2; ++i) {  // the Write after the offender and A's receive, in either order
     CHECK(next_cqe(p.acq, &r));
     CHECK_ST(r.Status, ND_CANCELED);
+    recv_seen = recv_seen || r.RequestType == Nd2RequestTypeReceive;
   }
-  CHECK(next_cqe(p.acq, &r));  // A's receive
-  CHECK_ST(r.Status, ND_CANCELED);
-  CHECK(r.RequestType == Nd2RequestTypeReceive);
+  CHECK(recv_seen);
   CHECK(next_cqe(p.bcq, &r));  // B's receive
   CHECK_ST(r.Status, ND_CANCELED);
   CHECK(r.RequestContext == reinterpret_cast<void*>(77));
   CHECK(wait_for([&] { return p.ea.closed.load() == 1 && p.eb.closed.load() == 1; }));
   CHECK_ST(p.ea.status.load(), ND_ACCESS_VIOLATION);
   CHECK_ST(p.eb.status.load(), ND_ACCESS_VIOLATION);
-  CHECK_ST(p.a->Write(nullptr, &ok, 1, good.addr(), good.token(), 0), ND_CONNECTION_INVALID);
-  CHECK_ST(p.a->Receive(nullptr, &as, 1), ND_CONNECTION_INVALID);
-  CHECK_ST(p.b->Receive(nullptr, &bs, 1), ND_CONNECTION_INVALID);
+  void* const late = reinterpret_cast<void*>(41);
+  expect_flushed(p.acq, p.a->Write(late, &ok, 1, good.addr(), good.token(), 0), late);
+  expect_flushed(p.acq, p.a->Read(late, &ok, 1, good.addr(), good.token(), 0), late);
+  expect_flushed(p.acq, p.a->Send(late, &ok, 1, 0), late);
+  expect_flushed(p.acq, p.a->Receive(late, &as, 1), late);
+  expect_flushed(p.bcq, p.b->Receive(late, &bs, 1), late);
   if (mw != nullptr) mw->Release();
 }
 
@@ -937,7 +1018,7 @@ void test_peer_closed() {
   CHECK(r.RequestContext == reinterpret_cast<void*>(1));
   CHECK(wait_for([&] { return ev.closed.load() == 1; }));
   CHECK(ev.status.load() == ND_CONNECTION_ABORTED || ev.status.load() == ND_SUCCESS);
-  CHECK_ST(a->Send(nullptr, nullptr, 0, 0), ND_CONNECTION_INVALID);
+  expect_flushed(cq, a->Send(reinterpret_cast<void*>(3), nullptr, 0, 0), reinterpret_cast<void*>(3));
   a->detach_events();
   a->Release();
   on_engine([] {});
@@ -965,7 +1046,8 @@ void test_flush_and_deregister_wait() {
   CHECK(next_cqe(p.bcq, &r) && r.Status == ND_CANCELED && r.RequestContext == reinterpret_cast<void*>(2));
   CHECK_ST(p.bcq->GetOverlappedResult(&nov, FALSE), ND_SUCCESS);
   CHECK_ST(m.mr->GetOverlappedResult(&ov, FALSE), ND_SUCCESS);
-  CHECK_ST(p.b->Receive(nullptr, &s, 1), ND_CONNECTION_INVALID);
+  // Later receives are flushed too (even with the region deregistered: nothing is checked or pinned).
+  expect_flushed(p.bcq, p.b->Receive(reinterpret_cast<void*>(3), &s, 1), reinterpret_cast<void*>(3));
   // The peer sees the connection end: its pending receive is cancelled.
   CHECK(wait_for([&] { return p.ea.closed.load() == 1; }));
 }
@@ -1247,6 +1329,13 @@ int main() {
     test_access(Bad::kAfterDeregister, "access: token after deregister", crc);
     test_access(Bad::kWindowInvalidated, "access: window after invalidate", crc);
     test_access(Bad::kWindowReadOnlyWrite, "access: write to read-only window", crc);
+  }
+  test_local_access(BadLocal::kSendForged, "local access: send with a forged token");
+  test_local_access(BadLocal::kWritePastEnd, "local access: write source past the region");
+  test_local_access(BadLocal::kReadIntoReadOnly, "local access: read into a region without local write");
+  for (bool crc : {true, false}) {
+    test_large_write_rejected(crc, 4096);
+    test_large_write_rejected(crc, 4 << 20);
   }
   test_send_errors();
   test_crc_corruption();

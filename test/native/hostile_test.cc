@@ -440,6 +440,7 @@ struct Expect {
   HRESULT recv_alt = ND_CANCELED;  // allowed status of the receive being filled
   int recv_success = 0;       // receives that legitimately complete ND_SUCCESS (at most)
   HRESULT write_status = ND_PENDING;  // if set: the app Write must complete with this (Terminate naming it)
+  HRESULT read_status = ND_PENDING;   // if set: the app Read must complete with this (a malformed Read Response)
   bool shutdown_after = false;     // the hostile half-closes after sending
   bool slow = false;               // the hostile bytes go out 1 byte at a time
   std::vector<Range> allowed;      // memory a legitimate Write could touch (absolute buffer offsets)
@@ -487,7 +488,9 @@ void check_completions(Conn& c, const Expect& e) {
     }
     if (ctx == kCtxRead) CHECK(r.Status != ND_SUCCESS);  // the hostile never answered it
     if (ctx == kCtxBind) continue;
-    if (ctx == kCtxWrite && e.write_status != ND_PENDING) {
+    if (ctx == kCtxRead && e.read_status != ND_PENDING) {
+      CHECK_ST(r.Status, e.read_status);
+    } else if (ctx == kCtxWrite && e.write_status != ND_PENDING) {
       CHECK_ST(r.Status, e.write_status);
     } else if (e.local_error) {
       CHECK_ST(r.Status, ND_CANCELED);
@@ -536,8 +539,12 @@ void finish(Conn& c, const Bytes& junk, const Expect& e) {
   c.fd = -1;
   CHECK_ST(wait_ov(c.conn, c.notify, 3000), ND_SUCCESS);
   check_completions(c, e);
+  // The QP is dead: a later request is accepted and completes ND_CANCELED at once (docs/nd2.md §3.6).
   ND2_SGE sge{g_mem->p(kLocOff + kSrcOff), 4, loc_token()};
-  CHECK_ST(c.qp->Send(nullptr, &sge, 1, 0), ND_CONNECTION_INVALID);  // the QP is dead
+  CHECK_ST(c.qp->Send(reinterpret_cast<void*>(0x5EAD), &sge, 1, 0), ND_SUCCESS);
+  ND2_RESULT late{};
+  CHECK(c.cq->GetResults(&late, 1) == 1 && late.Status == ND_CANCELED &&
+        late.RequestContext == reinterpret_cast<void*>(0x5EAD));
   const Parsed p = parse_stream(c.rx, c.crc);
   CHECK(p.framing_ok);
   CHECK(p.term_decodes);
@@ -601,6 +608,11 @@ void test_framing() {
   Posts po;
   // ULPDU Length 0 (then more bytes so a whole header is there).
   run("ulpdu len 0", po, [](Conn& c) { return frame({}, c.crc) + frame(send_u(1, pat(8)), c.crc); },
+      term(llp(LlpErr::kMarkerLengthMismatch)));
+  // ULPDU Length 0 and nothing behind it: answered at once, not by waiting for a DDP header that never comes.
+  run("ulpdu len 0 then silence", po, [](Conn& c) { return frame({}, c.crc); },
+      term(llp(LlpErr::kMarkerLengthMismatch)));
+  run("ulpdu len 5 then silence", po, [](Conn& c) { return frame(pat(5), c.crc); },
       term(llp(LlpErr::kMarkerLengthMismatch)));
   run("ulpdu len < tagged header", po,
       [](Conn& c) { return frame(tagged(RdmapOpcode::kWrite, true, rw_token(), rw_base(), pat(8)), c.crc, 10); },
@@ -853,42 +865,46 @@ void test_read_responses() {
       [](Conn& c) { return frame(tagged(RdmapOpcode::kReadResponse, true, 5, 0), c.crc); },
       term(term_code(DdpCatastrophicErr::kLocalCatastrophic)));
   Posts po;  // the app Read is the oldest outstanding Read
-  const uint64_t sink = 0;  // computed inside (addresses known only at run time)
-  (void)sink;
+  // A malformed response to it fails it with ND_REMOTE_ERROR (the peer broke the protocol), not ND_CANCELED.
+  auto bad = [](TermCode code) {
+    Expect e = term(code);
+    e.read_status = ND_REMOTE_ERROR;
+    return e;
+  };
   run("read response wrong stag", po,
       [](Conn& c) {
         return frame(tagged(RdmapOpcode::kReadResponse, true, 0xBADBAD00u, g_mem->addr(kLocOff + kSinkOff), pat(64)),
                      c.crc);
       },
-      term(ddp_t(DdpTaggedErr::kInvalidStag)));
+      bad(ddp_t(DdpTaggedErr::kInvalidStag)));
   run("read response wrong to", po,
       [](Conn& c) {
         return frame(tagged(RdmapOpcode::kReadResponse, true, loc_token(), g_mem->addr(kLocOff + kSinkOff) + 4, pat(60)),
                      c.crc);
       },
-      term(ddp_t(DdpTaggedErr::kBaseBounds)));
+      bad(ddp_t(DdpTaggedErr::kBaseBounds)));
   run("read response too long", po,
       [](Conn& c) {
         return frame(tagged(RdmapOpcode::kReadResponse, true, loc_token(), g_mem->addr(kLocOff + kSinkOff), pat(128)),
                      c.crc);
       },
-      term(ddp_t(DdpTaggedErr::kBaseBounds)));
+      bad(ddp_t(DdpTaggedErr::kBaseBounds)));
   run("read response short last", po,
       [](Conn& c) {
         return frame(tagged(RdmapOpcode::kReadResponse, true, loc_token(), g_mem->addr(kLocOff + kSinkOff), pat(32)),
                      c.crc);
       },
-      term(ddp_t(DdpTaggedErr::kBaseBounds)));
+      bad(ddp_t(DdpTaggedErr::kBaseBounds)));
   run("read response zero-length for a sized read", po,
       [](Conn& c) { return frame(tagged(RdmapOpcode::kReadResponse, true, 0x12345600u, 0), c.crc); },
-      term(ddp_t(DdpTaggedErr::kInvalidStag)));
+      bad(ddp_t(DdpTaggedErr::kInvalidStag)));
   run("read response second too many", po,
       [](Conn& c) {
         const uint64_t to = g_mem->addr(kLocOff + kSinkOff);
         return frame(tagged(RdmapOpcode::kReadResponse, false, loc_token(), to, pat(32)), c.crc) +
                frame(tagged(RdmapOpcode::kReadResponse, true, loc_token(), to + 32, pat(64)), c.crc);
       },
-      term(ddp_t(DdpTaggedErr::kBaseBounds)));
+      bad(ddp_t(DdpTaggedErr::kBaseBounds)));
 }
 
 void test_terminates_received() {
@@ -930,6 +946,47 @@ void test_terminates_received() {
   run("terminate wrong msn and mo", po,
       [](Conn& c) { return frame(untagged(RdmapOpcode::kTerminate, true, kQnTerminate, 77, 99, pat(4, 0x10)), c.crc); },
       e);
+}
+
+// A peer that takes the application's Write (and the confirmation Read behind it) but never answers the Read: the
+// Write completes ND_IO_TIMEOUT once the response deadline passes, the provider Terminates and closes
+// (docs/nd2.md §3.6). The same for an application Read left unanswered. The deadline is shortened for the test
+// through NETDIRECT_SOFT_RESPONSE_TIMEOUT_MS (read at each connection).
+void test_unanswered_reads() {
+  setenv("NETDIRECT_SOFT_RESPONSE_TIMEOUT_MS", "300", 1);
+  for (bool with_read : {false, true}) {
+    g_test = with_read ? "unanswered read" : "unanswered confirmation read";
+    g_mem->pattern();
+    Posts po;
+    po.read = with_read;
+    po.send = false;
+    Conn c;
+    const auto t0 = Clock::now();
+    if (setup(c, po)) {
+      c.snap = g_mem->buf;
+      Expect e;
+      e.term = true;
+      e.code = TermCode{0, 0, 0};  // RDMAP local catastrophic error
+      // The oldest request is the one that timed out; the rest are cancelled.
+      if (with_read) e.read_status = ND_IO_TIMEOUT;
+      else e.write_status = ND_IO_TIMEOUT;
+      finish(c, {}, e);
+      const double waited = std::chrono::duration<double>(Clock::now() - t0).count();
+      CHECK(waited > 0.25 && waited < 3.5);
+      // The Write (and a Read Request behind it) did reach the peer before the wait began.
+      const Parsed p = parse_stream(c.rx, c.crc);
+      bool write_seen = false, rreq_seen = false;
+      for (const Fpdu& f : p.fpdus) {
+        write_seen = write_seen || f.h.opcode == RdmapOpcode::kWrite;
+        rreq_seen = rreq_seen || f.h.opcode == RdmapOpcode::kReadRequest;
+      }
+      CHECK(write_seen && rreq_seen);
+    } else {
+      std::printf("  [%s] setup failed\n", g_test.c_str());
+    }
+    teardown(c);
+  }
+  unsetenv("NETDIRECT_SOFT_RESPONSE_TIMEOUT_MS");
 }
 
 void test_send_invalidate() {
@@ -1695,6 +1752,7 @@ int main(int argc, char** argv) {
   test_read_responses();
   test_terminates_received();
   test_send_invalidate();
+  test_unanswered_reads();
   test_crc_and_truncation();
   test_slow_loris();
   test_p2p_rtr();

@@ -151,6 +151,7 @@ class Events final : public RxEvents {
   int terminates = 0;
   int errors = 0;
   TermCode code;
+  HRESULT read_status = ND_PENDING;  // what the failure blames on the outstanding Read
   int failures = 0;
   HRESULT failure = ND_SUCCESS;
 
@@ -180,9 +181,10 @@ class Events final : public RxEvents {
   }
   void rx_rtr_received() override { ++rtrs; }
   void rx_terminate_received(const TerminateInfo&) override { ++terminates; }
-  void rx_protocol_error(TermCode c, HRESULT recv_status, const uint8_t*, size_t, uint16_t) override {
+  void rx_protocol_error(TermCode c, HRESULT recv_status, HRESULT read_st, const uint8_t*, size_t, uint16_t) override {
     ++errors;
     code = c;
+    read_status = read_st;
     stream->stop(recv_status);  // as the queue pair's failure handling does
   }
   void rx_connection_failed(HRESULT status, bool) override {
@@ -450,6 +452,79 @@ void test_errors(bool crc) {
                term_code(DdpCatastrophicErr::kLocalCatastrophic));
 }
 
+// A malformed Read Response fails the Read it answers with ND_REMOTE_ERROR (the peer broke the protocol), not
+// ND_CANCELED; other errors leave the Read ND_CANCELED.
+void test_read_response_errors(bool crc) {
+  struct Case {
+    const char* name;
+    std::function<Bytes(Run&)> bytes;
+    TermCode code;
+  };
+  auto sink = [](Run& r) { return Mem::addr(r.m.rx, 64); };
+  const std::vector<Case> cases = {
+      {"read response wrong sink stag",
+       [crc, sink](Run& r) { return frame(tagged(RdmapOpcode::kReadResponse, true, 0x56, sink(r), pat(64)), crc); },
+       term_code(DdpTaggedErr::kInvalidStag)},
+      {"read response beyond the sink",
+       [crc, sink](Run& r) { return frame(tagged(RdmapOpcode::kReadResponse, true, 0x55, sink(r) + 8, pat(56)), crc); },
+       term_code(DdpTaggedErr::kBaseBounds)},
+      {"read response too long",
+       [crc, sink](Run& r) { return frame(tagged(RdmapOpcode::kReadResponse, true, 0x55, sink(r), pat(65)), crc); },
+       term_code(DdpTaggedErr::kBaseBounds)},
+      {"read response short with last",
+       [crc, sink](Run& r) { return frame(tagged(RdmapOpcode::kReadResponse, true, 0x55, sink(r), pat(63)), crc); },
+       term_code(DdpTaggedErr::kBaseBounds)},
+  };
+  for (const Case& c : cases) {
+    Run sizer(crc);
+    each_split(c.name, c.bytes(sizer), crc, false,
+               [&](Run& r) {
+                 static LocalSge sge;
+                 sge = LocalSge{r.m.rxp(0), 64, 0};
+                 r.ev.have_read = true;
+                 r.ev.read = RxReadTarget{false, 64, 0, 0x55, sink(r), &sge, 1};
+                 r.src.data = c.bytes(r);
+               },
+               [&](Run& r) {
+                 CHECK(r.ev.errors == 1 && r.stream.stopped());
+                 CHECK(r.ev.code == c.code);
+                 CHECK_ST(r.ev.read_status, ND_REMOTE_ERROR);
+                 CHECK(r.ev.reads_done == 0);
+               });
+  }
+  g_test = std::string("write error leaves the read cancelled") + (crc ? " crc" : " nocrc");
+  Run r(crc);
+  r.ev.have_read = true;
+  r.src.data = frame(tagged(RdmapOpcode::kWrite, true, r.m.rw_stag ^ 0x10u, Mem::addr(r.m.rw, 64), pat(8)), crc);
+  feed(r.stream, r.src, {});
+  CHECK(r.ev.errors == 1);
+  CHECK_ST(r.ev.read_status, ND_CANCELED);
+}
+
+// An FPDU whose ULPDU is shorter than any DDP header, with nothing behind it: a framing error at once (RFC 5044 §4,
+// RFC 5041 §7), not a wait for the 16 header bytes that will never come.
+void test_short_ulpdu_then_silence(bool crc) {
+  for (uint16_t len : {0, 1, 4, 13}) {
+    Bytes f = frame(Bytes(len, 0x41), crc);
+    for (size_t cut : {size_t{2}, f.size()}) {
+      g_test = "ulpdu length " + std::to_string(len) + " then silence, " + std::to_string(cut) + " bytes" +
+               (crc ? " crc" : " nocrc");
+      Run r(crc);
+      r.src.data = Bytes(f.begin(), f.begin() + static_cast<ptrdiff_t>(cut));
+      feed(r.stream, r.src, {});
+      CHECK(r.ev.errors == 1 && r.stream.stopped());
+      CHECK(r.ev.code == term_code(LlpErr::kMarkerLengthMismatch));
+      CHECK(r.m.rw_zero() && r.m.rx_zero());
+    }
+  }
+  g_test = std::string("ulpdu length 14 waits for the rest") + (crc ? " crc" : " nocrc");
+  Run r(crc);
+  r.src.data = frame(tagged(RdmapOpcode::kWrite, true, r.m.rw_stag, Mem::addr(r.m.rw, 64), {}), crc);
+  r.src.data.resize(8);
+  feed(r.stream, r.src, {});
+  CHECK(r.ev.errors == 0 && r.ev.failures == 0 && !r.stream.stopped());
+}
+
 void test_end_of_stream() {
   g_test = "end of stream mid-FPDU";
   Run r(true);
@@ -472,6 +547,8 @@ int main() {
     test_read_requests(crc);
     test_read_response(crc);
     test_errors(crc);
+    test_read_response_errors(crc);
+    test_short_ulpdu_then_silence(crc);
   }
   test_end_of_stream();
   return finish();

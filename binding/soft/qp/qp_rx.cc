@@ -19,6 +19,23 @@ namespace {
 constexpr int kRxBudget = RxStream::kRxBudget;  // recv calls per wake-up before other sockets get a turn
 constexpr uint64_t kNoOffender = ~uint64_t{0};
 
+// The connection's socket, noting whether any byte arrived (the bounded wait for Read Responses, qp_tx.cc).
+class WatchedSocketSource final : public RxSource {
+ public:
+  explicit WatchedSocketSource(net::Socket s) : s_(s) {}
+  ptrdiff_t read(void* buf, size_t len) override { return note(net::recv_bytes(s_, buf, len)); }
+  ptrdiff_t readv(const iovec* iov, int iovcnt) override { return note(net::recv_iov(s_, iov, iovcnt)); }
+  bool moved() const { return moved_; }
+
+ private:
+  ptrdiff_t note(ptrdiff_t n) {
+    if (n > 0) moved_ = true;
+    return n;
+  }
+  net::Socket s_;
+  bool moved_ = false;
+};
+
 bool is_access_error(TermCode c) {
   return (c.layer == static_cast<uint8_t>(TermLayer::kDdp) && c.etype == static_cast<uint8_t>(DdpEtype::kTagged)) ||
          (c.layer == static_cast<uint8_t>(TermLayer::kRdmap) &&
@@ -68,8 +85,9 @@ bool SoftQueuePair::rx_drain_locked() {
 void SoftQueuePair::rx_progress_locked() {
   mu_.assert_held();
   if (state_ != State::kConnected) return;
-  SocketRxSource src(sock_);
+  WatchedSocketSource src(sock_);
   rx_.progress(src);
+  if (src.moved()) peer_activity_locked();
 }
 
 bool SoftQueuePair::rx_take_receive(RecvRequest* out) {
@@ -131,11 +149,17 @@ void SoftQueuePair::rx_inbound_read(uint32_t sink_stag, uint64_t sink_to, uint32
 
 void SoftQueuePair::rx_rtr_received() { event_rtr_pending_ = true; }
 
-void SoftQueuePair::rx_protocol_error(TermCode code, HRESULT recv_status, const uint8_t* ulpdu, size_t avail,
-                                      uint16_t ulpdu_len) {
+void SoftQueuePair::rx_protocol_error(TermCode code, HRESULT recv_status, HRESULT read_status, const uint8_t* ulpdu,
+                                      size_t avail, uint16_t ulpdu_len) {
   send_terminate_locked(code, ulpdu, avail, ulpdu_len);
-  fail_locked(is_access_error(code) ? ND_ACCESS_VIOLATION : ND_REMOTE_ERROR, true, false, kNoOffender, ND_CANCELED,
-              recv_status);
+  const HRESULT event = is_access_error(code) ? ND_ACCESS_VIOLATION : ND_REMOTE_ERROR;
+  // A malformed Read Response blames the peer on the Read it answers (docs/nd2.md §3.6); the requests before
+  // that Read were processed by the peer (it answered the Read, so it took everything sent before it).
+  if (read_status != ND_CANCELED && orq_count_ > 0 && !orq_[orq_head_].internal) {
+    fail_locked(event, true, true, orq_[orq_head_].sq_seq, read_status, recv_status);
+    return;
+  }
+  fail_locked(event, true, false, kNoOffender, ND_CANCELED, recv_status);
 }
 
 void SoftQueuePair::rx_connection_failed(HRESULT status, bool peer_gone) {
@@ -146,7 +170,10 @@ void SoftQueuePair::rx_connection_failed(HRESULT status, bool peer_gone) {
 void SoftQueuePair::rx_terminate_received(const TerminateInfo& t) {
   const TermVerdict v = classify_terminate(t);
   uint64_t offender = kNoOffender;
-  for (uint64_t s = sq_head_; s < sq_next_ && offender == kNoOffender; ++s) {
+  // Transmitted requests and the one being transmitted now: a large Write is still being segmented when the
+  // peer's Terminate for its first FPDU arrives.
+  const uint64_t end = sq_next_ + (tx_.kind == TxKind::kSq ? 1 : 0);
+  for (uint64_t s = sq_head_; s < end && offender == kNoOffender; ++s) {
     const SqRequest& r = sq_at(s);
     switch (v.target) {
       case TermTarget::kWrite:
@@ -166,7 +193,7 @@ void SoftQueuePair::rx_terminate_received(const TerminateInfo& t) {
     }
   }
   // Not attributable (or not found): the oldest request the peer has not confirmed is the one that failed.
-  if (offender == kNoOffender && sq_head_ < sq_next_) offender = sq_head_;
+  if (offender == kNoOffender && sq_head_ < end) offender = sq_head_;
   fail_locked(v.status, true, true, offender, v.status, ND_CANCELED);
 }
 

@@ -2,6 +2,7 @@
 // ORD and fence stalls, and the internal confirmation Read (design: queue_pair.h).
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 
 #include "soft/adapter.h"
@@ -22,6 +23,17 @@ constexpr uint64_t kNoOffender = ~uint64_t{0};
 constexpr uint64_t kConfirmBatch = 32;   // unconfirmed requests that justify a second confirmation Read in flight
 constexpr uint64_t kConfirmStream = 64;  // the same before the send queue drained (a long stream); measured: 32 cost
                                          // the 8 B message rate ~7%, 64 neither that nor the 4 KiB stream's gain
+// The Terminate we send when we end the connection for a reason of our own (a request's local SGE failed its check,
+// the peer left a Read unanswered): RDMAP, Local Catastrophic Error (RFC 5040 §7.2; siw sends this class for its
+// local transmit errors too).
+constexpr TermCode kLocalCatastrophic{static_cast<uint8_t>(TermLayer::kRdmap),
+                                      static_cast<uint8_t>(RdmapEtype::kLocalCatastrophic), 0};
+
+uint64_t steady_ns() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+          .count());
+}
 }  // namespace
 
 void SoftQueuePair::tx_set_want_write_locked(bool want) {
@@ -67,6 +79,65 @@ void SoftQueuePair::tx_progress_locked() {
   }
   tx_set_want_write_locked(false);
   complete_ready_locked();
+  tx_fail_local_error_locked();
+}
+
+void SoftQueuePair::tx_fail_local_error_locked() {
+  mu_.assert_held();
+  if (state_ != State::kConnected || sq_head_ != sq_next_ || sq_next_ == sq_tail_) return;
+  const HRESULT st = sq_at(sq_head_).local_status;
+  if (st == ND_SUCCESS) return;
+  fail_with_terminate_locked(kLocalCatastrophic, st, sq_head_, st);
+}
+
+void SoftQueuePair::fail_with_terminate_locked(TermCode code, HRESULT event_status, uint64_t offender,
+                                               HRESULT status) {
+  mu_.assert_held();
+  send_terminate_locked(code, nullptr, 0, 0);
+  fail_locked(event_status, true, false, offender, status, ND_CANCELED);
+}
+
+// ---- the bounded wait for Read Responses ----------------------------------------------------------------------
+// Writes and Sends complete when a later Read Response confirms them (queue_pair.h): a peer that keeps the
+// connection open but never answers our Read would leave them pending for ever. So while an outbound Read is
+// outstanding, an engine timer checks that bytes keep moving in either direction (a large transfer ahead of the
+// response may legitimately delay it); after peer_timeout_ms_ without a byte, the oldest request completes
+// ND_IO_TIMEOUT, the rest ND_CANCELED, and the connection is Terminated and closed (docs/nd2.md §3.6).
+
+void SoftQueuePair::peer_wait_started_locked() {
+  mu_.assert_held();
+  if (peer_timer_ != 0 || peer_timeout_ms_ == 0 || sock_ == net::kInvalidSocket) return;
+  peer_activity_ns_ = steady_ns();
+  peer_timer_ = adapter_->engine().add_timer(peer_timeout_ms_, [this] { peer_deadline_check(); });
+}
+
+void SoftQueuePair::peer_activity_locked() {
+  mu_.assert_held();
+  if (peer_timer_ != 0) peer_activity_ns_ = steady_ns();
+}
+
+void SoftQueuePair::peer_deadline_check() {
+  {
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+    peer_timer_ = 0;
+    if (sock_ == net::kInvalidSocket || state_ != State::kConnected || orq_count_ == 0) return;
+    const uint64_t idle_ms = (steady_ns() - peer_activity_ns_) / 1000000;
+    if (idle_ms < peer_timeout_ms_) {
+      const uint32_t rest = peer_timeout_ms_ - static_cast<uint32_t>(idle_ms);
+      peer_timer_ = adapter_->engine().add_timer(rest, [this] { peer_deadline_check(); });
+      return;
+    }
+    peer_timeout_locked();
+  }
+  kick_teardown();
+}
+
+void SoftQueuePair::peer_timeout_locked() {
+  mu_.assert_held();
+  // The oldest request is the one the peer failed to answer (or to confirm); with none (only the P2P RTR Read
+  // was outstanding) everything just closes.
+  const uint64_t offender = sq_head_ < sq_next_ ? sq_head_ : kNoOffender;
+  fail_with_terminate_locked(kLocalCatastrophic, ND_IO_TIMEOUT, offender, ND_IO_TIMEOUT);
 }
 
 // Anything for tx_progress_locked to do: an FPDU to send or finish, a Read Response to answer, the RTR, a
@@ -193,6 +264,15 @@ bool SoftQueuePair::tx_next_message_locked() {
   // 4. The send queue in order.
   if (sq_next_ < sq_tail_) {
     SqRequest& r = sq_at(sq_next_);
+    if (r.local_status != ND_SUCCESS) {
+      // Its local SGEs failed their check at post time (queue_pair.cc post_sq_locked): it is never transmitted. It
+      // stalls the queue until every earlier request has completed — earlier Writes/Sends get their confirmation
+      // Read now rather than at idle — and then fails with its status, ending the connection, as a local protection
+      // error does on hardware (tx_fail_local_error_locked).
+      if (!needs_confirmation_locked() || orq_count_ >= ord_) return false;
+      tx_confirm_read_locked();
+      return true;
+    }
     if ((r.flags & ND_OP_FLAG_READ_FENCE) && orq_count_ > 0) return false;  // wait for earlier Reads
     switch (r.type) {
       case Nd2RequestTypeBind:
@@ -217,6 +297,7 @@ bool SoftQueuePair::tx_next_message_locked() {
         OutRead& o = orq_[(orq_head_ + orq_count_) % orq_.size()];
         o = OutRead{sq_next_, sq_next_ + 1, false, r.msn, sink_stag, sink_to, static_cast<uint32_t>(r.length), 0};
         ++orq_count_;
+        peer_wait_started_locked();
         DdpHeader h;
         h.opcode = RdmapOpcode::kReadRequest;
         h.qn = kQnReadRequest;
@@ -276,6 +357,7 @@ void SoftQueuePair::tx_internal_read_locked(uint64_t confirms) {
   OutRead& o = orq_[(orq_head_ + orq_count_) % orq_.size()];
   o = OutRead{0, confirms, true, ++tx_.read_msn, kRtrStag, 0, 0, 0};
   ++orq_count_;
+  peer_wait_started_locked();
   DdpHeader h;
   h.opcode = RdmapOpcode::kReadRequest;
   h.qn = kQnReadRequest;
@@ -312,6 +394,7 @@ bool SoftQueuePair::tx_flush_locked() {
     }
     size_t left = static_cast<size_t>(n);
     b.sent += left;
+    peer_activity_locked();
     while (b.iov_pos < b.iov_count && (left > 0 || b.iov[b.iov_pos].iov_len == 0)) {
       iovec& v = b.iov[b.iov_pos];
       if (left >= v.iov_len) {

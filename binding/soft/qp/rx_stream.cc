@@ -61,12 +61,12 @@ void RxStream::stop(HRESULT recv_status) {
   }
 }
 
-void RxStream::fail(TermCode code, HRESULT recv_status, const uint8_t* ulpdu, size_t avail) {
+void RxStream::fail(TermCode code, HRESULT recv_status, const uint8_t* ulpdu, size_t avail, HRESULT read_status) {
   if (ulpdu == nullptr) {
     ulpdu = buf_ + kMpaLenSize;
     avail = have_ > kMpaLenSize ? have_ - kMpaLenSize : 0;
   }
-  events_.rx_protocol_error(code, recv_status, ulpdu, avail, ulpdu_len_);
+  events_.rx_protocol_error(code, recv_status, read_status, ulpdu, avail, ulpdu_len_);
   stop(recv_status);  // (normally done already by the owner's failure handling)
 }
 
@@ -111,6 +111,7 @@ void RxStream::progress(RxSource& src) {
         std::memcpy(buf_ + have_, stage + stage_pos_, take);
         stage_pos_ += take;
         have_ += take;
+        if (!check_ulpdu_length()) return;
         if (have_ < need_) continue;
       }
       if (!header()) return;
@@ -228,6 +229,15 @@ void RxStream::progress(RxSource& src) {
     need_ = kPeek;
     if (!segment_done()) return;
   }
+}
+
+bool RxStream::check_ulpdu_length() {
+  if (have_ < kMpaLenSize) return true;
+  ulpdu_len_ = get_be16(buf_);
+  if (ulpdu_len_ >= kDdpTaggedHdrSize) return true;
+  // Waiting for a whole header here would wait for bytes that belong to the next FPDU, or for ever.
+  fail(term_code(LlpErr::kMarkerLengthMismatch), ND_CANCELED);
+  return false;
 }
 
 // CRC on: the rest of the current FPDU (payload, pad, CRC trailer) is at src in the staging buffer. Checks the CRC over
@@ -371,18 +381,19 @@ bool RxStream::header() {
         if (payload > 0) discard(payload);
         break;
       }
+      // A malformed response fails the Read it answers with ND_REMOTE_ERROR (fail_read_response).
       if (!(o.size == 0 && payload == 0)) {  // zero-length responses may carry any STag
         if (h.stag != o.sink_stag) {
-          fail(term_code(DdpTaggedErr::kInvalidStag), ND_CANCELED);
+          fail_read_response(term_code(DdpTaggedErr::kInvalidStag));
           return false;
         }
         if (h.to != o.sink_to + o.received || payload > o.size - o.received ||
             (h.last && o.received + payload != o.size)) {
-          fail(term_code(DdpTaggedErr::kBaseBounds), ND_CANCELED);
+          fail_read_response(term_code(DdpTaggedErr::kBaseBounds));
           return false;
         }
       } else if (!h.last) {
-        fail(term_code(DdpTaggedErr::kBaseBounds), ND_CANCELED);
+        fail_read_response(term_code(DdpTaggedErr::kBaseBounds));
         return false;
       }
       if (payload > 0 && !o.internal) place_pieces(o.sge, o.nsge, o.received, payload);

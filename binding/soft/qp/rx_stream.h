@@ -84,9 +84,11 @@ class RxEvents {
   // The peer sent a Terminate (fatal).
   virtual void rx_terminate_received(const wire::TerminateInfo& t) = 0;
   // The stream found a protocol error: send a Terminate with `code` (copying the offending headers from ulpdu,
-  // avail bytes of a ULPDU of ulpdu_len) and fail the queue pair; the receive being filled gets recv_status.
-  virtual void rx_protocol_error(wire::TermCode code, HRESULT recv_status, const uint8_t* ulpdu, size_t avail,
-                                 uint16_t ulpdu_len) = 0;
+  // avail bytes of a ULPDU of ulpdu_len) and fail the queue pair; the receive being filled gets recv_status, the
+  // oldest outstanding Read read_status (ND_REMOTE_ERROR when its Read Response was malformed: the peer broke the
+  // protocol, docs/nd2.md §3.6; ND_CANCELED otherwise).
+  virtual void rx_protocol_error(wire::TermCode code, HRESULT recv_status, HRESULT read_status, const uint8_t* ulpdu,
+                                 size_t avail, uint16_t ulpdu_len) = 0;
   // The source reached its end (status ND_SUCCESS at an FPDU boundary, else ND_CONNECTION_ABORTED; peer_gone) or
   // the stream ran out of memory (ND_INSUFFICIENT_RESOURCES, !peer_gone): fail the queue pair.
   virtual void rx_connection_failed(HRESULT status, bool peer_gone) = 0;
@@ -131,7 +133,13 @@ class RxStream {
   void discard(uint32_t len);    // payload goes to a scratch sink (internal Read Responses)
   bool place_pieces(const LocalSge* sge, uint32_t nsge, uint64_t offset, uint32_t len);
   // Reports a protocol error (headers copied from ulpdu; default: the header bytes in buf_) and stops.
-  void fail(wire::TermCode code, HRESULT recv_status, const uint8_t* ulpdu = nullptr, size_t avail = 0);
+  void fail(wire::TermCode code, HRESULT recv_status, const uint8_t* ulpdu = nullptr, size_t avail = 0,
+            HRESULT read_status = ND_CANCELED);
+  // The same for a malformed Read Response: the outstanding Read it answers completes ND_REMOTE_ERROR.
+  void fail_read_response(wire::TermCode code) { fail(code, ND_CANCELED, nullptr, 0, ND_REMOTE_ERROR); }
+  // A ULPDU Length too short for any DDP header is a framing error as soon as its 2 bytes are in: the FPDU may
+  // be all the peer sends (RFC 5044 §4, RFC 5041 §7). false: the stream failed.
+  bool check_ulpdu_length();
   void lost(HRESULT status, bool peer_gone);  // reports rx_connection_failed and stops
 
   StagTable& stags_;
