@@ -1007,6 +1007,13 @@ void test_terminate() {
   CHECK(s.ok && !back.m && !back.d && !back.r && back.ddp_hdr == nullptr);
   CHECK(same_code(back.code, tn.code));
   CHECK(!decode_terminate_body(body, 3, &back).ok);
+
+  // Every code we send is one the RFCs define (found by test/fuzz/rx_stream_fuzz.cc: RDMAP remote operation 0x09,
+  // "STag cannot be invalidated", which rx_stream.cc sends for a Send with Invalidate, was called undefined).
+  CHECK(term_code_defined(term_code(RdmapEtype::kRemoteOperation, RdmapErr::kStagCannotInvalidate)));
+  CHECK(term_code_defined(term_code(RdmapEtype::kRemoteProtection, RdmapErr::kStagCannotInvalidate)));
+  CHECK(!term_code_defined(term_code(RdmapEtype::kRemoteOperation, RdmapErr::kToWrap)));
+  CHECK(!term_code_defined(TermCode{0, 2, 0x0A}));
 }
 
 void test_make_terminate() {

@@ -237,7 +237,9 @@ bool term_code_defined(TermCode c) {
         case RdmapEtype::kLocalCatastrophic: return c.code == 0x00;
         case RdmapEtype::kRemoteProtection:
           return c.code <= 0x04 || c.code == 0x09 || c.code == 0xFF;
-        case RdmapEtype::kRemoteOperation: return (c.code >= 0x05 && c.code <= 0x08) || c.code == 0xFF;
+        // 0x09 (STag cannot be invalidated) is defined for both remote error types (RFC 5040 §7, IANA "RDMAP
+        // Errors"); we send it as a remote operation error for a Send with Invalidate (rx_stream.cc).
+        case RdmapEtype::kRemoteOperation: return (c.code >= 0x05 && c.code <= 0x09) || c.code == 0xFF;
       }
       return false;
     case TermLayer::kDdp:
