@@ -34,7 +34,7 @@ if (captures.length === 0) {
 const SYM = 0x5eed0000;
 const SINK_SLOT = 4100;
 const READ_SIZES = [0, 64, 1000, 4000];
-const RW_LEN = 8192;
+const RW_LEN = 80 * 1024;
 const RO_LEN = 4096;
 const MAX_RECV = 7;
 const RECV_LEN = (i) => (1 + (i % 3)) * 100;

@@ -62,7 +62,9 @@ constexpr uint32_t kReadSizes[4] = {0, 64, 1000, 4000};  // every Read of a run 
 // The memory the stream may touch, in one arena: guard, part, guard, part, ..., guard.
 struct Layout {
   size_t rw, ro, noacc, dead, rx, sink, total;
-  static constexpr size_t kRw = 8192, kRo = 4096, kNoacc = 1024, kDead = 1024;
+  // The writable region takes a Write of any FPDU size (up to 64 KiB), so that short inputs whose ULPDU Length
+  // claims more than kRxCopyFpdu reach the large-FPDU receive path (direct placement, header-sized read-ahead).
+  static constexpr size_t kRw = 80 * 1024, kRo = 4096, kNoacc = 1024, kDead = 1024;
   static constexpr size_t kRx = kMaxRecv * 3 * (kSgeLen + kSgeGap), kSink = kMaxReads * kSinkSlot;
   static constexpr size_t kWinOff = 1024, kWinLen = 2048;  // the window inside the writable region
   Layout() {
