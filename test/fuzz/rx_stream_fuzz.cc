@@ -386,10 +386,14 @@ class Run final : public RxEvents {
     VERBOSE("Terminate received\n");
     fatal_ = true;
   }
-  void rx_protocol_error(TermCode code, HRESULT recv_status, const uint8_t* ulpdu, size_t avail,
+  void rx_protocol_error(TermCode code, HRESULT recv_status, HRESULT read_status, const uint8_t* ulpdu, size_t avail,
                          uint16_t ulpdu_len) override {
     no_event_after_fatal("rx_protocol_error");
     VERBOSE("protocol error %u/%u/%u (%s)\n", code.layer, code.etype, code.code, term_code_name(code));
+    // A malformed Read Response blames the peer for the Read it answers; everything else cancels it.
+    FUZZ_CHECK(read_status == ND_CANCELED || (read_status == ND_REMOTE_ERROR && reads_done_ < reads_.size()),
+               "Read status %08x with %zu of %zu Reads done", static_cast<unsigned>(read_status), reads_done_,
+               reads_.size());
     FUZZ_CHECK(term_code_defined(code), "protocol error with undefined Terminate code %u/%u/%u", code.layer,
                code.etype, code.code);
     uint8_t f[kTerminateFpduMax];
