@@ -75,10 +75,13 @@ export class Channel {
   }
 
   private postReceive(slot: number): void {
-    this.qp.receive(this.recvRegion.slice(slot * SLOT_BYTES, SLOT_BYTES)).then(
-      (c) => this.received(slot, c.bytes),
-      (err) => this.fail(err, 'lost its connection'),
-    );
+    this.qp
+      .receive(this.recvRegion.slice(slot * SLOT_BYTES, SLOT_BYTES))
+      .then(
+        (c) => this.received(slot, c.bytes),
+        (err) => this.fail(err, 'lost its connection'),
+      )
+      .catch((err) => this.fail(err, 'could not be received from'));
   }
 
   private received(slot: number, bytes: number): void {
@@ -147,15 +150,19 @@ export class Channel {
 
   private enqueue(type: number, tag: number, aux: number, data: Uint8Array): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
-    return new Promise<void>((resolve, reject) => {
+    const sent = new Promise<void>((resolve, reject) => {
       const fragments = Math.max(1, Math.ceil(data.byteLength / PAYLOAD));
       this.queue.push({ type, tag, aux, data, offset: 0, resolve, reject, sent: 0, fragments });
-      this.pump();
     });
+    // A collective may have stopped waiting for this Send (another peer failed first): the job's failure reaches
+    // the caller through the collective, so a rejection nobody awaits is not an error of its own.
+    sent.catch(() => undefined);
+    this.pump();
+    return sent;
   }
 
   private pump(): void {
-    if (this.failure || this.closing) return;
+    if (this.failure) return;
     while (this.queue.length > 0 && this.credits >= 2 && this.freeSend.length > 0) {
       const m = this.queue[0];
       const n = Math.min(PAYLOAD, m.data.byteLength - m.offset);

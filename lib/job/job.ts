@@ -138,6 +138,7 @@ export class Job implements AsyncDisposable {
   private _windowsMade = 0;
   private _failure: JobError | null = null;
   private _closing: Promise<void> | null = null;
+  private _closed = false;
   private readonly _failWaiters = new Set<(err: JobError) => void>();
 
   /** @internal Use join(). */
@@ -265,7 +266,7 @@ export class Job implements AsyncDisposable {
 
   /** @internal */
   _check(operation: string): void {
-    if (this._closing) throw new NdError('ERR_ND_CLOSED', 0, operation, `${operation}: the job is closed`);
+    if (this._closed && operation !== 'close') throw new NdError('ERR_ND_CLOSED', 0, operation, `${operation}: the job is closed`);
     if (this._failure) throw this._failure;
   }
 
@@ -285,8 +286,9 @@ export class Job implements AsyncDisposable {
     return {
       rank: this.rank,
       size: this.size,
-      send: (p, tag, d) => this._channel(p, operation).send(tag, d),
-      recv: (p, tag) => this._channel(p, operation).recv(tag),
+      // Never throw synchronously: a collective holds several of these promises at once (Promise.all).
+      send: async (p, tag, d) => this._channel(p, operation).send(tag, d),
+      recv: async (p, tag) => this._channel(p, operation).recv(tag),
     };
   }
 
@@ -385,14 +387,16 @@ export class Job implements AsyncDisposable {
 
   /** @internal */
   async _teardown(graceful: boolean): Promise<void> {
+    // From here a peer's going is expected: the ranks that leave the final barrier first disconnect while others
+    // still wait in it (for messages from other ranks), and that must not break the job for those.
+    for (const c of this._channels) if (c) c.closing = true;
+    this._closed = true;
     if (graceful && this._failure === null && this._channels.length > 0) {
       const t = this._transport('close');
       const tag = (++this._seq & 0x7fffffff) >>> 0;
       await coll.barrier(t, tag).catch(() => undefined);
     }
     debug(this.rank, 'closing: barrier done');
-    for (const c of this._channels) if (c) c.closing = true;
-    this._closing ??= Promise.resolve();
     for (const w of this._windows.values()) w._abort(new NdError('ERR_ND_CLOSED', 0, 'window', 'window: the job is closed'));
     // One side disconnects each connection: the higher rank (which connected). The lower one waits for it to
     // go (bounded), so the two ends never tear one connection down at the same time.

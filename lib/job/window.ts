@@ -103,8 +103,7 @@ export class Window implements AsyncDisposable {
     try {
       const written = ch.qp.write(data, r, { offset });
       const told = options.notify ? ch.notify(this.id, 1) : undefined;
-      await written;
-      await told;
+      await Promise.all([written, told]);
     } catch (err) {
       throw this.job.failure ?? rankError(rank, op, err);
     }
