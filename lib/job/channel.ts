@@ -1,8 +1,8 @@
 // One peer's message channel: RDMA Sends into receives posted in advance, over the queue pair that also
 // carries the window puts and gets to that peer. Every message starts with a 16-byte header:
 //   u8 type (1 data, 2 credit, 3 notify)  u8 last fragment  u16 0  u32 credits returned  u32 tag  u32 aux
-// iWARP has no receiver-not-ready retry: a Send that finds no posted receive breaks the connection (RFC 5040
-// §4.8, a Terminate). So the sender counts credits: the peer posted SLOTS receives before connecting; each
+// iWARP has no receiver-not-ready retry: a Send that finds no posted receive is an error of DDP's untagged
+// model that ends the connection with a Terminate (RFC 5041 §7, RFC 5040 §5.4). So the sender counts credits: the peer posted SLOTS receives before connecting; each
 // message uses one; the receiver reposts a receive as soon as it copied the message out and returns the credit
 // in the header of its next message, or in a credit-only message once half its slots are owed. Data needs two
 // credits, a credit message one: the last credit is kept so that two senders who both ran dry can still tell
