@@ -96,7 +96,20 @@ describe('launcher detection', () => {
     expect([job.rank, job.size, job.launcher]).toEqual([0, 1, 'singleton']);
     expect([...(await job.allreduce(new Float64Array([4, 5]), 'sum'))]).toEqual([4, 5]);
     await job.barrier();
+    // Misuse is refused with typed errors, before anything reaches the network.
+    const w = await job.allocateWindow(64);
+    await w.put(0, 8, new Uint8Array([1, 2, 3]), { notify: true });
+    await w.waitNotifications(0, 1);
+    expect([...w.buffer.subarray(8, 11)]).toEqual([1, 2, 3]);
+    await expect(w.put(0, 62, new Uint8Array(4))).rejects.toMatchObject({ code: 'ERR_ND_OUT_OF_RANGE' });
+    await expect(w.get(1, 0, new Uint8Array(4))).rejects.toMatchObject({ code: 'ERR_ND_OUT_OF_RANGE' });
+    await expect(job.allreduce(new Float64Array(2), 'avg' as any)).rejects.toMatchObject({ code: 'ERR_ND_INVALID_ARGUMENT' });
+    await expect(job.allreduce([1, 2] as any)).rejects.toMatchObject({ code: 'ERR_ND_INVALID_ARGUMENT' });
+    await expect(job.broadcast(new Int8Array(2), 1)).rejects.toMatchObject({ code: 'ERR_ND_OUT_OF_RANGE' });
+    await expect(job.allocateWindow(0)).rejects.toMatchObject({ code: 'ERR_ND_OUT_OF_RANGE' });
+    await w.free();
     await job.close();
+    await expect(job.barrier()).rejects.toMatchObject({ code: 'ERR_ND_CLOSED' });
     await expect(join({ env: { OMPI_COMM_WORLD_RANK: '0', OMPI_COMM_WORLD_SIZE: '2' }, address: '127.0.0.1' })).rejects.toMatchObject({
       code: 'ERR_ND_JOB_BOOTSTRAP',
       message: expect.stringMatching(/NETDIRECT_RENDEZVOUS/),

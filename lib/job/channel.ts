@@ -14,8 +14,8 @@
 import type { Adapter, CompletionQueue, MemoryRegion, QueuePair } from '../index.js';
 import { peerError, type JobError } from './errors.js';
 
-export const SLOTS = 32;
-export const SLOT_BYTES = 64 * 1024;
+export const SLOTS = 16;
+export const SLOT_BYTES = 32 * 1024;
 export const HEADER = 16;
 export const PAYLOAD = SLOT_BYTES - HEADER;
 
