@@ -169,7 +169,8 @@ export class Job implements AsyncDisposable {
       c.onFail = (err) => this._fail(err);
       c.onNotify = (windowId, count) => this._notify(windowId, c.peer, count);
     }
-    await this._boot.put(`nd-addr-${this.rank}`, `${listener.address.host}:${listener.address.port}`);
+    const { host, port } = listener.address;
+    await this._boot.put(`nd-addr-${this.rank}`, host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
     await this._boot.fence();
     const key = hash32(this.jobId);
     const deadline = started + timeoutMs;
