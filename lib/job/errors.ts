@@ -1,14 +1,13 @@
 // Errors of the job layer: every one is an NdError. Those caused by a peer carry `peer` (its rank) and name it
 // in the message; those of the launcher's protocol carry the launcher's name.
 
-import { NdError } from '../errors.js';
+import { ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_PEER, NdError } from '../errors.js';
+
+export { ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_PEER };
 
 /** An NdError that may name the rank it is about. */
 export type JobError = NdError & { peer?: number };
 
-/** The job's own failure codes (misuse-style: status 0). */
-export const ERR_ND_JOB_BOOTSTRAP = 'ERR_ND_JOB_BOOTSTRAP';
-export const ERR_ND_JOB_PEER = 'ERR_ND_JOB_PEER';
 
 export function bootstrapError(launcher: string, operation: string, message: string, cause?: unknown): JobError {
   return new NdError(ERR_ND_JOB_BOOTSTRAP, 0, operation, `${operation} (${launcher}): ${message}`, { cause });
