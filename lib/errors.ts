@@ -30,6 +30,14 @@ export type NdMisuseCode =
   | typeof ERR_ND_BUSY
   | typeof ERR_ND_ABORTED;
 
+/** netdirect/job: the launcher's protocol or the rendezvous failed or refused (docs/job.md). */
+export const ERR_ND_JOB_BOOTSTRAP = 'ERR_ND_JOB_BOOTSTRAP';
+/** netdirect/job: a peer rank failed without an ND status to report (the error's `peer` names it). */
+export const ERR_ND_JOB_PEER = 'ERR_ND_JOB_PEER';
+
+/** Codes of the job layer (status 0, like misuse, but about the job rather than the call). */
+export type NdJobCode = typeof ERR_ND_JOB_BOOTSTRAP | typeof ERR_ND_JOB_PEER;
+
 /** The name of every ND status netdirect knows (binding/nd/nd_status.h; docs/nd2.md says what each means here). */
 export type NdStatusName =
   | 'ND_SUCCESS'
@@ -85,7 +93,7 @@ export type NdStatusName =
  * `NdError.code`: an ND status name for failures the provider reports, an ERR_ND_* code for misuse caught before
  * anything reaches ND, or the hex value (`'0xC0001234'`) of a status this table does not name.
  */
-export type NdErrorCode = NdStatusName | NdMisuseCode | `0x${string}`;
+export type NdErrorCode = NdStatusName | NdMisuseCode | NdJobCode | `0x${string}`;
 
 // The same table as binding/nd/nd_status.h (ND_STATUS_LIST + ND_EXTRA_STATUS_LIST), kept here so that names
 // resolve without loading the addon.

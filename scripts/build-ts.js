@@ -12,7 +12,7 @@ const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
 
-const ENTRIES = ['index', 'bench/index']; // paths under dist/cjs without extension
+const ENTRIES = ['index', 'bench/index', 'job/index']; // paths under dist/cjs without extension
 
 const root = path.resolve(__dirname, '..');
 const dist = path.join(root, 'dist');

@@ -84,7 +84,9 @@ export const USAGE = `usage: ndbench <test> [server-host] [options]     server: 
   --timeout <s>            give up on any wait after <s> seconds (default 60)
   --progress / --no-progress   progress line on stderr (default: when stderr is a terminal)
   -h, --help
-launched by MPI:  mpiexec -n 2 ndbench write_lat [server-host]   (rank 0 serves, rank 1 connects)`;
+launched by MPI:  mpiexec -n 2 ndbench write_lat [server-host]   (rank 0 serves, on server-host if given; rank 1
+                  connects). srun -n 2 too (SLURM_STEP_NUM_TASKS); a plain command inside a Slurm allocation, or a
+                  launch of one rank, runs as typed`;
 
 /** 2, 4, … 8 MiB: perftest's -a. */
 export function allSizes(max = MAX_ALL_SIZE): number[] {
@@ -132,16 +134,27 @@ function choice<T extends string>(name: string, value: string | undefined, allow
   return value as T;
 }
 
-/** MPI launchers' rank (anchors §3.6 precedence); undefined when not launched by one. */
+/**
+ * MPI launchers' rank and size; undefined when not launched by one. Slurm counts only for a task srun started:
+ * its step's size is SLURM_STEP_NUM_TASKS (srun sets it for each task). SLURM_NTASKS and SLURM_PROCID are also
+ * set for a plain command inside an allocation (salloc, an sbatch script), so they alone launch nothing.
+ * A launch of one rank is no launch for ndbench: the command runs as typed.
+ */
 export function mpiRank(env: NodeJS.ProcessEnv = process.env): { rank: number; size: number } | undefined {
   const pairs: Array<[string, string]> = [
     ['OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE'],
     ['PMI_RANK', 'PMI_SIZE'],
     ['MV2_COMM_WORLD_RANK', 'MV2_COMM_WORLD_SIZE'],
-    ['SLURM_PROCID', 'SLURM_NTASKS'],
+    ['SLURM_PROCID', 'SLURM_STEP_NUM_TASKS'],
   ];
   for (const [r, s] of pairs) {
-    if (env[r] !== undefined && env[s] !== undefined) return { rank: Number(env[r]), size: Number(env[s]) };
+    if (env[r] === undefined || env[r] === '' || env[s] === undefined || env[s] === '') continue;
+    const rank = Number(env[r]);
+    const size = Number(env[s]);
+    if (!Number.isInteger(rank) || !Number.isInteger(size) || rank < 0 || rank >= size) {
+      throw new UsageError(`${r}=${env[r]} ${s}=${env[s]} is not a rank of a launch: unset them to run ndbench as a plain command`);
+    }
+    return size === 1 ? undefined : { rank, size };
   }
   return undefined;
 }
@@ -300,9 +313,17 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
   if (mpi !== undefined) {
     if (mpi.size !== 2) throw new UsageError(`ndbench needs exactly 2 MPI ranks, got ${mpi.size}`);
     opts.rank = mpi.rank;
-    // Rank 0 serves; rank 1 connects to the host given (or NDBENCH_SERVER, or this machine).
-    if (mpi.rank === 0) opts.server = undefined;
-    else opts.server = positional[1] ?? env.NDBENCH_SERVER ?? '127.0.0.1';
+    // Rank 0 serves; rank 1 connects to the host given (or NDBENCH_SERVER, or this machine). A host given names
+    // the server's address: rank 0 serves on it (a host that is not one of rank 0's addresses fails to listen,
+    // instead of being ignored).
+    const host = positional[1] ?? env.NDBENCH_SERVER;
+    if (mpi.rank === 0) {
+      opts.server = undefined;
+      if (host !== undefined) {
+        if (opts.bind !== undefined && opts.bind !== host) throw new UsageError(`rank 0 serves on the server host ${host}, but --bind says ${opts.bind}: give one of them`);
+        opts.bind = host;
+      }
+    } else opts.server = host ?? '127.0.0.1';
   }
   return opts;
 }

@@ -85,6 +85,30 @@ describe('ndbench options', () => {
     expect(() => parseArgs(['write_lat'], { PMI_RANK: '1', PMI_SIZE: '4' })).toThrow(/exactly 2 MPI ranks/);
   });
 
+  it('Slurm: a plain command inside an allocation is not a launch; srun tasks are (issue #12)', () => {
+    // salloc / sbatch set SLURM_NTASKS and SLURM_PROCID for the whole allocation: ndbench runs as typed.
+    const allocation = { SLURM_JOB_ID: '7', SLURM_NTASKS: '1', SLURM_PROCID: '0' };
+    expect(mpiRank(allocation)).toBeUndefined();
+    const plain = parseArgs(['write_lat'], allocation)!;
+    expect([plain.server, plain.rank]).toEqual([undefined, undefined]);
+    const client = parseArgs(['write_lat', '10.0.0.5'], { ...allocation, SLURM_NTASKS: '2' })!;
+    expect([client.server, client.rank]).toEqual(['10.0.0.5', undefined]);
+    // srun -n 2: SLURM_STEP_NUM_TASKS is the step's size.
+    expect(mpiRank({ ...allocation, SLURM_NTASKS: '2', SLURM_PROCID: '1', SLURM_STEP_NUM_TASKS: '2' })).toEqual({ rank: 1, size: 2 });
+    // One rank is no launch, whichever launcher.
+    expect(mpiRank({ PMI_RANK: '0', PMI_SIZE: '1' })).toBeUndefined();
+    expect(parseArgs(['write_lat', '10.0.0.5'], { OMPI_COMM_WORLD_RANK: '0', OMPI_COMM_WORLD_SIZE: '1' })!.server).toBe('10.0.0.5');
+    expect(() => mpiRank({ PMI_RANK: '3', PMI_SIZE: '2' })).toThrow(/not a rank of a launch/);
+  });
+
+  it('as rank 0 of 2, a server host is where rank 0 serves, not ignored (issue #12)', () => {
+    const rank0 = { SLURM_PROCID: '0', SLURM_STEP_NUM_TASKS: '2', SLURM_NTASKS: '2' };
+    expect(parseArgs(['write_lat', '10.0.0.5'], rank0)).toMatchObject({ server: undefined, bind: '10.0.0.5', rank: 0 });
+    expect(parseArgs(['write_lat', '10.0.0.5'], { ...rank0, SLURM_PROCID: '1' })).toMatchObject({ server: '10.0.0.5', rank: 1 });
+    expect(parseArgs(['write_lat'], rank0)).toMatchObject({ server: undefined, bind: undefined });
+    expect(() => parseArgs(['write_lat', '10.0.0.5', '--bind', '10.0.0.6'], rank0)).toThrow(/--bind says 10.0.0.6/);
+  });
+
   it('warms up every pattern alike: latency up to 100 iterations, write/read bandwidth up to BW_WARMUP, send_bw none', () => {
     expect(warmupOf({ test: 'write_lat', iters: 5000, duration: 0 })).toBe(100);
     expect(warmupOf({ test: 'write_lat', iters: 50, duration: 0 })).toBe(5);

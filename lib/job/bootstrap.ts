@@ -1,0 +1,41 @@
+// What join() needs from a launcher: rank, size, a job id, and a key-value space with a fence (put, then fence,
+// then every rank's puts are visible to get). The PMI-1 and PMI-2 clients, the explicit rendezvous and the
+// singleton implement it.
+
+export type LauncherName = 'hydra' | 'pmi2' | 'openmpi' | 'msmpi' | 'rendezvous' | 'singleton';
+
+export interface Bootstrap {
+  readonly launcher: LauncherName;
+  readonly rank: number;
+  readonly size: number;
+  /** The launcher's job (kvs) name, or one the rendezvous made up. */
+  readonly jobId: string;
+  put(key: string, value: string): Promise<void>;
+  /** Every rank's puts before the fence are visible to get() after it; also a barrier. */
+  fence(): Promise<void>;
+  get(key: string, fromRank: number): Promise<string>;
+  /** Tells the launcher this rank is done (PMI finalize) and closes the channel. */
+  finalize(): Promise<void>;
+  /** Closes the channel without the protocol's goodbye (after a failure). */
+  destroy(): void;
+}
+
+/** A job of one rank: nothing to exchange. */
+export class Singleton implements Bootstrap {
+  readonly launcher = 'singleton' as const;
+  readonly rank = 0;
+  readonly size = 1;
+  readonly jobId = `singleton-${process.pid}`;
+  private readonly kvs = new Map<string, string>();
+  async put(key: string, value: string): Promise<void> {
+    this.kvs.set(key, value);
+  }
+  async fence(): Promise<void> {}
+  async get(key: string): Promise<string> {
+    const v = this.kvs.get(key);
+    if (v === undefined) throw new Error(`no key ${key}`);
+    return v;
+  }
+  async finalize(): Promise<void> {}
+  destroy(): void {}
+}

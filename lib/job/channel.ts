@@ -1,0 +1,235 @@
+// One peer's message channel: RDMA Sends into receives posted in advance, over the queue pair that also
+// carries the window puts and gets to that peer. Every message starts with a 16-byte header:
+//   u8 type (1 data, 2 credit, 3 notify)  u8 last fragment  u16 0  u32 credits returned  u32 tag  u32 aux
+// iWARP has no receiver-not-ready retry: a Send that finds no posted receive is an error of DDP's untagged
+// model that ends the connection with a Terminate (RFC 5041 §7, RFC 5040 §5.4). So the sender counts credits: the peer posted SLOTS receives before connecting; each
+// message uses one; the receiver reposts a receive as soon as it copied the message out and returns the credit
+// in the header of its next message, or in a credit-only message once half its slots are owed. Data needs two
+// credits, a credit message one: the last credit is kept so that two senders who both ran dry can still tell
+// each other (the classic reserve that avoids the credit deadlock).
+//
+// Messages longer than a slot go as fragments, in order (one QP, one queue): the receiver joins them. Messages
+// are matched by tag in arrival order (FIFO per peer and tag), which is all the collectives need.
+
+import type { Adapter, CompletionQueue, MemoryRegion, QueuePair } from '../index.js';
+import { peerError, type JobError } from './errors.js';
+
+export const SLOTS = 16;
+export const SLOT_BYTES = 32 * 1024;
+export const HEADER = 16;
+export const PAYLOAD = SLOT_BYTES - HEADER;
+
+const T_DATA = 1;
+const T_CREDIT = 2;
+const T_NOTIFY = 3;
+
+interface Outgoing {
+  type: number;
+  tag: number;
+  aux: number;
+  data: Uint8Array;
+  offset: number;
+  resolve: () => void;
+  reject: (err: Error) => void;
+  sent: number;
+  fragments: number;
+}
+
+interface Box {
+  partial: Uint8Array[];
+  ready: Uint8Array[];
+  waiters: Array<{ resolve: (b: Uint8Array) => void; reject: (e: Error) => void }>;
+}
+
+export class Channel {
+  readonly qp: QueuePair;
+  readonly cq: CompletionQueue;
+  private recvRegion!: MemoryRegion;
+  private sendRegion!: MemoryRegion;
+  private readonly freeSend: number[] = [];
+  private credits = SLOTS;
+  private owed = 0;
+  private readonly queue: Outgoing[] = [];
+  private readonly boxes = new Map<number, Box>();
+  private failure: JobError | null = null;
+  /** Called once per notify message: (window id, count). */
+  onNotify: (windowId: number, count: number) => void = () => undefined;
+  /** Called when the channel fails (the peer died or the connection broke). */
+  onFail: (err: JobError) => void = () => undefined;
+  closing = false;
+
+  constructor(
+    readonly adapter: Adapter,
+    readonly peer: number,
+  ) {
+    this.cq = adapter.createCompletionQueue({ depth: 4 * SLOTS + 512 });
+    this.qp = adapter.createQueuePair({ receiveCq: this.cq, receiveDepth: SLOTS, initiatorDepth: 2 * SLOTS + 256, maxInitiatorSge: 4 });
+  }
+
+  /** Registers the slots and posts every receive: before connecting, so the peer's first Sends find them. */
+  async prepare(): Promise<void> {
+    this.recvRegion = await this.adapter.allocateMemory(SLOTS * SLOT_BYTES);
+    this.sendRegion = await this.adapter.allocateMemory((SLOTS + 1) * SLOT_BYTES);
+    for (let i = 0; i <= SLOTS; i++) this.freeSend.push(i);
+    for (let i = 0; i < SLOTS; i++) this.postReceive(i);
+  }
+
+  private postReceive(slot: number): void {
+    this.qp
+      .receive(this.recvRegion.slice(slot * SLOT_BYTES, SLOT_BYTES))
+      .then(
+        (c) => this.received(slot, c.bytes),
+        (err) => this.fail(err, 'lost its connection'),
+      )
+      .catch((err) => this.fail(err, 'could not be received from'));
+  }
+
+  private received(slot: number, bytes: number): void {
+    if (this.failure) return;
+    const base = slot * SLOT_BYTES;
+    const view = new DataView(this.recvRegion.buffer.buffer, this.recvRegion.buffer.byteOffset + base, HEADER);
+    if (bytes < HEADER) return this.fail(undefined, `sent a ${bytes}-byte message, shorter than the ${HEADER}-byte header`);
+    const type = view.getUint8(0);
+    const last = view.getUint8(1) !== 0;
+    const returned = view.getUint32(4, true);
+    const tag = view.getUint32(8, true);
+    const aux = view.getUint32(12, true);
+    const payload = this.recvRegion.buffer.slice(base + HEADER, base + bytes);
+    this.postReceive(slot);
+    this.owed++;
+    if (returned > SLOTS || this.credits + returned > SLOTS) return this.fail(undefined, `returned ${returned} credits, more than it owed`);
+    this.credits += returned;
+    if (type === T_DATA) this.deliver(tag, payload, last);
+    else if (type === T_NOTIFY) this.onNotify(tag, aux);
+    else if (type !== T_CREDIT) return this.fail(undefined, `sent a message of unknown type ${type}`);
+    this.pump();
+  }
+
+  private box(tag: number): Box {
+    let b = this.boxes.get(tag);
+    if (b === undefined) {
+      b = { partial: [], ready: [], waiters: [] };
+      this.boxes.set(tag, b);
+    }
+    return b;
+  }
+
+  private deliver(tag: number, payload: Uint8Array, last: boolean): void {
+    const b = this.box(tag);
+    b.partial.push(payload);
+    if (!last) return;
+    const whole = b.partial.length === 1 ? b.partial[0] : Buffer.concat(b.partial);
+    b.partial = [];
+    const w = b.waiters.shift();
+    if (w) w.resolve(whole);
+    else b.ready.push(whole);
+    if (b.waiters.length === 0 && b.ready.length === 0 && b.partial.length === 0) this.boxes.delete(tag);
+  }
+
+  /** The next whole message with this tag from this peer. */
+  recv(tag: number): Promise<Uint8Array> {
+    if (this.failure) return Promise.reject(this.failure);
+    const b = this.box(tag);
+    const m = b.ready.shift();
+    if (m !== undefined) {
+      if (b.ready.length === 0 && b.partial.length === 0) this.boxes.delete(tag);
+      return Promise.resolve(m);
+    }
+    return new Promise((resolve, reject) => b.waiters.push({ resolve, reject }));
+  }
+
+  /** Sends a message; resolves when every fragment's Send completed locally. */
+  send(tag: number, data: Uint8Array): Promise<void> {
+    return this.enqueue(T_DATA, tag, 0, data);
+  }
+
+  /** A notify message: `count` writes to window `windowId` have been posted before it on this QP. */
+  notify(windowId: number, count: number): Promise<void> {
+    return this.enqueue(T_NOTIFY, windowId, count, new Uint8Array(0));
+  }
+
+  private enqueue(type: number, tag: number, aux: number, data: Uint8Array): Promise<void> {
+    if (this.failure) return Promise.reject(this.failure);
+    const sent = new Promise<void>((resolve, reject) => {
+      const fragments = Math.max(1, Math.ceil(data.byteLength / PAYLOAD));
+      this.queue.push({ type, tag, aux, data, offset: 0, resolve, reject, sent: 0, fragments });
+    });
+    // A collective may have stopped waiting for this Send (another peer failed first): the job's failure reaches
+    // the caller through the collective, so a rejection nobody awaits is not an error of its own.
+    sent.catch(() => undefined);
+    this.pump();
+    return sent;
+  }
+
+  private pump(): void {
+    if (this.failure) return;
+    while (this.queue.length > 0 && this.credits >= 2 && this.freeSend.length > 0) {
+      const m = this.queue[0];
+      const n = Math.min(PAYLOAD, m.data.byteLength - m.offset);
+      const last = m.offset + n >= m.data.byteLength;
+      this.post(m.type, last, m.tag, m.aux, m.data.subarray(m.offset, m.offset + n), () => {
+        if (++m.sent === m.fragments) m.resolve();
+      }, m.reject);
+      m.offset += n;
+      if (last) this.queue.shift();
+    }
+    if (this.owed >= SLOTS / 2 && this.credits >= 1 && this.freeSend.length > 0) {
+      this.post(T_CREDIT, true, 0, 0, new Uint8Array(0), () => undefined, () => undefined);
+    }
+  }
+
+  private post(type: number, last: boolean, tag: number, aux: number, payload: Uint8Array, done: () => void, failed: (e: Error) => void): void {
+    const slot = this.freeSend.pop()!;
+    const base = slot * SLOT_BYTES;
+    const buf = this.sendRegion.buffer;
+    const view = new DataView(buf.buffer, buf.byteOffset + base, HEADER);
+    view.setUint8(0, type);
+    view.setUint8(1, last ? 1 : 0);
+    view.setUint16(2, 0);
+    view.setUint32(4, this.owed, true);
+    view.setUint32(8, tag, true);
+    view.setUint32(12, aux, true);
+    buf.set(payload, base + HEADER);
+    this.owed = 0;
+    this.credits--;
+    let promise;
+    try {
+      promise = this.qp.send(this.sendRegion.slice(base, HEADER + payload.byteLength));
+    } catch (err) {
+      this.freeSend.push(slot);
+      this.fail(err, 'could not be sent to');
+      failed(this.failure!);
+      return;
+    }
+    promise.then(
+      () => {
+        this.freeSend.push(slot);
+        done();
+        this.pump();
+      },
+      (err) => {
+        this.freeSend.push(slot);
+        this.fail(err, 'lost its connection');
+        failed(this.failure!);
+      },
+    );
+  }
+
+  /** Fails every pending receive and send of this channel with `err` (the job's failure). */
+  abort(err: JobError): void {
+    if (this.failure === null) this.failure = err;
+    for (const m of this.queue.splice(0)) m.reject(err);
+    for (const b of this.boxes.values()) for (const w of b.waiters.splice(0)) w.reject(err);
+  }
+
+  private fail(cause: unknown, what: string): void {
+    if (this.failure) return;
+    const err = peerError(this.peer, 'job', this.closing ? 'closed its connection' : what, cause);
+    this.abort(err);
+    if (!this.closing) this.onFail(err);
+  }
+
+  get failed(): JobError | null {
+    return this.failure;
+  }
+}

@@ -1,0 +1,452 @@
+// join(): a job of N ranks. Learns rank and size from the launcher (lib/job/detect.ts), publishes this rank's
+// listener through the launcher's key-value space, connects to every peer (lower ranks accept from higher
+// ones; the connect's private data carries the rank), and offers windows (collective memory, put/get by rank,
+// notification) and collectives over the connections. docs/job.md has the design and the protocols.
+
+import { networkInterfaces } from 'node:os';
+import { NdError, openAdapter, type Adapter, type CompletionOption, type Connector, type Local, type MemoryRegion } from '../index.js';
+import type { Bootstrap, LauncherName } from './bootstrap.js';
+import { Singleton } from './bootstrap.js';
+import { Channel } from './channel.js';
+import * as coll from './collectives.js';
+import { detectLauncher, LAUNCHERS } from './detect.js';
+import { bootstrapError, peerError, ERR_ND_JOB_BOOTSTRAP, type JobError } from './errors.js';
+import { Pmi1 } from './pmi1.js';
+import { Pmi2 } from './pmi2.js';
+import { RendezvousClient } from './rendezvous.js';
+import { Window, type WindowOptions } from './window.js';
+
+export interface JoinOptions {
+  /** Which launcher to speak to (default: detected from the environment, see detectLauncher()). */
+  launcher?: LauncherName;
+  /** host:port of the rendezvous (launchers 'rendezvous', 'openmpi', 'msmpi'); default NETDIRECT_RENDEZVOUS. */
+  rendezvous?: string;
+  /** This rank and the job's size, for the 'rendezvous' launcher (default NETDIRECT_RANK / NETDIRECT_SIZE). */
+  rank?: number;
+  size?: number;
+  /** The local address to open the adapter on and publish to peers (default NETDIRECT_ADDRESS, else see docs). */
+  address?: string;
+  provider?: string;
+  completion?: CompletionOption;
+  /** Give up joining (launcher, rendezvous, connections) after this many milliseconds (default 60 000). */
+  timeoutMs?: number;
+  /** Connections being set up at once (default 8). */
+  concurrency?: number;
+  /** The environment to detect from (default process.env). */
+  env?: NodeJS.ProcessEnv;
+}
+
+const MAGIC = 0x4e444a42; // "NDJB"
+
+const DEBUG = !!process.env.NETDIRECT_JOB_DEBUG;
+function debug(rank: number, what: string): void {
+  if (DEBUG) process.stderr.write(`[job rank ${rank}] ${what}\n`);
+}
+
+/** The address to publish when none is given: NETDIRECT_ADDRESS, else the first non-internal IPv4, else loopback. */
+export function defaultAddress(env: NodeJS.ProcessEnv): string {
+  if (env.NETDIRECT_ADDRESS) return env.NETDIRECT_ADDRESS;
+  for (const list of Object.values(networkInterfaces())) {
+    for (const a of list ?? []) if (a.family === 'IPv4' && !a.internal) return a.address;
+  }
+  return '127.0.0.1';
+}
+
+function hash32(text: string): number {
+  let h = 0x811c9dc5;
+  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
+  return h >>> 0;
+}
+
+function intFrom(value: unknown, name: string, launcher: string): number {
+  const n = typeof value === 'number' ? value : Number(value);
+  if (value === undefined || value === '' || !Number.isInteger(n) || n < 0) throw bootstrapError(launcher, 'join', `${name} must be a whole number, got ${JSON.stringify(value)}`);
+  return n;
+}
+
+async function bootstrapFor(launcher: LauncherName, o: JoinOptions, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<Bootstrap> {
+  switch (launcher) {
+    case 'hydra':
+      return Pmi1.connect(env);
+    case 'pmi2':
+      return Pmi2.connect(env);
+    case 'singleton':
+      return new Singleton();
+    default: {
+      const [rankVar, sizeVar] =
+        launcher === 'openmpi' ? ['OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE'] : launcher === 'msmpi' ? ['PMI_RANK', 'PMI_SIZE'] : ['NETDIRECT_RANK', 'NETDIRECT_SIZE'];
+      const rank = intFrom(o.rank ?? env[rankVar], launcher === 'rendezvous' ? 'rank (or NETDIRECT_RANK)' : rankVar, launcher);
+      const size = intFrom(o.size ?? env[sizeVar], launcher === 'rendezvous' ? 'size (or NETDIRECT_SIZE)' : sizeVar, launcher);
+      if (size < 1 || rank >= size) throw bootstrapError(launcher, 'join', `rank ${rank} is not in a job of ${size}`);
+      const where = o.rendezvous ?? env.NETDIRECT_RENDEZVOUS;
+      if (!where) {
+        throw bootstrapError(launcher, 'join', `${launcher} gives rank and size but no way to reach the others: set NETDIRECT_RENDEZVOUS=host:port (rank 0 hosts it) or pass { rendezvous }`);
+      }
+      return RendezvousClient.connect(launcher, where, rank, size, timeoutMs);
+    }
+  }
+}
+
+/** Joins the job this process is a rank of. Collective: every rank calls it. */
+export async function join(options: JoinOptions = {}): Promise<Job> {
+  if (typeof options !== 'object' || options === null) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, 'join', 'join: options must be an object');
+  const env = options.env ?? process.env;
+  const timeoutMs = options.timeoutMs ?? 60_000;
+  let launcher: LauncherName;
+  let because: string[];
+  if (options.launcher !== undefined) {
+    if (!LAUNCHERS.includes(options.launcher)) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, 'join', `join: launcher must be one of ${LAUNCHERS.join('|')}, got ${JSON.stringify(options.launcher)}`);
+    launcher = options.launcher;
+    because = ['options.launcher'];
+  } else if (options.rendezvous !== undefined) {
+    launcher = 'rendezvous';
+    because = ['options.rendezvous'];
+  } else {
+    ({ launcher, because } = detectLauncher(env));
+  }
+  const boot = await bootstrapFor(launcher, options, env, timeoutMs);
+  const job = new Job(boot, because);
+  try {
+    await job._wireUp(options, env, timeoutMs);
+  } catch (err) {
+    await job._teardown(false);
+    throw err;
+  }
+  return job;
+}
+
+const RETRY_CODES = new Set(['ND_CONNECTION_REFUSED', 'ND_IO_TIMEOUT', 'ND_TIMEOUT', 'ND_HOST_UNREACHABLE', 'ND_NETWORK_UNREACHABLE']);
+
+export class Job implements AsyncDisposable {
+  readonly rank: number;
+  readonly size: number;
+  /** The launcher that started this process ('hydra', 'pmi2', 'openmpi', 'msmpi', 'rendezvous', 'singleton'). */
+  readonly launcher: LauncherName;
+  /** What decided the launcher: the environment variables or the option. */
+  readonly detectedFrom: readonly string[];
+  readonly jobId: string;
+  /** The adapter the job's connections and windows live on. */
+  adapter!: Adapter;
+  /** Milliseconds join() spent connecting to the peers. */
+  wireUpMs = 0;
+  /** @internal */ readonly _boot: Bootstrap;
+  /** @internal */ readonly _channels: Array<Channel | null> = [];
+  private _seq = 0;
+  private _windowSeq = 0;
+  /** @internal */ readonly _windows = new Map<number, Window>();
+  private readonly _early = new Map<number, number[]>();
+  private _windowsMade = 0;
+  private _failure: JobError | null = null;
+  private _closing: Promise<void> | null = null;
+  private _closed = false;
+  private readonly _failWaiters = new Set<(err: JobError) => void>();
+
+  /** @internal Use join(). */
+  constructor(boot: Bootstrap, because: string[]) {
+    this._boot = boot;
+    this.rank = boot.rank;
+    this.size = boot.size;
+    this.launcher = boot.launcher;
+    this.detectedFrom = Object.freeze([...because]);
+    this.jobId = boot.jobId;
+  }
+
+  /** The failure that broke the job (a peer died or a connection broke), or null. */
+  get failure(): JobError | null {
+    return this._failure;
+  }
+
+  /** @internal */
+  async _wireUp(o: JoinOptions, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<void> {
+    const started = Date.now();
+    const address = o.address ?? defaultAddress(env);
+    this.adapter = await openAdapter(address, { provider: o.provider, completion: o.completion });
+    const listener = await this.adapter.listen({ port: 0 });
+    for (let p = 0; p < this.size; p++) this._channels.push(p === this.rank ? null : new Channel(this.adapter, p));
+    await Promise.all(this._channels.map((c) => c?.prepare()));
+    for (const c of this._channels) {
+      if (c === null) continue;
+      c.onFail = (err) => this._fail(err);
+      c.onNotify = (windowId, count) => this._notify(windowId, c.peer, count);
+    }
+    const { host, port } = listener.address;
+    await this._boot.put(`nd-addr-${this.rank}`, host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
+    await this._boot.fence();
+    const key = hash32(this.jobId);
+    const deadline = started + timeoutMs;
+    const accepting = this._acceptFromHigher(listener, key, deadline);
+    const peers = Array.from({ length: this.rank }, (_, p) => p);
+    // The launcher answers one request at a time: read every address first, then connect in parallel.
+    const where: string[] = [];
+    for (const p of peers) where[p] = await this._boot.get(`nd-addr-${p}`, p);
+    const concurrency = Math.max(1, o.concurrency ?? 8);
+    const connecting = Promise.all(
+      Array.from({ length: Math.min(concurrency, peers.length) }, async () => {
+        for (let p = peers.shift(); p !== undefined; p = peers.shift()) await this._connectTo(p, where[p], key, deadline);
+      }),
+    );
+    try {
+      await Promise.all([accepting, connecting]);
+    } finally {
+      await listener.close();
+    }
+    this.wireUpMs = Date.now() - started;
+  }
+
+  private async _connectTo(peer: number, where: string, key: number, deadline: number): Promise<void> {
+    const qp = this._channels[peer]!.qp;
+    const data = new Uint8Array(12);
+    const view = new DataView(data.buffer);
+    view.setUint32(0, MAGIC);
+    view.setUint32(4, this.rank);
+    view.setUint32(8, key);
+    let delay = 10;
+    for (;;) {
+      try {
+        await this.adapter.connect(qp, where, { privateData: data });
+        return;
+      } catch (err) {
+        const code = (err as NdError).code;
+        if (!RETRY_CODES.has(code) || Date.now() + delay > deadline) throw peerError(peer, 'join', `could not be connected to at ${where}`, err);
+        await new Promise((r) => setTimeout(r, delay));
+        delay = Math.min(delay * 2, 250);
+      }
+    }
+  }
+
+  private async _acceptFromHigher(listener: import('../index.js').Listener, key: number, deadline: number): Promise<void> {
+    let waiting = this.size - 1 - this.rank;
+    const timer = setTimeout(() => void listener.close(), Math.max(0, deadline - Date.now()));
+    try {
+      while (waiting > 0) {
+        let c: Connector;
+        try {
+          c = await listener.getConnectionRequest();
+        } catch (err) {
+          const missing = this._channels.findIndex((ch, p) => p > this.rank && ch !== null && ch.qp.connector === null);
+          throw peerError(missing, 'join', 'never connected (timed out waiting for it)', err);
+        }
+        const pd = c.privateData;
+        const view = new DataView(pd.buffer, pd.byteOffset, pd.byteLength);
+        const peer = pd.byteLength >= 12 && view.getUint32(0) === MAGIC && view.getUint32(8) === key ? view.getUint32(4) : -1;
+        const ch = peer > this.rank && peer < this.size ? this._channels[peer] : null;
+        if (ch === null || ch === undefined || ch.qp.connector !== null) {
+          c.reject();
+          await c.close();
+          continue;
+        }
+        await c.accept(ch.qp);
+        waiting--;
+      }
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /**
+   * A notify for window `id` from `peer`. A peer may finish allocateWindow() and put before this rank has: a
+   * notify for a window not made yet waits here until it is.
+   */
+  private _notify(id: number, peer: number, count: number): void {
+    const w = this._windows.get(id);
+    if (w !== undefined) return w._notified(peer, count);
+    if (id <= this._windowsMade) return; // made and freed since
+    const early = this._early.get(id) ?? new Array<number>(this.size).fill(0);
+    early[peer] += count;
+    this._early.set(id, early);
+  }
+
+  /** @internal Breaks the job: every pending operation on every peer settles with `err`. */
+  _fail(err: JobError): void {
+    if (this._failure !== null) return;
+    this._failure = err;
+    for (const c of this._channels) c?.abort(err);
+    for (const w of this._windows.values()) w._abort(err);
+    for (const f of this._failWaiters) f(err);
+  }
+
+  /** @internal */
+  _check(operation: string): void {
+    if (this._closed && operation !== 'close') throw new NdError('ERR_ND_CLOSED', 0, operation, `${operation}: the job is closed`);
+    if (this._failure) throw this._failure;
+  }
+
+  /** @internal The channel to `peer`, checked. */
+  _channel(peer: number, operation: string): Channel {
+    this._check(operation);
+    if (!Number.isInteger(peer) || peer < 0 || peer >= this.size) {
+      throw new NdError('ERR_ND_OUT_OF_RANGE', 0, operation, `${operation}: rank must be 0..${this.size - 1}, got ${String(peer)}`);
+    }
+    const c = this._channels[peer];
+    if (c === null) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, operation, `${operation}: rank ${peer} is this rank`);
+    return c;
+  }
+
+  private _transport(operation: string): coll.Transport {
+    this._check(operation);
+    return {
+      rank: this.rank,
+      size: this.size,
+      // Never throw synchronously: a collective holds several of these promises at once (Promise.all).
+      send: async (p, tag, d) => this._channel(p, operation).send(tag, d),
+      recv: async (p, tag) => this._channel(p, operation).recv(tag),
+    };
+  }
+
+  /** Runs a collective; a failure anywhere in the job settles it with the job's error. */
+  private async _collective(operation: string, run: (t: coll.Transport, tag: number) => Promise<void>): Promise<void> {
+    const t = this._transport(operation);
+    const tag = (++this._seq & 0x7fffffff) >>> 0;
+    try {
+      await run(t, tag);
+    } catch (err) {
+      throw this._failure ?? err;
+    }
+  }
+
+  /** Waits until every rank called barrier() (dissemination). */
+  barrier(): Promise<void> {
+    return this._collective('barrier', (t, tag) => coll.barrier(t, tag));
+  }
+
+  /** Broadcasts `data` from `root` into `data` on every rank (in place); resolves with it. */
+  async broadcast<T extends coll.NumericArray>(data: T, root = 0): Promise<T> {
+    checkTyped(data, 'broadcast');
+    this._checkRoot(root, 'broadcast');
+    await this._collective('broadcast', (t, tag) => coll.broadcast(t, tag, data, root));
+    return data;
+  }
+
+  /** Combines `data` element-wise over every rank (sum, min, max or prod), in place; resolves with it. */
+  async allreduce<T extends coll.NumericArray>(data: T, op: coll.ReduceOp = 'sum'): Promise<T> {
+    checkTyped(data, 'allreduce');
+    if (!coll.REDUCE_OPS.includes(op)) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, 'allreduce', `allreduce: op must be one of ${coll.REDUCE_OPS.join('|')}, got ${JSON.stringify(op)}`);
+    await this._collective('allreduce', (t, tag) => coll.allreduce(t, tag, data, op));
+    return data;
+  }
+
+  /** Block i of `send` goes to rank i; block j of `recv` comes from rank j (blocks: length / size). */
+  async alltoall<T extends coll.NumericArray>(send: T, recv: T): Promise<T> {
+    checkTyped(send, 'alltoall');
+    checkTyped(recv, 'alltoall');
+    if (send.byteLength !== recv.byteLength || send.length % this.size !== 0) {
+      throw new NdError('ERR_ND_OUT_OF_RANGE', 0, 'alltoall', `alltoall: send and recv must have the same length, a multiple of the job size ${this.size} (got ${send.length} and ${recv.length})`);
+    }
+    await this._collective('alltoall', (t, tag) => coll.alltoall(t, tag, coll.bytesOf(send), coll.bytesOf(recv)));
+    return recv;
+  }
+
+  /**
+   * Allocates and registers `bytes` on every rank and exchanges what the others need to reach them, in one
+   * collective call (like MPI_Win_allocate). Every rank must call it with its own size (sizes may differ).
+   */
+  async allocateWindow(bytes: number, options: WindowOptions = {}): Promise<Window> {
+    this._check('allocateWindow');
+    if (!Number.isSafeInteger(bytes) || bytes < 1) throw new NdError('ERR_ND_OUT_OF_RANGE', 0, 'allocateWindow', `allocateWindow: bytes must be a positive integer, got ${String(bytes)}`);
+    const region = await this.adapter.allocateMemory(bytes, { remoteWrite: options.remoteWrite ?? true, remoteRead: options.remoteRead ?? true });
+    const id = ++this._windowSeq;
+    const mine = new Uint8Array(16);
+    const v = new DataView(mine.buffer);
+    v.setBigUint64(0, region.address);
+    v.setUint32(8, region.remoteToken);
+    v.setUint32(12, bytes >>> 0);
+    const all = new Uint8Array(16 * this.size);
+    try {
+      await this._collective('allocateWindow', async (t, tag) => {
+        all.set(mine, 16 * this.rank);
+        await allgatherBytes(t, tag, all, 16);
+      });
+    } catch (err) {
+      await region.deregister().catch(() => undefined);
+      throw err;
+    }
+    const w = new Window(this, id, region, all);
+    this._windows.set(id, w);
+    this._windowsMade = id;
+    this._early.get(id)?.forEach((n, peer) => n > 0 && w._notified(peer, n));
+    this._early.delete(id);
+    return w;
+  }
+
+  private _checkRoot(root: number, operation: string): void {
+    if (!Number.isInteger(root) || root < 0 || root >= this.size) throw new NdError('ERR_ND_OUT_OF_RANGE', 0, operation, `${operation}: root must be 0..${this.size - 1}, got ${String(root)}`);
+  }
+
+  /** Resolves with the job's failure when one happens (never resolves otherwise). */
+  get failed(): Promise<JobError> {
+    if (this._failure) return Promise.resolve(this._failure);
+    return new Promise((resolve) => this._failWaiters.add(resolve));
+  }
+
+  /**
+   * Leaves the job: a barrier with the others (skipped when the job failed), then closes the connections and
+   * the adapter and tells the launcher (PMI finalize). Idempotent.
+   */
+  close(): Promise<void> {
+    return (this._closing ??= this._teardown(true));
+  }
+
+  /** @internal */
+  async _teardown(graceful: boolean): Promise<void> {
+    // From here a peer's going is expected: the ranks that leave the final barrier first disconnect while others
+    // still wait in it (for messages from other ranks), and that must not break the job for those.
+    for (const c of this._channels) if (c) c.closing = true;
+    this._closed = true;
+    if (graceful && this._failure === null && this._channels.length > 0) {
+      const t = this._transport('close');
+      const tag = (++this._seq & 0x7fffffff) >>> 0;
+      await coll.barrier(t, tag).catch(() => undefined);
+    }
+    debug(this.rank, 'closing: barrier done');
+    for (const w of this._windows.values()) w._abort(new NdError('ERR_ND_CLOSED', 0, 'window', 'window: the job is closed'));
+    // One side disconnects each connection: the higher rank (which connected). The lower one waits for it to
+    // go (bounded), so the two ends never tear one connection down at the same time.
+    await Promise.all(this._channels.map(async (c) => {
+      if (!c) return;
+      const connector = c.qp.connector;
+      for (let i = 0; i < 100 && c.qp.outstanding.initiator > 0; i++) await new Promise((r) => setTimeout(r, 10));
+      if (connector && c.peer > this.rank && graceful && this._failure === null) {
+        let timer: NodeJS.Timeout | undefined;
+        await Promise.race([connector.disconnected, new Promise((r) => (timer = setTimeout(r, 2000)))]);
+        clearTimeout(timer);
+      }
+      await connector?.disconnect().catch(() => undefined);
+      debug(this.rank, `disconnected ${c.peer}`);
+      await c.qp.close().catch(() => undefined);
+      debug(this.rank, `qp closed ${c.peer}`);
+    }));
+    await this.adapter?.close().catch(() => undefined);
+    debug(this.rank, 'closing: adapter closed');
+    if (graceful && this._failure === null) await this._boot.finalize().catch((err) => {
+      debug(this.rank, `finalize failed: ${err}`);
+      this._boot.destroy();
+    });
+    else this._boot.destroy();
+    debug(this.rank, 'finalized');
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}
+
+/** Every rank contributes `block` bytes at block*rank of `all`; afterwards all holds every rank's (ring). */
+async function allgatherBytes(t: coll.Transport, tag: number, all: Uint8Array, block: number): Promise<void> {
+  const { rank, size } = t;
+  const part = (i: number) => all.subarray(i * block, (i + 1) * block);
+  for (let k = 0; k < size - 1; k++) {
+    const out = (rank - k + size) % size;
+    const inn = (rank - k - 1 + size) % size;
+    const [, got] = await Promise.all([t.send((rank + 1) % size, tag, part(out)), t.recv((rank - 1 + size) % size, tag)]);
+    part(inn).set(got);
+  }
+}
+
+function checkTyped(a: unknown, operation: string): void {
+  if (!ArrayBuffer.isView(a) || a instanceof DataView) {
+    throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, operation, `${operation}: data must be a typed array (Float64Array, Int32Array, ...), got ${a === null ? 'null' : typeof a}`);
+  }
+}
+
+export { ERR_ND_JOB_BOOTSTRAP };
+export type { Local, MemoryRegion };

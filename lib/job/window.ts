@@ -1,0 +1,225 @@
+// A window: memory allocated and registered on every rank by one collective call, reachable by rank and
+// offset. put() is an RDMA Write, get() an RDMA Read, both on the queue pair to that rank.
+//
+// Notification: put(rank, offset, data, { notify: true }) posts, after the Write and on the same queue pair, a
+// small Send that counts it (lib/job/channel.ts, type "notify"). RDMAP orders them for the target (RFC 5040
+// §5.5, Ordering and Completions): a Send is delivered at the Data Sink only once every message sent before it
+// on the same stream has been placed, so when the count reaches the target the data is in its memory.
+// waitNotifications(from, n) resolves once n such puts from rank `from` have landed (and consumes them).
+
+import { MemoryRegion, NdError, type Local, type RemoteMemory } from '../index.js';
+import type { Job } from './job.js';
+import type { JobError } from './errors.js';
+
+export interface WindowOptions {
+  /** Let other ranks put into this rank's window (default true). */
+  remoteWrite?: boolean;
+  /** Let other ranks get from it (default true). */
+  remoteRead?: boolean;
+}
+
+export interface PutOptions {
+  /** Tell the target once the data has landed (see waitNotifications). */
+  notify?: boolean;
+}
+
+type Data = Local | ArrayBufferView;
+
+export class Window implements AsyncDisposable {
+  readonly id: number;
+  /** This rank's part of the window (registered memory). */
+  readonly region: MemoryRegion;
+  private readonly remotes: RemoteMemory[] = [];
+  private readonly counts: number[];
+  private readonly waiters: Array<Array<{ need: number; resolve: () => void; reject: (e: Error) => void }>>;
+  private failure: Error | null = null;
+  private freeing: Promise<void> | null = null;
+
+  /** @internal Use job.allocateWindow(). */
+  constructor(
+    private readonly job: Job,
+    id: number,
+    region: MemoryRegion,
+    table: Uint8Array,
+  ) {
+    this.id = id;
+    this.region = region;
+    const view = new DataView(table.buffer, table.byteOffset, table.byteLength);
+    for (let r = 0; r < job.size; r++) {
+      this.remotes.push({ address: view.getBigUint64(16 * r), token: view.getUint32(16 * r + 8), length: view.getUint32(16 * r + 12) });
+    }
+    this.counts = new Array(job.size).fill(0);
+    this.waiters = Array.from({ length: job.size }, () => []);
+  }
+
+  /** This rank's bytes of the window. */
+  get buffer(): Uint8Array {
+    return this.region.buffer;
+  }
+
+  /** The size of rank `rank`'s part. */
+  length(rank: number): number {
+    return this.remote(rank, 'length').length;
+  }
+
+  private remote(rank: number, operation: string): RemoteMemory {
+    if (this.failure) throw this.failure;
+    if (this.freeing) throw new NdError('ERR_ND_CLOSED', 0, operation, `${operation}: the window is freed`);
+    const r = this.remotes[rank];
+    if (!Number.isInteger(rank) || r === undefined) throw new NdError('ERR_ND_OUT_OF_RANGE', 0, operation, `${operation}: rank must be 0..${this.job.size - 1}, got ${String(rank)}`);
+    return r;
+  }
+
+  private checkRange(rank: number, offset: number, length: number, operation: string): RemoteMemory {
+    const r = this.remote(rank, operation);
+    if (!Number.isSafeInteger(offset) || offset < 0 || offset + length > r.length) {
+      throw new NdError('ERR_ND_OUT_OF_RANGE', 0, operation, `${operation}: [${offset}, ${offset + length}) is outside rank ${rank}'s ${r.length}-byte window`);
+    }
+    return r;
+  }
+
+  /**
+   * RDMA-Writes `data` (a registered region/segment, or any typed array, staged through a registered copy) into
+   * rank `rank`'s window at `offset`. Resolves when the Write completed at this side.
+   */
+  async put(rank: number, offset: number, data: Data, options: PutOptions = {}): Promise<void> {
+    const op = 'put';
+    if (ArrayBuffer.isView(data)) {
+      const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+      this.checkRange(rank, offset, bytes.byteLength, op);
+      if (rank === this.job.rank) return this.putSelf(offset, bytes, options);
+      const staging = await this.job.adapter.allocateMemory(Math.max(1, bytes.byteLength));
+      staging.buffer.set(bytes);
+      try {
+        return await this.put(rank, offset, staging.slice(0, bytes.byteLength), options);
+      } finally {
+        await staging.deregister();
+      }
+    }
+    const length = localLength(data);
+    const r = this.checkRange(rank, offset, length, op);
+    if (rank === this.job.rank) return this.putSelf(offset, localBytes(data), options);
+    const ch = this.job._channel(rank, op);
+    try {
+      const written = ch.qp.write(data, r, { offset });
+      const told = options.notify ? ch.notify(this.id, 1) : undefined;
+      await Promise.all([written, told]);
+    } catch (err) {
+      throw this.job.failure ?? rankError(rank, op, err);
+    }
+  }
+
+  private putSelf(offset: number, bytes: Uint8Array, options: PutOptions): void {
+    this.region.buffer.set(bytes, offset);
+    if (options.notify) this._notified(this.job.rank, 1);
+  }
+
+  /** RDMA-Reads `length(data)` bytes of rank `rank`'s window at `offset` into `data`. */
+  async get(rank: number, offset: number, data: Data): Promise<void> {
+    const op = 'get';
+    if (ArrayBuffer.isView(data)) {
+      const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
+      this.checkRange(rank, offset, bytes.byteLength, op);
+      if (rank === this.job.rank) {
+        bytes.set(this.region.buffer.subarray(offset, offset + bytes.byteLength));
+        return;
+      }
+      const staging = await this.job.adapter.allocateMemory(Math.max(1, bytes.byteLength));
+      try {
+        await this.get(rank, offset, staging.slice(0, bytes.byteLength));
+        bytes.set(staging.buffer.subarray(0, bytes.byteLength));
+      } finally {
+        await staging.deregister();
+      }
+      return;
+    }
+    const length = localLength(data);
+    const r = this.checkRange(rank, offset, length, op);
+    if (rank === this.job.rank) {
+      localBytes(data).set(this.region.buffer.subarray(offset, offset + length));
+      return;
+    }
+    const ch = this.job._channel(rank, op);
+    try {
+      await ch.qp.read(data, r, { offset });
+    } catch (err) {
+      throw this.job.failure ?? rankError(rank, op, err);
+    }
+  }
+
+  /** Resolves once `count` notifying puts from rank `from` have landed in this rank's window; consumes them. */
+  waitNotifications(from: number, count = 1): Promise<void> {
+    this.remote(from, 'waitNotifications');
+    if (this.counts[from] >= count) {
+      this.counts[from] -= count;
+      return Promise.resolve();
+    }
+    return new Promise((resolve, reject) => this.waiters[from].push({ need: count, resolve, reject }));
+  }
+
+  /** Notifying puts from `from` that landed and nobody waited for yet. */
+  notifications(from: number): number {
+    return this.counts[from] ?? 0;
+  }
+
+  /** @internal */
+  _notified(from: number, count: number): void {
+    this.counts[from] += count;
+    const list = this.waiters[from];
+    while (list.length > 0 && this.counts[from] >= list[0].need) {
+      const w = list.shift()!;
+      this.counts[from] -= w.need;
+      w.resolve();
+    }
+  }
+
+  /** @internal */
+  _abort(err: Error): void {
+    this.failure ??= err;
+    for (const list of this.waiters) for (const w of list.splice(0)) w.reject(err);
+  }
+
+  /** Collective: waits for every rank (barrier), then deregisters this rank's part. Idempotent. */
+  free(): Promise<void> {
+    return (this.freeing ??= (async () => {
+      try {
+        if (this.job.failure === null) await this.job.barrier();
+      } finally {
+        this._abort(new NdError('ERR_ND_CLOSED', 0, 'window', 'window: freed'));
+        this.job._windows.delete(this.id);
+        await this.region.deregister().catch(() => undefined);
+      }
+    })());
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.free();
+  }
+}
+
+function rankError(rank: number, operation: string, err: unknown): JobError {
+  if (err instanceof NdError && !err.isStatus) return err;
+  const e: JobError = new NdError(
+    err instanceof NdError ? err.code : 'ERR_ND_JOB_PEER',
+    err instanceof NdError ? err.status : 0,
+    operation,
+    `${operation} to rank ${rank} failed: ${(err as Error).message}`,
+    { cause: err },
+  );
+  e.peer = rank;
+  return e;
+}
+
+function localLength(data: Local): number {
+  if (data === null) return 0;
+  if (data instanceof MemoryRegion) return data.length;
+  if (Array.isArray(data)) return data.reduce((n, d) => n + localLength(d), 0);
+  return data.length;
+}
+
+function localBytes(data: Local): Uint8Array {
+  if (data === null) return new Uint8Array(0);
+  if (data instanceof MemoryRegion) return data.buffer;
+  if (Array.isArray(data)) return Buffer.concat(data.map(localBytes));
+  return data.region.buffer.subarray(data.offset, data.offset + data.length);
+}

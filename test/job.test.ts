@@ -1,0 +1,247 @@
+// The job API (lib/job): launcher detection, the PMI-1 wire protocol under MPICH's real `mpiexec` (Hydra), the
+// PMI-2 wire protocol against a PMI-2 server of this test's own over a socketpair (Slurm is not installed here),
+// the explicit rendezvous, collectives and windows checked against answers every rank can compute, and a rank
+// killed in the middle of an allreduce.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import * as path from 'node:path';
+import type { Socket } from 'node:net';
+import { describe, expect, it } from 'vitest';
+import { detectLauncher, encodePmi2, framePmi2, join, parsePmi1, parsePmi2 } from '../lib/job/index';
+import { root } from './helpers';
+
+const rankScript = path.join(root, 'test/fixtures/job-rank.mjs');
+const ringScript = path.join(root, 'examples/ring-job.mjs');
+// MPICH's launcher by its own name (`mpiexec` may be Open MPI's where both are installed).
+const mpiexec = ['mpiexec.hydra', 'mpiexec'].find((c) => /HYDRA/.test(spawnSync(c, ['--version'], { encoding: 'utf8' }).stdout ?? ''));
+const hasMpiexec = mpiexec !== undefined;
+
+interface Ran {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+}
+
+function collect(child: ChildProcess, timeoutMs: number): Promise<Ran> {
+  let stdout = '';
+  let stderr = '';
+  child.stdout?.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr?.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  return new Promise((resolve) =>
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr });
+    }),
+  );
+}
+
+function freePort(): number {
+  return 20000 + Math.floor(Math.random() * 20000);
+}
+
+/** Starts `size` ranks of `script` meeting at a rendezvous (rank 0 hosts it). */
+async function rendezvousJob(script: string, size: number, extra: NodeJS.ProcessEnv = {}): Promise<Ran[]> {
+  const port = freePort();
+  const runs = Array.from({ length: size }, (_, r) =>
+    collect(
+      spawn(process.execPath, [script], {
+        cwd: root,
+        env: { ...process.env, NETDIRECT_RENDEZVOUS: `127.0.0.1:${port}`, NETDIRECT_RANK: String(r), NETDIRECT_SIZE: String(size), ...extra },
+      }),
+      60_000,
+    ),
+  );
+  return Promise.all(runs);
+}
+
+function reports(runs: Ran[]): any[] {
+  return runs.map((r) => {
+    const line = r.stdout.trim().split('\n').find((l) => l.startsWith('{'));
+    if (line === undefined) throw new Error(`a rank printed no report (exit ${r.code ?? r.signal}):\n${r.stdout}\n${r.stderr}`);
+    return JSON.parse(line);
+  });
+}
+
+function expectAllChecks(all: any[], size: number, launcher: string): void {
+  expect(all.map((r) => r.rank).sort()).toEqual(Array.from({ length: size }, (_, i) => i));
+  for (const r of all) {
+    expect(r.size).toBe(size);
+    expect(r.launcher).toBe(launcher);
+    const failed = Object.entries(r.checks).filter(([, ok]) => ok !== true);
+    expect(failed, `rank ${r.rank}`).toEqual([]);
+    expect(Object.keys(r.checks).length).toBeGreaterThan(20);
+  }
+}
+
+describe('launcher detection', () => {
+  it('a plain command is a singleton, whatever else is set', () => {
+    expect(detectLauncher({}).launcher).toBe('singleton');
+    expect(detectLauncher({ PATH: '/bin', SLURM_NTASKS: '1', SLURM_PROCID: '0' }).launcher).toBe('singleton');
+  });
+  it('tells the launchers apart by their variables', () => {
+    expect(detectLauncher({ PMI_FD: '6', PMI_RANK: '0', PMI_SIZE: '2' })).toEqual({ launcher: 'hydra', because: ['PMI_FD', 'PMI_RANK', 'PMI_SIZE'] });
+    expect(detectLauncher({ PMI_PORT: 'h:1', PMI_RANK: '0', PMI_SIZE: '2' }).launcher).toBe('hydra');
+    expect(detectLauncher({ PMI_FD: '6', PMI_RANK: '0', PMI_SIZE: '2', SLURM_STEP_ID: '0', SLURM_JOB_ID: '7' }).launcher).toBe('pmi2');
+    expect(detectLauncher({ PMI_FD: '6', PMI_RANK: '0', PMI_JOBID: '7.0' }).launcher).toBe('pmi2');
+    expect(detectLauncher({ OMPI_COMM_WORLD_RANK: '1', OMPI_COMM_WORLD_SIZE: '4' }).launcher).toBe('openmpi');
+    expect(detectLauncher({ PMI_RANK: '1', PMI_SIZE: '4', PMI_SMPD_KEY: 'x' }).launcher).toBe('msmpi');
+    expect(detectLauncher({ PMI_RANK: '1', PMI_SIZE: '4', MSMPI_VER: '10' }).launcher).toBe('msmpi');
+    expect(detectLauncher({ NETDIRECT_RENDEZVOUS: 'h:1' }).launcher).toBe('rendezvous');
+  });
+  it('NETDIRECT_LAUNCHER overrides, and a wrong name is refused', () => {
+    expect(detectLauncher({ NETDIRECT_LAUNCHER: 'openmpi', PMI_FD: '3', PMI_RANK: '0', PMI_SIZE: '1' }).launcher).toBe('openmpi');
+    expect(() => detectLauncher({ NETDIRECT_LAUNCHER: 'lsf' })).toThrow(/NETDIRECT_LAUNCHER must be one of/);
+  });
+  it('join() of a plain process is a job of one rank; a launcher without its rendezvous is refused', async () => {
+    const job = await join({ env: {}, address: '127.0.0.1' });
+    expect([job.rank, job.size, job.launcher]).toEqual([0, 1, 'singleton']);
+    expect([...(await job.allreduce(new Float64Array([4, 5]), 'sum'))]).toEqual([4, 5]);
+    await job.barrier();
+    // Misuse is refused with typed errors, before anything reaches the network.
+    const w = await job.allocateWindow(64);
+    await w.put(0, 8, new Uint8Array([1, 2, 3]), { notify: true });
+    await w.waitNotifications(0, 1);
+    expect([...w.buffer.subarray(8, 11)]).toEqual([1, 2, 3]);
+    await expect(w.put(0, 62, new Uint8Array(4))).rejects.toMatchObject({ code: 'ERR_ND_OUT_OF_RANGE' });
+    await expect(w.get(1, 0, new Uint8Array(4))).rejects.toMatchObject({ code: 'ERR_ND_OUT_OF_RANGE' });
+    await expect(job.allreduce(new Float64Array(2), 'avg' as any)).rejects.toMatchObject({ code: 'ERR_ND_INVALID_ARGUMENT' });
+    await expect(job.allreduce([1, 2] as any)).rejects.toMatchObject({ code: 'ERR_ND_INVALID_ARGUMENT' });
+    await expect(job.broadcast(new Int8Array(2), 1)).rejects.toMatchObject({ code: 'ERR_ND_OUT_OF_RANGE' });
+    await expect(job.allocateWindow(0)).rejects.toMatchObject({ code: 'ERR_ND_OUT_OF_RANGE' });
+    await w.free();
+    await job.close();
+    await expect(job.barrier()).rejects.toMatchObject({ code: 'ERR_ND_CLOSED' });
+    await expect(join({ env: { OMPI_COMM_WORLD_RANK: '0', OMPI_COMM_WORLD_SIZE: '2' }, address: '127.0.0.1' })).rejects.toMatchObject({
+      code: 'ERR_ND_JOB_BOOTSTRAP',
+      message: expect.stringMatching(/NETDIRECT_RENDEZVOUS/),
+    });
+  });
+});
+
+describe('PMI wire formats', () => {
+  it('PMI-1 lines and PMI-2 frames encode and parse', () => {
+    expect(parsePmi1('cmd=get_result rc=0 msg=success value=10.0.0.1:5\n')).toEqual({ cmd: 'get_result', rc: '0', msg: 'success', value: '10.0.0.1:5' });
+    const body = encodePmi2('kvs-put', [['key', 'a;b'], ['value', 'x=y;;z']]);
+    expect(body).toBe('cmd=kvs-put;key=a;;b;value=x=y;;;;z;');
+    expect(framePmi2(body)).toBe(`${String(body.length).padStart(6)}${body}`);
+    expect(parsePmi2(body)).toEqual({ cmd: 'kvs-put', key: 'a;b', value: 'x=y;;z' });
+  });
+});
+
+describe('jobs under the explicit rendezvous', () => {
+  it('4 ranks: allreduce (sum/min/max/prod, small and large), broadcast, alltoall, window get and put+notify', async () => {
+    expectAllChecks(reports(await rendezvousJob(rankScript, 4)), 4, 'rendezvous');
+  });
+  it('3 ranks (not a power of two) agree too', async () => {
+    expectAllChecks(reports(await rendezvousJob(rankScript, 3)), 3, 'rendezvous');
+  });
+  it('the ring example runs', async () => {
+    const runs = await rendezvousJob(ringScript, 4);
+    for (const r of runs) expect(r.code, r.stderr).toBe(0);
+    expect(runs.map((r) => r.stdout).join('')).toMatch(/ring of 4 ranks: every block arrived intact/);
+  });
+  it('a rank killed in the middle of allreduces: every other rank gets an NdError naming it, nothing hangs', async () => {
+    const runs = await rendezvousJob(rankScript, 3, { JOB_SCENARIO: 'die' });
+    expect(runs[2].signal).toBe('SIGKILL');
+    for (const r of reports(runs.slice(0, 2))) {
+      expect(r.error).toMatchObject({ name: 'NdError', peer: 2, message: expect.stringMatching(/rank 2/) });
+    }
+  });
+});
+
+describe.skipIf(!hasMpiexec)('jobs under MPICH mpiexec (Hydra, PMI-1 over PMI_FD)', () => {
+  it('mpiexec -n 4: the collectives and windows', async () => {
+    const ran = await collect(spawn(mpiexec!, ['-n', '4', process.execPath, rankScript], { cwd: root }), 90_000);
+    const all = ran.stdout.trim().split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    expectAllChecks(all, 4, 'hydra');
+  });
+  it('mpiexec -n 4 examples/ring-job.mjs', async () => {
+    const ran = await collect(spawn(mpiexec!, ['-n', '4', process.execPath, ringScript], { cwd: root }), 90_000);
+    expect(ran.stdout).toMatch(/ring of 4 ranks: every block arrived intact/);
+    expect(ran.code, ran.stderr).toBe(0);
+  });
+});
+if (!hasMpiexec) console.warn('test/job.test.ts: MPICH\'s mpiexec (Hydra) not found (apt-get install mpich): the Hydra cases are skipped');
+
+/**
+ * A PMI-2 server as a launcher runs it: one socketpair per rank (the child's fd 3), the PMI-1 style init line,
+ * then length-prefixed commands: fullinit, job-getid, kvs-put, kvs-fence (answered once every rank fenced),
+ * kvs-get, finalize.
+ */
+function pmi2Server(sockets: Socket[], jobid: string): Promise<string[]> {
+  const kvs = new Map<string, string>();
+  const log: string[] = [];
+  let fenced: Array<() => void> = [];
+  const send = (s: Socket, cmd: string, attrs: Array<[string, string | number]>) => s.write(framePmi2(encodePmi2(cmd, attrs)));
+  return Promise.all(
+    sockets.map(
+      (s, rank) =>
+        new Promise<void>((resolve) => {
+          let buf = Buffer.alloc(0);
+          let initDone = false;
+          s.on('data', (d: Buffer) => {
+            buf = Buffer.concat([buf, d]);
+            for (;;) {
+              if (!initDone) {
+                const nl = buf.indexOf(0x0a);
+                if (nl < 0) return;
+                const line = parsePmi1(buf.subarray(0, nl).toString());
+                buf = buf.subarray(nl + 1);
+                log.push(`init ${line.pmi_version}`);
+                s.write('cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n');
+                initDone = true;
+                continue;
+              }
+              if (buf.length < 6) return;
+              const n = Number(buf.subarray(0, 6).toString().trim());
+              if (buf.length < 6 + n) return;
+              const m = parsePmi2(buf.subarray(6, 6 + n).toString());
+              buf = buf.subarray(6 + n);
+              log.push(m.cmd);
+              if (m.cmd === 'fullinit') send(s, 'fullinit-response', [['rc', 0], ['pmi-version', 2], ['pmi-subversion', 0], ['rank', m.pmirank], ['size', sockets.length], ['appnum', 0], ['debugged', 'FALSE'], ['pmiverbose', 'FALSE']]);
+              else if (m.cmd === 'job-getid') send(s, 'job-getid-response', [['rc', 0], ['jobid', jobid]]);
+              else if (m.cmd === 'kvs-put') {
+                kvs.set(m.key, m.value);
+                send(s, 'kvs-put-response', [['rc', 0]]);
+              } else if (m.cmd === 'kvs-fence') {
+                fenced.push(() => send(s, 'kvs-fence-response', [['rc', 0]]));
+                if (fenced.length === sockets.length) {
+                  for (const f of fenced) f();
+                  fenced = [];
+                }
+              } else if (m.cmd === 'kvs-get') {
+                const v = kvs.get(m.key);
+                send(s, 'kvs-get-response', v === undefined ? [['rc', 0], ['found', 'FALSE']] : [['rc', 0], ['found', 'TRUE'], ['value', v]]);
+              } else if (m.cmd === 'finalize') {
+                send(s, 'finalize-response', [['rc', 0]]);
+                resolve();
+              } else send(s, `${m.cmd}-response`, [['rc', -1], ['errmsg', 'not served by this test']]);
+              void rank;
+            }
+          });
+          s.on('close', () => resolve());
+        }),
+    ),
+  ).then(() => log);
+}
+
+describe('jobs under a PMI-2 launcher (the wire protocol srun --mpi=pmi2 speaks; served by this test)', () => {
+  it('3 ranks over socketpairs: fullinit, kvs put/fence/get, the collectives and windows, finalize', async () => {
+    const size = 3;
+    const children = Array.from({ length: size }, (_, r) =>
+      spawn(process.execPath, [rankScript], {
+        cwd: root,
+        stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
+        env: { ...process.env, PMI_FD: '3', PMI_RANK: String(r), PMI_SIZE: String(size), PMI_JOBID: '4242.0', SLURM_JOB_ID: '4242', SLURM_STEP_ID: '0' },
+      }),
+    );
+    const served = pmi2Server(children.map((c) => c.stdio[3] as Socket), '4242.0');
+    const runs = await Promise.all(children.map((c) => collect(c, 60_000)));
+    expectAllChecks(reports(runs), size, 'pmi2');
+    const log = await served;
+    expect(log.filter((c) => c === 'fullinit')).toHaveLength(size);
+    expect(log.filter((c) => c === 'finalize')).toHaveLength(size);
+    expect(log).toContain('kvs-fence');
+  });
+});
