@@ -157,8 +157,14 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   // Event-loop mode: one non-blocking round of the provider's progress on the JS thread (cq.poll() of an empty
   // CQ uses it, so a loop that spins on cq.poll() is never starved). Completions it produces reach JS through
   // the next loop turn (or the cq.poll() that asked).
+  // A loop spinning on cq.poll() drives the provider itself. It may run inside the event-loop turn that settled
+  // the promise it continues (OnLoopReady delivers before it flushes): what that turn deferred — a Read Response,
+  // a confirmation Read, the loop's own posts — leaves now, or it would wait for a Flush that only comes after
+  // the loop ends.
   void ProgressInline() {
-    if (progress_) progress_->Progress(0, nullptr);
+    if (!progress_) return;
+    progress_->Flush();
+    progress_->Progress(0, nullptr);
   }
 
   void AddChild(Child* child);

@@ -129,6 +129,29 @@ describe.runIf(LOOP)("completion: 'loop'", () => {
     }
   });
 
+  it('the same loop in a continuation of a completion (inside the event-loop turn that delivered it) drives the provider too', async () => {
+    const { adapter, cq } = await openLocal('loop');
+    try {
+      const { qp } = await connectToPeer(adapter, cq, peer, address);
+      const mr = await adapter.allocateMemory(4096);
+      // Settled by the event loop's batch: what follows runs inside that turn, before its deferred transmit is flushed.
+      await qp.write(mr.slice(0, 1), remote);
+      fillSegments(mr.buffer, [{ offset: 0, length: 512 }], 12);
+      qp.post('write', mr.slice(0, 512), remote, { context: 'w' });
+      qp.post('read', mr.slice(1024, 512), remote, { context: 'r' });
+      const got: RawCompletion[] = [];
+      const deadline = Date.now() + 10_000;
+      while (got.length < 2 && Date.now() < deadline) got.push(...cq.poll(16)); // never yields
+      expect(got.map((c) => [c.context, c.status, c.bytes])).toEqual([
+        ['w', 0, 512],
+        ['r', 0, 512],
+      ]);
+      expect(checkSegments(mr.buffer, [{ offset: 1024, length: 512 }], 12)).toBe(-1);
+    } finally {
+      await adapter.close();
+    }
+  });
+
   it('an unknown mode, or one the environment names wrongly, is refused with the choices', async () => {
     expect((await ndError(openAdapter('127.0.0.1', { completion: 'poll' as never }))).message).toMatch(/'auto', 'loop', 'thread', 'manual'/);
     const saved = process.env.NETDIRECT_COMPLETION;
