@@ -13,6 +13,7 @@
 #include "soft/queue_pair.h"
 #include "soft/shared_receive_queue.h"
 #include "soft/memory/stag_table.h"
+#include "soft/variance.h"
 
 namespace netdirect::soft {
 
@@ -27,6 +28,9 @@ HRESULT write_address_list(const std::vector<net::Address>& addrs, SOCKET_ADDRES
     *size = static_cast<ULONG>(need);
     return ND_BUFFER_OVERFLOW;
   }
+  // Test mode: the list grew between the consumer's size probe and this call (docs/testing.md).
+  if (variance::overflow_first(static_cast<ULONG>(need), size, sizeof(SOCKET_ADDRESS) + sizeof(sockaddr_in6)))
+    return ND_BUFFER_OVERFLOW;
   auto* base = reinterpret_cast<uint8_t*>(list);
   size_t off = head;
   list->iAddressCount = static_cast<INT>(addrs.size());

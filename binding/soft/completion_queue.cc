@@ -3,6 +3,7 @@
 #include <new>
 
 #include "soft/adapter.h"
+#include "soft/variance.h"
 
 namespace netdirect::soft {
 
@@ -39,6 +40,7 @@ SoftCompletionQueue::~SoftCompletionQueue() {
 }
 
 HRESULT SoftCompletionQueue::CancelOverlappedRequests() {
+  variance::flush(static_cast<IND2CompletionQueue*>(this));
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   // Completed in request order (ndcq checks this).
   for (auto& x : waiters_) complete_overlapped(file_, x.ov, ND_CANCELED);
@@ -48,7 +50,7 @@ HRESULT SoftCompletionQueue::CancelOverlappedRequests() {
 
 HRESULT SoftCompletionQueue::GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER;
-  return overlapped_result(pOverlapped, bWait);
+  return variance::overlapped_result(static_cast<IND2CompletionQueue*>(this), file_, pOverlapped, bWait);
 }
 
 HRESULT SoftCompletionQueue::GetNotifyAffinity(USHORT*, KAFFINITY*) { return ND_NOT_SUPPORTED; }
@@ -82,6 +84,26 @@ bool SoftCompletionQueue::matches_queued_locked(ULONG type) const {
 }
 
 HRESULT SoftCompletionQueue::Notify(ULONG type, OVERLAPPED* pOverlapped) {
+  const HRESULT hr = notify_now(type, pOverlapped);
+  // Test mode: an armed notification may fire with nothing new in the CQ (docs/testing.md).
+  if (hr == ND_PENDING && variance::roll(variance::kSpuriousNotify)) {
+    variance::later(static_cast<IND2CompletionQueue*>(this), [this, pOverlapped] { fire_spurious(pOverlapped); });
+  }
+  return variance::finish_overlapped(static_cast<IND2CompletionQueue*>(this), file_, pOverlapped, hr);
+}
+
+void SoftCompletionQueue::fire_spurious(OVERLAPPED* ov) {
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+  for (size_t i = 0; i < waiters_.size(); ++i) {
+    if (waiters_[i].ov == ov) {
+      waiters_.erase(waiters_.begin() + static_cast<std::ptrdiff_t>(i));
+      complete_overlapped(file_, ov, ND_SUCCESS);
+      return;
+    }
+  }
+}
+
+HRESULT SoftCompletionQueue::notify_now(ULONG type, OVERLAPPED* pOverlapped) {
   if (type != ND_CQ_NOTIFY_ANY && type != ND_CQ_NOTIFY_SOLICITED && type != ND_CQ_NOTIFY_ERRORS) {
     return ND_INVALID_PARAMETER_1;
   }
@@ -194,6 +216,8 @@ HRESULT SoftCompletionQueue::SetPollingThread(BOOL polling) {
 
 ULONG SoftCompletionQueue::GetResults(ND2_RESULT results[], ULONG nResults) {
   if (results == nullptr || nResults == 0) return 0;
+  nResults = variance::results_limit(nResults);  // test mode: fewer than asked (docs/testing.md)
+  if (nResults == 0) return 0;
   ULONG n = take(results, nResults);
   if (n == 0 && t_inline_progress && have_sources_.load(std::memory_order_relaxed)) {
     // Empty: drive the connections' receive progress on this thread (inline progress), then look again.

@@ -90,6 +90,8 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public 
     ULONG type;
   };
 
+  HRESULT notify_now(ULONG type, OVERLAPPED* ov);  // Notify as decided here (Notify adds soft/variance.h)
+  void fire_spurious(OVERLAPPED* ov);             // variance: completes one armed Notify with nothing new
   bool matches_queued_locked(ULONG type) const;
   bool append_locked(const ND2_RESULT& result, bool solicited);  // false on overrun
   void fire_locked(HRESULT status, bool solicited_event, bool error_event);

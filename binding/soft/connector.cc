@@ -9,6 +9,7 @@
 #include "soft/adapter.h"
 #include "soft/cm/connection.h"
 #include "soft/queue_pair.h"
+#include "soft/variance.h"
 
 namespace netdirect::soft {
 
@@ -202,6 +203,8 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
     std::lock_guard<std::mutex> lock(mu_);
     if (!have_peer_) return ND_CONNECTION_INVALID;
     const ULONG need = static_cast<ULONG>(peer_pd_.size());
+    if ((buf != nullptr || need == 0) && *len >= need && variance::overflow_first(need, len, limits::kMaxPrivateData))
+      return ND_BUFFER_OVERFLOW;  // test mode: as a provider that pads private data to a fixed size reports it
     const ULONG n = buf == nullptr ? 0 : (*len < need ? *len : need);
     if (n != 0) std::memcpy(buf, peer_pd_.data(), n);
     const ULONG cap = *len;
@@ -567,6 +570,7 @@ HRESULT SoftConnector::create(SoftAdapter* adapter, HANDLE overlapped_file, Soft
   auto* c = new (std::nothrow) SoftConnector();
   if (c == nullptr) return ND_NO_MEMORY;
   c->adapter_ = adapter;
+  c->file_ = overlapped_file;
   c->core_ = ConnectorCore::make(adapter, overlapped_file);
   if (!c->core_) {
     c->Release();
@@ -580,11 +584,16 @@ SoftConnector::~SoftConnector() {
   if (core_) core_->released();
 }
 
-HRESULT SoftConnector::CancelOverlappedRequests() { return core_->cancel(); }
+HRESULT SoftConnector::CancelOverlappedRequests() {
+  variance::flush(this);
+  return core_->cancel();
+}
+
+HRESULT SoftConnector::finish(OVERLAPPED* ov, HRESULT hr) { return variance::finish_overlapped(this, file_, ov, hr); }
 
 HRESULT SoftConnector::GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_1;
-  return overlapped_result(pOverlapped, bWait);
+  return variance::overlapped_result(this, file_, pOverlapped, bWait);
 }
 
 HRESULT SoftConnector::Bind(const sockaddr* pAddress, ULONG cbAddress) { return core_->bind(pAddress, cbAddress); }
@@ -611,12 +620,13 @@ HRESULT SoftConnector::Connect(IUnknown* pQueuePair, const sockaddr* pDestinatio
   if (hr == ND_INVALID_PARAMETER) return ND_INVALID_PARAMETER_3;
   if (FAILED(hr)) return hr;
   if (dest.is_any() || dest.port() == 0) return ND_INVALID_ADDRESS;
-  return core_->connect(qp, dest, inboundReadLimit, outboundReadLimit, pPrivateData, cbPrivateData, pOverlapped);
+  return finish(pOverlapped,
+                core_->connect(qp, dest, inboundReadLimit, outboundReadLimit, pPrivateData, cbPrivateData, pOverlapped));
 }
 
 HRESULT SoftConnector::CompleteConnect(OVERLAPPED* pOverlapped) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_1;
-  return core_->complete_connect(pOverlapped);
+  return finish(pOverlapped, core_->complete_connect(pOverlapped));
 }
 
 HRESULT SoftConnector::Accept(IUnknown* pQueuePair, ULONG inboundReadLimit, ULONG outboundReadLimit,
@@ -626,7 +636,8 @@ HRESULT SoftConnector::Accept(IUnknown* pQueuePair, ULONG inboundReadLimit, ULON
   if (cbPrivateData != 0 && pPrivateData == nullptr) return ND_INVALID_PARAMETER_4;
   SoftQueuePair* qp = qp_of(pQueuePair, adapter_);
   if (qp == nullptr) return ND_INVALID_PARAMETER_1;
-  return core_->accept(qp, inboundReadLimit, outboundReadLimit, pPrivateData, cbPrivateData, pOverlapped);
+  return finish(pOverlapped,
+                core_->accept(qp, inboundReadLimit, outboundReadLimit, pPrivateData, cbPrivateData, pOverlapped));
 }
 
 HRESULT SoftConnector::Reject(const VOID* pPrivateData, ULONG cbPrivateData) {
@@ -656,12 +667,12 @@ HRESULT SoftConnector::GetPeerAddress(sockaddr* pAddress, ULONG* pcbAddress) {
 
 HRESULT SoftConnector::NotifyDisconnect(OVERLAPPED* pOverlapped) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_1;
-  return core_->notify_disconnect(pOverlapped);
+  return finish(pOverlapped, core_->notify_disconnect(pOverlapped));
 }
 
 HRESULT SoftConnector::Disconnect(OVERLAPPED* pOverlapped) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_1;
-  return core_->disconnect(pOverlapped);
+  return finish(pOverlapped, core_->disconnect(pOverlapped));
 }
 
 HRESULT SoftConnector::reserve_incoming() { return core_->reserve(); }

@@ -53,8 +53,11 @@ class SoftConnector final : public ComObject<IND2Connector> {
  private:
   SoftConnector() = default;
   ~SoftConnector() override;
+  // Every overlapped method's exit (soft/variance.h).
+  HRESULT finish(OVERLAPPED* ov, HRESULT hr);
 
   SoftAdapter* adapter_ = nullptr;  // the core holds the reference
+  HANDLE file_ = nullptr;           // the overlapped file (soft/variance.h completes on it)
   std::shared_ptr<ConnectorCore> core_;
 };
 

@@ -1,3 +1,4 @@
+#include "soft/variance.h"
 #include "soft/listener.h"
 
 #ifndef _WIN32
@@ -306,6 +307,7 @@ HRESULT SoftListener::create(SoftAdapter* adapter, HANDLE overlapped_file, SoftL
   auto* l = new (std::nothrow) SoftListener();
   if (l == nullptr) return ND_NO_MEMORY;
   l->adapter_ = adapter;
+  l->file_ = overlapped_file;
   l->core_ = ListenerCore::make(adapter, overlapped_file);
   if (!l->core_) {
     l->Release();
@@ -319,11 +321,14 @@ SoftListener::~SoftListener() {
   if (core_) core_->released();
 }
 
-HRESULT SoftListener::CancelOverlappedRequests() { return core_->cancel(); }
+HRESULT SoftListener::CancelOverlappedRequests() {
+  variance::flush(this);
+  return core_->cancel();
+}
 
 HRESULT SoftListener::GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_1;
-  return overlapped_result(pOverlapped, bWait);
+  return variance::overlapped_result(this, file_, pOverlapped, bWait);
 }
 
 HRESULT SoftListener::Bind(const sockaddr* pAddress, ULONG cbAddress) { return core_->bind(pAddress, cbAddress); }
@@ -339,7 +344,7 @@ HRESULT SoftListener::GetConnectionRequest(IUnknown* pConnector, OVERLAPPED* pOv
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_2;
   SoftConnector* conn = from_unknown<SoftConnector, IND2Connector>(pConnector);
   if (conn == nullptr || conn->adapter() != adapter_) return ND_INVALID_PARAMETER_1;
-  return core_->get_connection_request(conn, pOverlapped);
+  return variance::finish_overlapped(this, file_, pOverlapped, core_->get_connection_request(conn, pOverlapped));
 }
 
 }  // namespace netdirect::soft

@@ -33,6 +33,7 @@ class SoftListener final : public ComObject<IND2Listener> {
 
   SoftAdapter* adapter_ = nullptr;  // the core holds the reference
   std::shared_ptr<ListenerCore> core_;
+  HANDLE file_ = nullptr;  // the overlapped file (soft/variance.h completes on it)
 };
 
 }  // namespace netdirect::soft

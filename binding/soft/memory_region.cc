@@ -4,6 +4,7 @@
 
 #include "soft/adapter.h"
 #include "soft/memory/stag_table.h"
+#include "soft/variance.h"
 
 namespace netdirect::soft {
 
@@ -43,16 +44,21 @@ SoftMemoryRegion::~SoftMemoryRegion() {
 }
 
 HRESULT SoftMemoryRegion::CancelOverlappedRequests() {
+  variance::flush(this);
   // A pending Deregister only waits for in-progress placement; it cannot be abandoned halfway.
   return ND_SUCCESS;
 }
 
 HRESULT SoftMemoryRegion::GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER;
-  return overlapped_result(pOverlapped, bWait);
+  return variance::overlapped_result(this, file_, pOverlapped, bWait);
 }
 
 HRESULT SoftMemoryRegion::Register(const VOID* pBuffer, SIZE_T cbBuffer, ULONG flags, OVERLAPPED* pOverlapped) {
+  return variance::finish_overlapped(this, file_, pOverlapped, register_now(pBuffer, cbBuffer, flags, pOverlapped));
+}
+
+HRESULT SoftMemoryRegion::register_now(const VOID* pBuffer, SIZE_T cbBuffer, ULONG flags, OVERLAPPED* pOverlapped) {
   if (pBuffer == nullptr) return ND_INVALID_PARAMETER;
   if (cbBuffer == 0) return ND_INVALID_BUFFER_SIZE;
   if (cbBuffer > limits::kMaxRegistrationSize) return ND_INVALID_PARAMETER;
@@ -73,6 +79,10 @@ HRESULT SoftMemoryRegion::Register(const VOID* pBuffer, SIZE_T cbBuffer, ULONG f
 }
 
 HRESULT SoftMemoryRegion::Deregister(OVERLAPPED* pOverlapped) {
+  return variance::finish_overlapped(this, file_, pOverlapped, deregister_now(pOverlapped));
+}
+
+HRESULT SoftMemoryRegion::deregister_now(OVERLAPPED* pOverlapped) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_1;
   std::lock_guard<std::mutex> lock(mu_);
   const uint32_t s = stag_.load();

@@ -44,6 +44,9 @@ class SoftMemoryRegion final : public ComObject<IND2MemoryRegion> {
  private:
   SoftMemoryRegion(SoftAdapter* adapter, HANDLE file);
   ~SoftMemoryRegion() override;
+  // Register/Deregister as decided here; the ND methods pass the result through soft/variance.h.
+  HRESULT register_now(const VOID* pBuffer, SIZE_T cbBuffer, ULONG flags, OVERLAPPED* pOverlapped);
+  HRESULT deregister_now(OVERLAPPED* pOverlapped);
 
   SoftAdapter* adapter_;
   HANDLE file_;

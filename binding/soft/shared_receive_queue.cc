@@ -1,3 +1,4 @@
+#include "soft/variance.h"
 #include "soft/shared_receive_queue.h"
 
 #include <new>
@@ -81,6 +82,7 @@ SoftSharedReceiveQueue::~SoftSharedReceiveQueue() {
 }
 
 HRESULT SoftSharedReceiveQueue::CancelOverlappedRequests() {
+  variance::flush(this);
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   for (auto* ov : waiters_) complete_overlapped(file_, ov, ND_CANCELED);
   waiters_.clear();
@@ -89,7 +91,7 @@ HRESULT SoftSharedReceiveQueue::CancelOverlappedRequests() {
 
 HRESULT SoftSharedReceiveQueue::GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER;
-  return overlapped_result(pOverlapped, bWait);
+  return variance::overlapped_result(this, file_, pOverlapped, bWait);
 }
 
 HRESULT SoftSharedReceiveQueue::GetNotifyAffinity(USHORT*, KAFFINITY*) { return ND_NOT_SUPPORTED; }
@@ -125,6 +127,10 @@ void SoftSharedReceiveQueue::check_threshold_locked() {
 }
 
 HRESULT SoftSharedReceiveQueue::Notify(OVERLAPPED* pOverlapped) {
+  return variance::finish_overlapped(this, file_, pOverlapped, notify_now(pOverlapped));
+}
+
+HRESULT SoftSharedReceiveQueue::notify_now(OVERLAPPED* pOverlapped) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_1;
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (threshold_ != 0 && count_ < threshold_) return ND_SUCCESS;  // already below: no race window

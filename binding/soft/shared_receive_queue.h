@@ -85,6 +85,7 @@ class SoftSharedReceiveQueue final : public ComObject<IND2SharedReceiveQueue> {
  private:
   SoftSharedReceiveQueue(SoftAdapter* adapter, HANDLE file, ULONG maxSge);
   ~SoftSharedReceiveQueue() override;
+  HRESULT notify_now(OVERLAPPED* pOverlapped);  // Notify as decided here (Notify passes it through soft/variance.h)
   void check_threshold_locked();
 
   SoftAdapter* adapter_;
