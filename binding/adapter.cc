@@ -374,8 +374,10 @@ void Adapter::OnLoopReady(void* ctx) {
   // Answers the round owes the peer wait for Flush(): the application's reply, posted from the callback below,
   // then leaves in the same segment (one send and one wake-up of the peer instead of two).
   self->progress_->Progress(ND_PROGRESS_DEFER_TRANSMIT, nullptr);
-  Batch* batch = self->poller_->RunOnce();
+  // Packets posted while RunOnce handles the port (a Notify or GetOverlappedResult the provider completes before
+  // it returns) must wake the loop again: RunOnce does not look a second time.
   self->poller_->WillDrain(false);
+  Batch* batch = self->poller_->RunOnce();
   if (!batch->empty()) {
     Napi::Env env = self->Env();
     Napi::HandleScope scope(env);

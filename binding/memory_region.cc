@@ -118,9 +118,11 @@ void MemoryRegion::DeregisterAndWait() {
   // Low bit set: signal the event only, no port packet (the Win32 rule ND consumers use for sync waits).
   ov->hEvent = reinterpret_cast<HANDLE>(reinterpret_cast<uintptr_t>(ev) | 1);
   HRESULT hr = mr_->Deregister(ov);
-  if (hr == ND_PENDING) {
-    if (WaitForSingleObject(ev, 5000) != WAIT_OBJECT_0) return;  // leak ov and ev rather than risk a write
-    mr_->GetOverlappedResult(ov, FALSE);
+  // ND_PENDING again after the event: the provider started a next phase of the request (ND SDK
+  // docs/IND2Overlapped.md, GetOverlappedResult), which signals the event once more; ov stays in use until then.
+  for (int phase = 0; hr == ND_PENDING; ++phase) {
+    if (phase == 8 || WaitForSingleObject(ev, 5000) != WAIT_OBJECT_0) return;  // leak ov and ev rather than risk a write
+    hr = mr_->GetOverlappedResult(ov, FALSE);
   }
   delete ov;
   CloseHandle(ev);

@@ -187,8 +187,31 @@ void Poller::DrainAndArm(CqState* s, Batch* batch) {
       armed_++;
       return;
     }
-    if (hr != ND_SUCCESS) return;  // CQ unusable (overrun, device removed): leave it unarmed
+    if (hr != ND_SUCCESS) {  // CQ unusable (overrun, device removed): leave it unarmed
+      s->failed = true;
+      return;
+    }
   }
+}
+
+// A CQ's Notify packet. The status is the issuer's to tell (IND2Overlapped::GetOverlappedResult, ND SDK
+// docs/IND2Overlapped.md): ND_PENDING means the provider started a next phase of the same request, whose own packet
+// follows (the CQ is still armed: issuing another Notify on this OVERLAPPED now would reuse it while in flight);
+// a failure other than ND_CANCELED is a CQ error (overrun, device removed: docs/nd2.md §7.3), after which Notify
+// would only fail again — the CQ is drained once and left unarmed instead of re-armed in a loop.
+void Poller::OnNotify(CqState* s, Batch* batch) {
+  if (!s->armed) return;  // not ours to handle (cannot happen with a conforming provider)
+  const HRESULT hr = s->cq->GetOverlappedResult(&s->ov, FALSE);
+  if (hr == ND_PENDING) return;
+  s->armed = false;
+  armed_--;
+  if (FAILED(hr) && hr != ND_CANCELED) s->failed = true;
+  if (s->closing)
+    Finalize(s, batch);
+  else if (s->failed || spinMicros_ > 0)
+    Drain(s, batch);  // the spin window that follows watches it; ArmAll re-arms it before sleeping
+  else
+    DrainAndArm(s, batch);
 }
 
 // The CQ's last visit: whatever is still in it is delivered, requests counted on it that will never
@@ -251,18 +274,7 @@ void Poller::Handle(const OVERLAPPED_ENTRY& e, Batch* batch) {
   if (e.lpOverlapped == nullptr) return;
   auto* h = reinterpret_cast<PollHeader*>(e.lpOverlapped);
   if (h->kind == kKindCqNotify) {
-    auto* s = static_cast<CqState*>(h);
-    if (!s->armed) return;  // not ours to handle (cannot happen with a conforming provider)
-    s->armed = false;
-    armed_--;
-    // ND requires asking the issuer even though the status is ND_SUCCESS or ND_CANCELED here.
-    s->cq->GetOverlappedResult(&s->ov, FALSE);
-    if (s->closing)
-      Finalize(s, batch);
-    else if (spinMicros_ > 0)
-      Drain(s, batch);  // the spin window that follows watches it; ArmAll re-arms it before sleeping
-    else
-      DrainAndArm(s, batch);
+    OnNotify(static_cast<CqState*>(h), batch);
     return;
   }
   auto* r = static_cast<OvRecord*>(h);
@@ -330,7 +342,7 @@ void Poller::SetPollingThread(BOOL polling) {
 // then the caller delivers them and polls again instead of sleeping.
 bool Poller::ArmAll(Batch* batch) {
   for (CqState* s : cqs_) {
-    if (!s->armed && !s->closing) DrainAndArm(s, batch);
+    if (!s->armed && !s->closing && !s->failed) DrainAndArm(s, batch);
   }
   return batch->empty();
 }

@@ -61,6 +61,7 @@ struct CqState : PollHeader {
   // Poller thread only:
   bool armed = false;
   bool closing = false;
+  bool failed = false;  // a Notify completed with a CQ error (overrun, device removed): never armed again
 
   explicit CqState(IND2CompletionQueue* cqIn);
   void Ref() { refs.fetch_add(1); }
@@ -133,6 +134,7 @@ class Poller {
   bool ArmAll(Batch* batch);
   void Handle(const OVERLAPPED_ENTRY& e, Batch* batch);
   void DrainAndArm(CqState* s, Batch* batch);
+  void OnNotify(CqState* s, Batch* batch);
   static void Drain(CqState* s, Batch* batch);
   void Finalize(CqState* s, Batch* batch);
   void BeginStop(Batch* batch);
