@@ -18,6 +18,25 @@ const COMPLETION_SUITES = [
   'test/posting.test.ts',
 ];
 
+// The API suites once more against provider variance (docs/testing.md): the software provider answers, where ND v2
+// leaves a provider the choice, as a vendor's may — ND_PENDING and a completion packet for what finished in the
+// call, failed packets for what failed in it, ND_BUFFER_OVERFLOW first to size queries, short GetResults, spurious
+// and two-phase notifications. Seeded, so a failure repeats (thread interleavings aside; another seed:
+// NETDIRECT_SOFT_VARIANCE_SEED=<n> npx vitest run --project variance). Loop mode (the default) and thread mode.
+const VARIANCE_SUITES = [
+  'test/data.test.ts',
+  'test/access.test.ts',
+  'test/lifecycle.test.ts',
+  'test/lifetime.test.ts',
+  'test/misuse.test.ts',
+  'test/poller.test.ts',
+  'test/keepalive.test.ts',
+];
+const VARIANCE_ENV = {
+  NETDIRECT_SOFT_VARIANCE: process.env.NETDIRECT_SOFT_VARIANCE || 'all',
+  NETDIRECT_SOFT_VARIANCE_SEED: process.env.NETDIRECT_SOFT_VARIANCE_SEED || '20261203',
+};
+
 export default defineConfig({
   test: {
     // The siw interop tier has its own config (test/interop/vitest.interop.config.mts, `npm run test:interop`).
@@ -43,6 +62,10 @@ export default defineConfig({
         ? []
         : [{ extends: true, test: { name: 'thread', include: COMPLETION_SUITES, env: { NETDIRECT_COMPLETION: 'thread' } } }]),
       { extends: true, test: { name: 'manual', include: COMPLETION_SUITES, env: { NETDIRECT_COMPLETION: 'manual' } } },
+      { extends: true, test: { name: 'variance', include: VARIANCE_SUITES, env: VARIANCE_ENV } },
+      ...(process.platform === 'win32'
+        ? []
+        : [{ extends: true, test: { name: 'variance-thread', include: VARIANCE_SUITES, env: { ...VARIANCE_ENV, NETDIRECT_COMPLETION: 'thread' } } }]),
     ],
   },
 });
