@@ -156,10 +156,9 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   bool loopMode() const { return mode_ == kModeLoop; }
   // Event-loop mode: one non-blocking round of the provider's progress on the JS thread (cq.poll() of an empty
   // CQ uses it, so a loop that spins on cq.poll() is never starved). Completions it produces reach JS through
-  // the next loop turn (or the cq.poll() that asked).
-  // A loop spinning on cq.poll() drives the provider itself. It may run inside the event-loop turn that settled
+  // the next loop turn (or the cq.poll() that asked). Such a loop may run inside the event-loop turn that settled
   // the promise it continues (OnLoopReady delivers before it flushes): what that turn deferred — a Read Response,
-  // a confirmation Read, the loop's own posts — leaves now, or it would wait for a Flush that only comes after
+  // a confirmation Read, the loop's own posts — leaves first, or it would wait for a Flush that only comes after
   // the loop ends.
   void ProgressInline() {
     if (!progress_) return;
