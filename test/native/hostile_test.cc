@@ -108,6 +108,7 @@ struct Mem {
 };
 Mem* g_mem = nullptr;
 Bytes* g_hidden = nullptr;  // a remote-writable region never advertised to any peer (test_stag_guessing)
+constexpr int kHandshakeTimeoutMs = 1500;  // NETDIRECT_HANDSHAKE_TIMEOUT_MS for this process
 
 IND2MemoryRegion* reg_at(void* at, size_t len, ULONG flags) {
   void* p = nullptr;
@@ -1749,6 +1750,36 @@ void test_stag_guessing(int random_guesses) {
               tried / (secs > 0 ? secs : 1));
 }
 
+// P2P: the initiator sends its Request, gets our Reply and then withholds its RTR. The handshake deadline
+// (NETDIRECT_HANDSHAKE_TIMEOUT_MS, set short in main) fails the Accept with ND_IO_TIMEOUT and closes the socket.
+void test_withheld_rtr() {
+  g_test = "p2p rtr withheld: handshake deadline";
+  void* p = nullptr;
+  Conn c;
+  g_adapter->CreateCompletionQueue(IID_IND2CompletionQueue, g_file, 64, 0, 0, &p);
+  c.cq = as<IND2CompletionQueue>(p);
+  g_adapter->CreateQueuePair(IID_IND2QueuePair, c.cq, c.cq, nullptr, 8, 8, 2, 2, 0, &p);
+  c.qp = as<IND2QueuePair>(p);
+  g_adapter->CreateConnector(IID_IND2Connector, g_file, &p);
+  c.conn = as<IND2Connector>(p);
+  post_recvs(c, 2);
+  CHECK_ST(g_listener->GetConnectionRequest(c.conn, &c.req.ov), ND_PENDING);
+  c.fd = tcp_connect(g_port);
+  send_all(c.fd, mpa_request(true, true, 4, 4));
+  CHECK_ST(wait_ov(g_listener, c.req, 3000), ND_SUCCESS);
+  const auto t0 = Clock::now();
+  CHECK_ST(c.conn->Accept(c.qp, 4, 4, nullptr, 0, &c.acc.ov), ND_PENDING);
+  uint8_t rep[24];
+  CHECK(recv_exact(c.fd, rep, sizeof rep, 3000));
+  CHECK_ST(wait_ov(c.conn, c.acc, kHandshakeTimeoutMs + 3000), ND_IO_TIMEOUT);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  CHECK(ms >= kHandshakeTimeoutMs - 50 && ms < kHandshakeTimeoutMs + 3000);
+  Bytes rx;
+  CHECK(recv_until_eof(c.fd, &rx, 3000));  // the connection is closed
+  check_completions(c, Expect{});          // the posted receives are flushed
+  teardown(c);
+}
+
 // A Request that never completes: the responder drops it after its 5 s timer (checked at the end).
 int g_stalled_fd = -1;
 Clock::time_point g_stalled_since;
@@ -1759,6 +1790,7 @@ int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int mutations = argc > 1 ? std::atoi(argv[1]) : 2000;
   const int random_guesses = argc > 2 ? std::atoi(argv[2]) : 1024;
+  setenv("NETDIRECT_HANDSHAKE_TIMEOUT_MS", std::to_string(kHandshakeTimeoutMs).c_str(), 1);  // read by OpenAdapter
   void* p = nullptr;
   HRESULT hr = NdSoftGetProvider(IID_IND2Provider, &p);
   if (hr != ND_SUCCESS) {
@@ -1817,6 +1849,7 @@ int main(int argc, char** argv) {
   test_crc_and_truncation();
   test_slow_loris();
   test_p2p_rtr();
+  test_withheld_rtr();
   test_stag_guessing(random_guesses);
   std::printf("cases: %.1f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
   test_mutations(mutations, 20240611u);
