@@ -16,6 +16,7 @@ const COMPLETION_SUITES = [
   'test/poller.test.ts',
   'test/keepalive.test.ts',
   'test/posting.test.ts',
+  'test/handshake.test.ts',
 ];
 
 // The API suites once more against provider variance (docs/testing.md): the software provider answers, where ND v2

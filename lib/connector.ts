@@ -37,19 +37,43 @@ export interface ConnectOptions {
   outboundReadLimit?: number;
   /** Local port to bind (default: ephemeral). */
   localPort?: number;
-  /** Aborting cancels the connector (CancelOverlappedRequests) and rejects with ERR_ND_ABORTED. */
+  /**
+   * Aborting cancels the connector (CancelOverlappedRequests: the connection attempt is abandoned and its
+   * socket closed) and rejects with an NdError of code ERR_ND_ABORTED whose `cause` is `signal.reason`.
+   * Without a signal the software provider still bounds the handshake (NETDIRECT_HANDSHAKE_TIMEOUT_MS, default
+   * 10 s: ND_IO_TIMEOUT).
+   */
   signal?: AbortSignal;
 }
 
 /** The keys connect() accepts (strict option checking: validate.ts checkOptions). */
 const CONNECT_KEYS = ['privateData', 'inboundReadLimit', 'outboundReadLimit', 'localPort', 'signal'] as const;
-/** The keys accept() accepts ('signal' is reserved for an AbortSignal on accept). */
+/** The keys accept() accepts. */
 const ACCEPT_KEYS = ['privateData', 'inboundReadLimit', 'outboundReadLimit', 'signal'] as const;
 
 export interface AcceptOptions {
   privateData?: Uint8Array;
   inboundReadLimit?: number;
   outboundReadLimit?: number;
+  /**
+   * Aborting cancels the pending Accept (the connection is abandoned and closed) and rejects with an NdError of
+   * code ERR_ND_ABORTED whose `cause` is `signal.reason`. Without a signal the software provider still bounds the
+   * wait for a peer-to-peer initiator's RTR (NETDIRECT_HANDSHAKE_TIMEOUT_MS, default 10 s: ND_IO_TIMEOUT).
+   */
+  signal?: AbortSignal;
+}
+
+/** Checks an optional `signal` option: undefined or an AbortSignal. */
+export function signalOf(value: unknown, operation: string): AbortSignal | undefined {
+  if (value !== undefined && !(value instanceof AbortSignal)) {
+    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `signal must be an AbortSignal, got ${describe(value)}`);
+  }
+  return value;
+}
+
+/** The NdError an aborted operation rejects with (signal.reason as its cause). */
+export function abortedError(operation: string, signal: AbortSignal | undefined, fallbackCause?: unknown): NdError {
+  return new NdError(ERR_ND_ABORTED, 0, operation, `${operation}: aborted`, { cause: signal?.reason ?? fallbackCause });
 }
 
 /**
@@ -183,8 +207,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
       this._checkState(op, 'idle');
       checkOptions(options, op, CONNECT_KEYS);
       this._checkQp(qp, op);
-      const signal = options.signal;
-      if (signal !== undefined && !(signal instanceof AbortSignal)) throw misuse(ERR_ND_INVALID_ARGUMENT, op, `signal must be an AbortSignal, got ${describe(signal)}`);
+      const signal = signalOf(options.signal, op);
       const privateData = privateDataOf(options.privateData, this._adapter.info.maxCallerData, 'maxCallerData', op);
       const [ird, ord] = this._limits(options, op);
       const localPort = options.localPort === undefined ? 0 : checkIndex(options.localPort, 'localPort', op);
@@ -235,23 +258,34 @@ export class Connector implements AsyncDisposable, RequestOwner {
     }
   }
 
-  /** Accepts a connection request (passive side) with `qp`; resolves once the peer completed the connection. */
+  /**
+   * Accepts a connection request (passive side) with `qp`; resolves once the peer completed the connection.
+   * Rejects with ND_IO_TIMEOUT if the peer does not complete it within the provider's handshake deadline, and with
+   * ERR_ND_ABORTED when `options.signal` aborts first.
+   */
   async accept(qp: QueuePair, options: AcceptOptions = {}): Promise<void> {
     const op = 'accept';
     try {
       this._checkState(op, 'requested');
       checkOptions(options, op, ACCEPT_KEYS);
       this._checkQp(qp, op);
+      const signal = signalOf(options.signal, op);
       const privateData = privateDataOf(options.privateData, this._adapter.info.maxCalleeData, 'maxCalleeData', op);
       const [ird, ord] = this._limits(options, op);
+      if (signal?.aborted) {
+        this.reject();  // refused rather than left hanging: the peer's connect fails with ND_CONNECTION_REFUSED
+        throw abortedError(op, signal);
+      }
       this._state = 'completing';
       this._qp = qp;
       qp._connector = this;
       try {
-        await this._adapter._overlapped(K_ACCEPT, op, this, (id) => this._native.accept(id, qp._native, ird, ord, privateData));
+        await this._withSignal(signal, () =>
+          this._adapter._overlapped(K_ACCEPT, op, this, (id) => this._native.accept(id, qp._native, ird, ord, privateData)),
+        );
       } catch (err) {
         this._fail(qp);
-        throw err;
+        throw this._abortedError(err, signal, op);
       }
       this._established();
     } catch (err) {
@@ -351,7 +385,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
   private _throwIfAborted(signal: AbortSignal | undefined, operation: string): void {
     if (signal?.aborted) {
       this._aborted = true;
-      throw new NdError(ERR_ND_ABORTED, 0, operation, `${operation}: aborted`, { cause: signal.reason });
+      throw abortedError(operation, signal);
     }
   }
 
@@ -374,9 +408,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
   }
 
   private _abortedError(err: unknown, signal: AbortSignal | undefined, operation: string): unknown {
-    if (this._aborted && !(err instanceof NdError && err.code === ERR_ND_ABORTED)) {
-      return new NdError(ERR_ND_ABORTED, 0, operation, `${operation}: aborted`, { cause: signal?.reason ?? err });
-    }
+    if (this._aborted && !(err instanceof NdError && err.code === ERR_ND_ABORTED)) return abortedError(operation, signal, err);
     return err;
   }
 

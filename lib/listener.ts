@@ -1,12 +1,13 @@
 // Listener (IND2Listener): accepts connection requests. Each getConnectionRequest() supplies a fresh native
 // connector; the returned Connector is in the 'requested' state (accept() or reject() it).
 
-import { ERR_ND_CLOSED, asNdError, callerStack, misuse } from './errors.js';
+import { ERR_ND_CLOSED, NdError, asNdError, callerStack, misuse } from './errors.js';
 import type { NativeListener } from './native.js';
 import type { Adapter } from './adapter.js';
-import { Connector, type Endpoint } from './connector.js';
+import { Connector, abortedError, signalOf, type Endpoint } from './connector.js';
 import { InFlight, type PendingRequest, type RequestOwner } from './requests.js';
 import { K_GET_CONNECTION_REQUEST } from './records.js';
+import { checkOptions } from './validate.js';
 
 export interface ListenOptions {
   /** Local address to listen on (default: the adapter's address). */
@@ -14,6 +15,17 @@ export interface ListenOptions {
   /** Port (default 0: an ephemeral port; read it from listener.address). */
   port?: number;
   backlog?: number;
+}
+
+/** The keys getConnectionRequest() accepts (strict option checking: validate.ts checkOptions). */
+const CONNECTION_REQUEST_KEYS = ['signal'] as const;
+
+export interface ConnectionRequestOptions {
+  /**
+   * Aborting withdraws this getConnectionRequest() (its native connector is released; a request arriving later
+   * goes to another call) and rejects with an NdError of code ERR_ND_ABORTED whose `cause` is `signal.reason`.
+   */
+  signal?: AbortSignal;
 }
 
 export class Listener implements AsyncDisposable, AsyncIterable<Connector>, RequestOwner {
@@ -25,6 +37,7 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
   private readonly _waiting = new Set<Connector>();
   private _state: 'open' | 'closing' | 'closed' = 'open';
   private _closing: Promise<void> | null = null;
+  private _cancelEpoch = 0;  // bumped by each abort (see _waitForRequest)
 
   /** @internal Use adapter.listen(). */
   constructor(adapter: Adapter, native: NativeListener) {
@@ -41,34 +54,77 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
     this._inflight.end();
   }
 
-  /** Waits for the next connection request. Rejects with ND_CANCELED when the listener is closed. */
-  async getConnectionRequest(): Promise<Connector> {
+  /**
+   * Waits for the next connection request. Rejects with ND_CANCELED when the listener is closed, with
+   * ERR_ND_ABORTED when `options.signal` aborts first.
+   */
+  async getConnectionRequest(options: ConnectionRequestOptions = {}): Promise<Connector> {
     const op = 'getConnectionRequest';
     try {
       if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, op, 'listener is closed');
       this._adapter._checkOpen(op);
-      const connector = new Connector(this._adapter, this._adapter._native.createConnector());
-      connector._state = 'waiting';
-      this._waiting.add(connector);
-      try {
-        await this._adapter._overlapped(K_GET_CONNECTION_REQUEST, op, this, (id) => this._native.getConnectionRequest(id, connector._native),
-          `on ${this.address.host}:${this.address.port}`);
-      } catch (err) {
-        this._waiting.delete(connector);
-        await connector.close();
-        throw err;
+      checkOptions(options, op, CONNECTION_REQUEST_KEYS);
+      const signal = signalOf(options.signal, op);
+      if (signal?.aborted) throw abortedError(op, signal);
+      for (;;) {
+        const connector = await this._waitForRequest(op, signal);
+        if (connector !== null) return connector;
       }
-      this._waiting.delete(connector);
-      if (this._adapter._state !== 'open') {
-        await connector.close();
-        throw misuse(ERR_ND_CLOSED, op, 'adapter closed while waiting for a connection request');
-      }
-      connector._state = 'requested';
-      this._adapter._adopt(connector);
-      return connector;
     } catch (err) {
       throw callerStack(asNdError(err, op));
     }
+  }
+
+  // One native GetConnectionRequest. ND can only cancel all of a listener's requests at once
+  // (CancelOverlappedRequests), so an abort cancels them all and bumps _cancelEpoch: the others see ND_CANCELED
+  // from a newer epoch with their own signal not aborted and resolve null, to be issued again (no connection is
+  // lost: a request not yet matched stays queued in the provider).
+  private async _waitForRequest(op: string, signal: AbortSignal | undefined): Promise<Connector | null> {
+    const epoch = this._cancelEpoch;
+    const connector = new Connector(this._adapter, this._adapter._native.createConnector());
+    connector._state = 'waiting';
+    this._waiting.add(connector);
+    const onAbort = () => {
+      this._cancelEpoch++;
+      try {
+        this._native.cancel();
+      } catch {
+        // Nothing pending any more.
+      }
+    };
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      await this._adapter._overlapped(K_GET_CONNECTION_REQUEST, op, this, (id) => this._native.getConnectionRequest(id, connector._native),
+        `on ${this.address.host}:${this.address.port}`);
+    } catch (err) {
+      this._waiting.delete(connector);
+      await connector.close();
+      if (signal?.aborted) throw abortedError(op, signal, err);
+      const sibling = err instanceof NdError && err.code === 'ND_CANCELED' && this._cancelEpoch !== epoch && this._state === 'open';
+      if (sibling) return null;
+      throw err;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+    this._waiting.delete(connector);
+    if (this._adapter._state !== 'open') {
+      await connector.close();
+      throw misuse(ERR_ND_CLOSED, op, 'adapter closed while waiting for a connection request');
+    }
+    if (signal?.aborted) {
+      // The abort came after a request was matched to this call: refuse it rather than drop it silently.
+      connector._state = 'requested';
+      this._adapter._adopt(connector);
+      try {
+        connector.reject();
+      } finally {
+        await connector.close();
+      }
+      throw abortedError(op, signal);
+    }
+    connector._state = 'requested';
+    this._adapter._adopt(connector);
+    return connector;
   }
 
   /** Yields connection requests until the listener is closed. */

@@ -69,6 +69,7 @@ HRESULT SoftAdapter::open(UINT64 id, SoftAdapter** out) {
   auto* a = new (std::nothrow) SoftAdapter();
   if (a == nullptr) return ND_NO_MEMORY;
   a->id_ = id;
+  a->handshake_timeout_ms_ = cm::handshake_timeout_from_env();
   a->addresses_ = std::move(addrs);
   a->engine_.reset(new (std::nothrow) Engine());
   a->stags_.reset(new (std::nothrow) StagTable());

@@ -79,12 +79,15 @@ class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   // IPs this adapter serves (port 0); a listener bound to the wildcard listens on each of them.
   const std::vector<net::Address>& addresses() const { return addresses_; }
   bool serves(const net::Address& a) const;
+  // Deadline of a connection handshake in ms (cm::handshake_timeout_from_env, read at open).
+  uint32_t handshake_timeout_ms() const { return handshake_timeout_ms_; }
 
  private:
   SoftAdapter();
   ~SoftAdapter() override;
 
   UINT64 id_ = 0;
+  uint32_t handshake_timeout_ms_ = 0;
   std::vector<net::Address> addresses_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<StagTable> stags_;

@@ -35,6 +35,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   ConnectorCore(SoftAdapter* adapter, HANDLE file) : adapter_(adapter), file_(file) { adapter_->AddRef(); }
 
   ~ConnectorCore() {
+    if (deadline_timer_ != 0) engine().cancel_timer(deadline_timer_);
     channel_.reset();
     if (qp_ != nullptr) {
       if (attached_) qp_->detach_events();
@@ -93,7 +94,8 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
       HRESULT hr = open_socket(any);
       if (FAILED(hr)) return hr;
     }
-    std::unique_ptr<cm::Channel> ch(new (std::nothrow) cm::Channel(engine(), sock_, this));
+    std::unique_ptr<cm::Channel> ch(
+        new (std::nothrow) cm::Channel(engine(), sock_, this, adapter_->handshake_timeout_ms()));
     if (!ch) return ND_NO_MEMORY;
     HRESULT hr = ch->setup().start_initiator(cm::initiator_settings(inbound, outbound), pd, cb);
     if (FAILED(hr)) {
@@ -417,6 +419,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
 
   void on_rtr_received() override {
     std::lock_guard<std::mutex> lock(mu_);
+    disarm_deadline();
     if (st_ == St::kAccepting) {
       st_ = St::kEstablished;
       complete(accept_ov_, ND_SUCCESS);
@@ -425,6 +428,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
 
   void on_connection_closed(HRESULT /*status*/) override {
     std::lock_guard<std::mutex> lock(mu_);
+    disarm_deadline();
     if (st_ == St::kDisconnecting || st_ == St::kClosed) return;  // our own Disconnect reports
     complete(accept_ov_, ND_CONNECTION_ABORTED);  // the initiator went away before its RTR
     st_ = St::kClosed;
@@ -487,9 +491,37 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
     complete(complete_ov_, ND_SUCCESS);
   }
 
+  // Engine thread. The Accept's part of the handshake deadline (docs/security.md "Handshake deadline"):
+  // a P2P initiator that withholds its RTR (or never reads our Reply) fails the Accept with ND_IO_TIMEOUT and
+  // loses the connection, instead of holding the Accept for good.
+  void arm_deadline() {  // mu_ held
+    std::weak_ptr<ConnectorCore> weak = weak_from_this();
+    deadline_timer_ = engine().add_timer(adapter_->handshake_timeout_ms(), [weak] {
+      if (auto self = weak.lock()) self->on_deadline();
+    });
+  }
+
+  void disarm_deadline() {  // mu_ held (Engine::cancel_timer takes only the engine's leaf task lock)
+    if (deadline_timer_ != 0) engine().cancel_timer(deadline_timer_);
+    deadline_timer_ = 0;
+  }
+
+  void on_deadline() {  // engine thread
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      deadline_timer_ = 0;
+      if (st_ != St::kAccepting) return;
+      st_ = St::kClosed;
+      complete(accept_ov_, ND_IO_TIMEOUT);
+      complete_all(notify_ovs_, ND_SUCCESS);
+    }
+    abandon();  // closes the setup channel, or disconnects the QP that has the socket already
+  }
+
   void do_accept(ULONG inbound, ULONG outbound, const std::vector<uint8_t>& pd) {  // engine thread
     std::unique_lock<std::mutex> lock(mu_);
     if (st_ != St::kAccepting) return;  // cancelled
+    arm_deadline();
     if (!channel_ || channel_->closed() || broken_) {
       st_ = St::kClosed;
       complete(accept_ov_, ND_CONNECTION_ABORTED);
@@ -519,7 +551,11 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
     complete_all(notify_ovs_, ND_SUCCESS);
   }
 
-  void abandon() {  // engine thread: cancel or release
+  void abandon() {  // engine thread: cancel, release or the handshake deadline
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      disarm_deadline();
+    }
     channel_.reset();  // abortive close of a setup in progress (no lock: Engine::remove)
     std::unique_lock<std::mutex> lock(mu_);
     if (qp_ == nullptr) return;
@@ -562,6 +598,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   OVERLAPPED* accept_ov_ = nullptr;
   OVERLAPPED* disconnect_ov_ = nullptr;
   std::vector<OVERLAPPED*> notify_ovs_;
+  uint64_t deadline_timer_ = 0;  // mu_: the Accept's handshake deadline timer (0: none)
 };
 
 // ---- SoftConnector ------------------------------------------------------------------------------------

@@ -2,7 +2,9 @@
 #include "soft/listener.h"
 
 #ifndef _WIN32
+#include <fcntl.h>
 #include <sys/socket.h>
+#include <unistd.h>
 #endif
 
 #include <algorithm>
@@ -20,7 +22,28 @@ namespace netdirect::soft {
 
 namespace {
 constexpr int kPortAttempts = 16;  // wildcard with port 0: retries until one port is free on every address
+constexpr uint32_t kAcceptPauseMs = 100;  // out of descriptors without a spare: stop accepting this long
+
+// Errors of accept() that mean "no descriptor or memory for the connection" rather than "none waiting":
+// the connection stays queued, so a level-triggered listener would be reported ready again at once.
+bool out_of_resources(int e) { return e == EMFILE || e == ENFILE || e == ENOBUFS || e == ENOMEM; }
+
+// The spare descriptor of the reserve-descriptor defence (docs/security.md "File-descriptor exhaustion").
+int open_spare() {
+#ifndef _WIN32
+  return ::open("/dev/null", O_RDONLY | O_CLOEXEC);
+#else
+  return -1;  // Windows has no per-process descriptor limit of this kind: pausing alone covers WSAEMFILE
+#endif
 }
+void close_spare(int fd) {
+#ifndef _WIN32
+  if (fd >= 0) ::close(fd);
+#else
+  (void)fd;
+#endif
+}
+}  // namespace
 
 // The listener's state, shared with engine tasks; destroyed on the engine thread only.
 class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_from_this<ListenerCore> {
@@ -29,6 +52,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
 
   ~ListenerCore() {
     stop_sockets();
+    close_spare(spare_fd_);
     handshaking_.clear();
     queue_.clear();
     adapter_->Release();  // last: the engine must outlive this destructor
@@ -94,6 +118,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
       }
       // socks_ only shrinks on this thread (stop_sockets), so the pointers stay valid here.
       for (ListenSocket* ls : socks) ls->registered = self->engine().add(ls->socket, ls, Engine::kRead);
+      if (self->spare_fd_ < 0) self->spare_fd_ = open_spare();
     });
     return ND_SUCCESS;
   }
@@ -182,6 +207,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
     ListenerCore* core = nullptr;
     net::Socket socket = net::kInvalidSocket;
     bool registered = false;
+    uint64_t resume_timer = 0;  // engine thread: pause() re-registers the socket when it fires
     void on_io(uint32_t /*events*/) override { core->on_accept(this); }
   };
 
@@ -244,6 +270,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
     }
     for (auto& ls : socks) {
       if (ls->registered) engine().remove(ls->socket, ls.get());
+      if (ls->resume_timer != 0) engine().cancel_timer(ls->resume_timer);
       net::close_socket(ls->socket);
     }
   }
@@ -254,9 +281,20 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
                    closing_.end());
     for (;;) {
       net::Address peer;
+      errno = 0;
       const net::Socket s = net::accept_from(ls->socket, &peer);
-      if (s == net::kInvalidSocket) return;  // EAGAIN, or out of descriptors: try again on the next event
-      std::unique_ptr<cm::Channel> ch(new (std::nothrow) cm::Channel(engine(), s, this));
+      if (s == net::kInvalidSocket) {
+        const int e = errno;
+        if (e == EINTR || e == ECONNABORTED || e == EPROTO) continue;  // that connection is gone: next
+        if (out_of_resources(e)) {
+          const Shed r = shed_one(ls);
+          if (r == Shed::kShed) continue;
+          if (r == Shed::kFailed) pause(ls);
+        }
+        return;  // EAGAIN: nothing waiting
+      }
+      std::unique_ptr<cm::Channel> ch(
+          new (std::nothrow) cm::Channel(engine(), s, this, adapter_->handshake_timeout_ms()));
       if (!ch) {
         net::close_socket(s, true);
         continue;
@@ -265,6 +303,45 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
       handshaking_.push_back(std::move(ch));
       raw->start_accept();
     }
+  }
+
+  // Out of descriptors (EMFILE/ENFILE) or memory with connections queued (engine thread). The listener is
+  // level-triggered: leaving them queued would have the engine report it ready again at once and spin a core.
+  // With the spare descriptor free for a moment, one queued connection is accepted and closed at once (the
+  // peer sees a reset); on_accept repeats that until the queue is empty. Without a spare (it could not be
+  // reopened, or Windows) or when even that fails, the listener stops accepting for kAcceptPauseMs (pause).
+  // Nothing is logged: a flood must not also fill the log.
+  enum class Shed : uint8_t { kShed, kDrained, kFailed };
+  Shed shed_one(ListenSocket* ls) {
+    if (spare_fd_ < 0) return Shed::kFailed;
+    close_spare(spare_fd_);
+    errno = 0;
+    const net::Socket s = net::accept_from(ls->socket, nullptr);
+    const int e = errno;
+    if (s != net::kInvalidSocket) net::close_socket(s, true);
+    spare_fd_ = open_spare();
+    if (s != net::kInvalidSocket || e == EINTR || e == ECONNABORTED || e == EPROTO) return Shed::kShed;
+    if (e == EAGAIN || e == EWOULDBLOCK) return Shed::kDrained;
+    return Shed::kFailed;
+  }
+
+  void pause(ListenSocket* ls) {  // engine thread
+    if (!ls->registered) return;
+    engine().remove(ls->socket, ls);
+    ls->registered = false;
+    std::weak_ptr<ListenerCore> weak = weak_from_this();
+    ls->resume_timer = engine().add_timer(kAcceptPauseMs, [weak, ls] {
+      auto self = weak.lock();
+      if (!self) return;
+      {
+        std::lock_guard<std::mutex> lock(self->mu_);
+        // stop_sockets cancels this timer before it frees ls, on this thread: ls is still ours here.
+        if (!self->listening_) return;
+      }
+      ls->resume_timer = 0;
+      ls->registered = self->engine().add(ls->socket, ls, Engine::kRead);
+      if (self->spare_fd_ < 0) self->spare_fd_ = open_spare();
+    });
   }
 
   // Pairs queued requests with waiting GetConnectionRequests (engine thread).
@@ -299,6 +376,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
   std::deque<std::unique_ptr<cm::Channel>> queue_;              // mu_ (channels: engine thread)
   std::vector<std::unique_ptr<cm::Channel>> handshaking_;       // engine thread
   std::vector<std::unique_ptr<cm::Channel>> closing_;           // engine thread
+  int spare_fd_ = -1;                                           // engine thread: the reserve descriptor
 };
 
 // ---- SoftListener -------------------------------------------------------------------------------------

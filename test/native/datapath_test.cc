@@ -8,12 +8,15 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <future>
 #include <random>
+#include <unordered_map>
+#include <unordered_set>
 #include <thread>
 #include <vector>
 
@@ -268,11 +271,130 @@ void test_stag_table() {
   t.unpin(s);
   CHECK(released);
   CHECK(t.live() == 0);
-  // Keys: a reused slot never hands out the previous STag; keys look random.
-  uint32_t a = t.add_region(0, 1, 0);
-  CHECK_ST(t.remove_region(a, nullptr), ND_SUCCESS);
-  uint32_t b = t.add_region(0, 1, 0);
-  CHECK(a != b && (a >> StagTable::kKeyBits) == (b >> StagTable::kKeyBits));
+  // A freed STag is not handed out again (at least not among the next StagTable::kRetiredKept).
+  std::unordered_set<uint32_t> freed;
+  for (size_t i = 0; i < StagTable::kRetiredKept; ++i) {
+    const uint32_t a = t.add_region(0, 1, 0);
+    if (freed.count(a) != 0) CHECK(freed.count(a) == 0);
+    freed.insert(a);
+    CHECK_ST(t.remove_region(a, nullptr), ND_SUCCESS);
+  }
+  CHECK(t.live() == 0);
+}
+
+// The STag index against std::unordered_map under random inserts and erases (backward-shift deletion keeps
+// every member reachable, growth keeps everything).
+void test_stag_index() {
+  g_test = "stag_index";
+  StagIndex idx;
+  std::unordered_map<uint32_t, uint32_t> ref;
+  std::mt19937 r(11);
+  std::vector<uint32_t> keys;
+  size_t bad = 0;
+  for (int i = 0; i < 100000; ++i) {
+    // Dense small keys (long probe runs), and now and then one of 128 keys whose home is one of the last 16 slots
+    // of a 32,768-slot table (the size ~15,000 members grow it to), so runs wrap around the table's end.
+    const uint32_t k = i % 8 == 0 ? ((r() % 8) << 20) | (0x7FF0 + r() % 16) : r() % 30000 + 1;
+    if (ref.count(k) != 0) {
+      idx.erase(k);
+      ref.erase(k);
+    } else {
+      idx.insert(k, static_cast<uint32_t>(i));
+      ref[k] = static_cast<uint32_t>(i);
+    }
+    if (i % 997 == 0) {
+      for (const auto& kv : ref) bad += idx.find(kv.first) != kv.second;
+      bad += idx.size() != ref.size();
+    }
+  }
+  for (uint32_t k = 1; k < 30001; ++k) bad += idx.contains(k) != (ref.count(k) != 0);
+  CHECK(bad == 0);
+  CHECK(!idx.contains(0));  // 0 marks empty slots: it must not find one
+}
+
+// STags show no structure (docs/security.md, "STag space"): consecutive registrations share no bits, every bit
+// is set in about half of them, and neither their high bits nor their differences follow a pattern.
+void test_stag_distribution() {
+  g_test = "stag_distribution";
+  StagTable t;
+  constexpr size_t kN = 4096;
+  std::vector<uint32_t> s(kN);
+  for (auto& v : s) v = t.add_region(0x1000, 0x1000, access::kRemoteWrite);
+  std::unordered_set<uint32_t> distinct(s.begin(), s.end());
+  CHECK(distinct.size() == kN);
+  uint32_t all_and = ~0u, all_or = 0;
+  size_t reserved = 0;
+  std::array<size_t, 32> ones{};
+  std::unordered_set<uint32_t> high12;
+  for (uint32_t v : s) {
+    all_and &= v;
+    all_or |= v;
+    reserved += StagTable::reserved(v) ? 1 : 0;
+    for (int b = 0; b < 32; ++b) ones[b] += (v >> b) & 1;
+    high12.insert(v >> 20);
+  }
+  CHECK(reserved == 0);
+  CHECK(all_and == 0 && all_or == ~0u);  // no common (index) bits, set or clear
+  size_t skewed = 0;  // each bit set in 40..60 % (a random bit: 50 % ± 0.8 % standard deviation at this N)
+  for (size_t n : ones) skewed += n < kN * 4 / 10 || n > kN * 6 / 10;
+  CHECK(skewed == 0);
+  CHECK(high12.size() > kN / 2);  // a hidden index would leave few distinct high bits (expected ~2590 of 4096)
+  size_t same_step = 0, small_step = 0;
+  for (size_t i = 2; i < kN; ++i) {
+    same_step += s[i] - s[i - 1] == s[i - 1] - s[i - 2];
+    const uint32_t d = s[i] - s[i - 1];
+    small_step += d < (1u << 20) || d > ~0u - (1u << 20);
+  }
+  CHECK(same_step == 0);
+  CHECK(small_step < 16);  // ~1 expected (2^21 / 2^32 of 4094 steps)
+  if (g_failed != 0) std::printf("  stag bits: and %08x or %08x, %zu distinct high-12 values\n", all_and, all_or, high12.size());
+
+  // Guessing with one region live: neighbours of a known STag, then random values; TO 0 lies outside the
+  // region, so a right guess would show as kBounds (the Terminate a guesser reads) rather than kInvalid.
+  StagTable one;
+  const uint32_t known = one.add_region(0x100000, 0x1000, access::kRemoteWrite);
+  const uint32_t hidden = one.add_region(0x200000, 0x1000, access::kRemoteWrite | access::kRemoteRead);
+  size_t hits = 0, guesses = 0;
+  uint32_t pinned = 0;
+  auto guess = [&](uint32_t g) {
+    if (g == known) return;
+    ++guesses;
+    hits += one.pin_remote(g, 0, 8, access::kRemoteWrite, &pinned) != StagCheck::kInvalid;
+  };
+  for (uint32_t d = 1; d <= 1u << 16; ++d) {
+    guess(known + d);
+    guess(known - d);
+  }
+  for (int b = 0; b < 32; ++b) guess(known ^ (1u << b));
+  for (uint32_t g : {0u, 1u, 0xFFFFFFFFu}) guess(g);  // reserved values, 0 also the index's empty mark
+  for (uint32_t k = 0; k < 1u << 12; ++k) guess((known & ~0xFFFu) | k);  // every key of the known "index"
+  for (uint32_t i = 0; i < 1u << 12; ++i) guess((i << 20) | (known & 0xFFFFFu));
+  std::mt19937 r(std::random_device{}());
+  for (int i = 0; i < 1000000; ++i) guess(r());
+  CHECK(hits == 0);  // chance of a hit: ~1.1e6 / 2^32 = 0.03 %
+  if (hits != 0) std::printf("  %zu of %zu guesses hit (hidden %08x, known %08x)\n", hits, guesses, hidden, known);
+}
+
+// Not a check: the cost of the data path's STag lookup (pin_remote + unpin, lock included) with n live regions,
+// printed for docs/security.md (the figure compares STag table layouts; nothing is asserted on it).
+void bench_stag_lookup(size_t n) {
+  StagTable t;
+  std::vector<uint32_t> stags;
+  for (size_t i = 0; i < n; ++i) stags.push_back(t.add_region(0x10000, 0x1000, access::kRemoteWrite));
+  std::mt19937 pick(1);
+  std::vector<uint32_t> order(4096);
+  for (auto& o : order) o = stags[pick() % n];
+  constexpr int kRounds = 1000000;
+  uint32_t pinned = 0;
+  size_t ok = 0;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < kRounds; ++i) {
+    const uint32_t s = order[static_cast<size_t>(i) & 4095];
+    if (t.pin_remote(s, 0x10000, 8, access::kRemoteWrite, &pinned) == StagCheck::kOk) ++ok;
+    t.unpin(pinned);
+  }
+  const double ns = std::chrono::duration<double, std::nano>(std::chrono::steady_clock::now() - t0).count() / kRounds;
+  std::printf("stag lookup: %zu live regions, %.1f ns per pin_remote + unpin (%zu hits)\n", n, ns, ok);
 }
 
 void test_mr() {
@@ -1307,6 +1429,9 @@ int main() {
   }
   g_adapter->CreateOverlappedFile(&g_file);
   test_stag_table();
+  test_stag_index();
+  test_stag_distribution();
+  for (size_t n : {1, 64, 4096}) bench_stag_lookup(n);
   test_mr();
   test_cq_notify();
   test_terminate_codec();

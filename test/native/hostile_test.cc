@@ -107,17 +107,21 @@ struct Mem {
   }
 };
 Mem* g_mem = nullptr;
+Bytes* g_hidden = nullptr;  // a remote-writable region never advertised to any peer (test_stag_guessing)
+constexpr int kHandshakeTimeoutMs = 1500;  // NETDIRECT_HANDSHAKE_TIMEOUT_MS for this process
 
-IND2MemoryRegion* reg(size_t off, size_t len, ULONG flags) {
+IND2MemoryRegion* reg_at(void* at, size_t len, ULONG flags) {
   void* p = nullptr;
   CHECK_ST(g_adapter->CreateMemoryRegion(IID_IND2MemoryRegion, g_file, &p), ND_SUCCESS);
   auto* mr = static_cast<IND2MemoryRegion*>(p);
   Ov o;
-  HRESULT hr = mr->Register(g_mem->p(off), len, flags, &o.ov);
+  HRESULT hr = mr->Register(at, len, flags, &o.ov);
   if (hr == ND_PENDING) hr = wait_ov(mr, o, 2000);
   CHECK_ST(hr, ND_SUCCESS);
   return mr;
 }
+
+IND2MemoryRegion* reg(size_t off, size_t len, ULONG flags) { return reg_at(g_mem->p(off), len, flags); }
 
 void dereg(IND2MemoryRegion* mr) {
   Ov o;
@@ -1693,6 +1697,89 @@ void test_mutations(int iterations, uint32_t seed) {
               seed, slow_iters, terms, clean, secs);
 }
 
+// Guessing the STag of a remote-writable region that was never advertised (docs/security.md, "STag space").
+// The peer knows one advertised STag (rw) and that the hidden region was registered right after it; each guess
+// costs a connection (a wrong STag is Terminated and the connection closed). First every value a "known index +
+// 1, any 12-bit key" layout allows (the layout before STags became random: a hit within 4096 guesses), then
+// random values. A hit would place bytes in the hidden region or answer with a base/bounds Terminate.
+void test_stag_guessing(int random_guesses) {
+  g_test = "stag guessing";
+  Bytes hidden_before(g_hidden->size());
+  std::memcpy(hidden_before.data(), g_hidden->data(), g_hidden->size());
+  const uint64_t hidden_base = reinterpret_cast<uintptr_t>(g_hidden->data());
+  const TermCode want = ddp_t(DdpTaggedErr::kInvalidStag);
+  const uint32_t known = rw_token();
+  std::vector<uint32_t> guesses;
+  for (uint32_t key = 0; key < 4096; ++key) guesses.push_back((((known >> 12) + 1) << 12) | key);
+  std::mt19937 r(std::random_device{}());
+  for (int i = 0; i < random_guesses; ++i) guesses.push_back(r());
+  Posts po;
+  po.read = po.write = po.send = false;
+  po.recvs = 0;
+  const auto t0 = Clock::now();
+  int tried = 0, hits = 0, setup_failures = 0;
+  const int failed_before = g_failed;
+  for (uint32_t g : guesses) {
+    if (g == known) continue;
+    Conn c;
+    if (!setup(c, po)) {
+      teardown(c);
+      if (++setup_failures > 3) break;
+      continue;
+    }
+    ++tried;
+    send_all(c.fd, frame(tagged(RdmapOpcode::kWrite, true, g, hidden_base, pat(8)), c.crc));
+    Bytes rx;
+    const bool closed = recv_until_eof(c.fd, &rx, 2000);
+    const Parsed p = parse_stream(rx, c.crc);
+    const bool miss = closed && p.terminates == 1 && p.term == want;
+    teardown(c);
+    if (!miss) {
+      ++hits;
+      std::printf("  guess %d (%08x) was not refused as an invalid STag (advertised %08x)\n", tried, g, known);
+      break;
+    }
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  // Only the outcome counts as checks: setup() would otherwise add thousands of passes.
+  CHECK(g_failed == failed_before);
+  CHECK(setup_failures == 0);
+  CHECK(hits == 0);
+  CHECK(std::memcmp(hidden_before.data(), g_hidden->data(), g_hidden->size()) == 0);
+  std::printf("stag guessing: %d connections, %d hits, %.1f s (%.0f guesses/s)\n", tried, hits, secs,
+              tried / (secs > 0 ? secs : 1));
+}
+
+// P2P: the initiator sends its Request, gets our Reply and then withholds its RTR. The handshake deadline
+// (NETDIRECT_HANDSHAKE_TIMEOUT_MS, set short in main) fails the Accept with ND_IO_TIMEOUT and closes the socket.
+void test_withheld_rtr() {
+  g_test = "p2p rtr withheld: handshake deadline";
+  void* p = nullptr;
+  Conn c;
+  g_adapter->CreateCompletionQueue(IID_IND2CompletionQueue, g_file, 64, 0, 0, &p);
+  c.cq = as<IND2CompletionQueue>(p);
+  g_adapter->CreateQueuePair(IID_IND2QueuePair, c.cq, c.cq, nullptr, 8, 8, 2, 2, 0, &p);
+  c.qp = as<IND2QueuePair>(p);
+  g_adapter->CreateConnector(IID_IND2Connector, g_file, &p);
+  c.conn = as<IND2Connector>(p);
+  post_recvs(c, 2);
+  CHECK_ST(g_listener->GetConnectionRequest(c.conn, &c.req.ov), ND_PENDING);
+  c.fd = tcp_connect(g_port);
+  send_all(c.fd, mpa_request(true, true, 4, 4));
+  CHECK_ST(wait_ov(g_listener, c.req, 3000), ND_SUCCESS);
+  const auto t0 = Clock::now();
+  CHECK_ST(c.conn->Accept(c.qp, 4, 4, nullptr, 0, &c.acc.ov), ND_PENDING);
+  uint8_t rep[24];
+  CHECK(recv_exact(c.fd, rep, sizeof rep, 3000));
+  CHECK_ST(wait_ov(c.conn, c.acc, kHandshakeTimeoutMs + 3000), ND_IO_TIMEOUT);
+  const auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+  CHECK(ms >= kHandshakeTimeoutMs - 50 && ms < kHandshakeTimeoutMs + 3000);
+  Bytes rx;
+  CHECK(recv_until_eof(c.fd, &rx, 3000));  // the connection is closed
+  check_completions(c, Expect{});          // the posted receives are flushed
+  teardown(c);
+}
+
 // A Request that never completes: the responder drops it after its 5 s timer (checked at the end).
 int g_stalled_fd = -1;
 Clock::time_point g_stalled_since;
@@ -1702,6 +1789,8 @@ Clock::time_point g_stalled_since;
 int main(int argc, char** argv) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   int mutations = argc > 1 ? std::atoi(argv[1]) : 2000;
+  const int random_guesses = argc > 2 ? std::atoi(argv[2]) : 1024;
+  setenv("NETDIRECT_HANDSHAKE_TIMEOUT_MS", std::to_string(kHandshakeTimeoutMs).c_str(), 1);  // read by OpenAdapter
   void* p = nullptr;
   HRESULT hr = NdSoftGetProvider(IID_IND2Provider, &p);
   if (hr != ND_SUCCESS) {
@@ -1733,6 +1822,10 @@ int main(int argc, char** argv) {
   g_mem = &mem;
   mem.pattern();
   mem.rw = reg(kRwOff, kRwSize, ND_MR_FLAG_ALLOW_LOCAL_WRITE | ND_MR_FLAG_ALLOW_REMOTE_READ | ND_MR_FLAG_ALLOW_REMOTE_WRITE);
+  Bytes hidden(4096, 0x5A);
+  g_hidden = &hidden;
+  IND2MemoryRegion* hidden_mr = reg_at(hidden.data(), hidden.size(),
+                                       ND_MR_FLAG_ALLOW_LOCAL_WRITE | ND_MR_FLAG_ALLOW_REMOTE_WRITE);
   mem.loc = reg(kLocOff, kLocSize, ND_MR_FLAG_ALLOW_LOCAL_WRITE);
   mem.ro = reg(kRoOff, kRoSize, ND_MR_FLAG_ALLOW_REMOTE_READ);
 
@@ -1756,6 +1849,8 @@ int main(int argc, char** argv) {
   test_crc_and_truncation();
   test_slow_loris();
   test_p2p_rtr();
+  test_withheld_rtr();
+  test_stag_guessing(random_guesses);
   std::printf("cases: %.1f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
   test_mutations(mutations, 20240611u);
 
@@ -1768,6 +1863,7 @@ int main(int argc, char** argv) {
     ::close(g_stalled_fd);
   }
 
+  dereg(hidden_mr);
   dereg(mem.rw);
   dereg(mem.loc);
   dereg(mem.ro);

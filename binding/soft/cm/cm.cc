@@ -48,6 +48,15 @@ uint32_t tcp_timeout_default() {
   return ms;
 }
 
+uint32_t handshake_timeout_from_env() {
+  const char* v = std::getenv("NETDIRECT_HANDSHAKE_TIMEOUT_MS");
+  if (v == nullptr || *v == '\0') return kHandshakeTimeoutMs;
+  char* end = nullptr;
+  const unsigned long ms = std::strtoul(v, &end, 10);
+  if (*end != '\0' || ms == 0 || ms > kMaxHandshakeTimeoutMs) return kHandshakeTimeoutMs;
+  return static_cast<uint32_t>(ms);
+}
+
 bool crc_default() {
   static const bool on = read_crc_env();
   return on;
@@ -278,7 +287,8 @@ void MpaSetup::refuse() { reject(nullptr, 0); }
 
 // ---- Channel ----------------------------------------------------------------------------------------
 
-Channel::Channel(Engine& engine, net::Socket s, Owner* owner) : engine_(engine), socket_(s), owner_(owner) {}
+Channel::Channel(Engine& engine, net::Socket s, Owner* owner, uint32_t deadline_ms)
+    : engine_(engine), socket_(s), owner_(owner), deadline_ms_(deadline_ms) {}
 
 Channel::~Channel() {
   if (socket_ != net::kInvalidSocket) close(true);
@@ -287,7 +297,7 @@ Channel::~Channel() {
 
 void Channel::arm_timer() {
   disarm_timer();
-  const uint32_t ms = setup_.timeout_ms();
+  const uint32_t ms = std::min(setup_.timeout_ms(), deadline_ms_);
   if (ms == 0) return;
   timer_ = engine_.add_timer(ms, [this] {
     timer_ = 0;
@@ -325,6 +335,7 @@ void Channel::start_connect(const net::Address& peer) {
   connecting_ = true;
   // Before connect: TCP_USER_TIMEOUT also bounds the SYN retransmissions (else ~2 min, tcp_syn_retries).
   net::set_liveness(socket_, tcp_timeout_default());
+  arm_timer();  // the deadline covers the TCP connect too (a peer that never answers the SYN)
   const int r = net::connect_to(socket_, peer);
   if (r == -EINPROGRESS) {
     update_interest();
@@ -338,7 +349,6 @@ void Channel::start_connect(const net::Address& peer) {
   connecting_ = false;
   tune_connected(socket_);
   reading_ = true;
-  arm_timer();
   if (!send_pending()) return;
   update_interest();
 }
@@ -455,7 +465,6 @@ void Channel::on_io(uint32_t events) {
     connecting_ = false;
     tune_connected(socket_);
     reading_ = true;
-    arm_timer();
     if (!send_pending()) return;
     update_interest();
     return;

@@ -10,7 +10,10 @@
 //  * CRC32c is requested by default; NETDIRECT_SOFT_CRC=0 turns our request off, =1 forces it on (read
 //    once per process). CRC is on for a connection if either side asks for it.
 //  * Timeouts as siw: the initiator waits 10 s for the Reply (ND_IO_TIMEOUT), the responder 5 s for the
-//    Request after TCP accept (then drops the connection silently).
+//    Request after TCP accept (then drops the connection silently). Both are capped by the adapter's
+//    handshake deadline (handshake_timeout_from_env, docs/security.md "Handshake deadline"), which on the
+//    initiator also covers the TCP connect and on the responder, after Accept, the wait for the RTR
+//    (connector.cc).
 //  * Every connection's socket detects a vanished peer (docs/liveness.md): keepalive while idle and a bound on
 //    unacknowledged data, both about NETDIRECT_SOFT_TCP_TIMEOUT_MS (default 30 s; 0 = the OS defaults, read once
 //    per process; set before connect, it bounds an unanswered connect too). The QP then fails and its pending
@@ -32,6 +35,13 @@ namespace netdirect::soft::cm {
 
 constexpr uint32_t kReplyTimeoutMs = 10000;   // initiator: Request sent → Reply
 constexpr uint32_t kRequestTimeoutMs = 5000;  // responder: TCP accepted → Request
+constexpr uint32_t kHandshakeTimeoutMs = 10000;     // default deadline of a whole handshake
+constexpr uint32_t kMaxHandshakeTimeoutMs = 3600000;
+
+// The handshake deadline in ms: NETDIRECT_HANDSHAKE_TIMEOUT_MS (1 .. kMaxHandshakeTimeoutMs), otherwise
+// kHandshakeTimeoutMs. Read by an adapter when it opens (on the thread opening it: the environment is not
+// read from the engine thread).
+uint32_t handshake_timeout_from_env();
 
 constexpr uint32_t kTcpTimeoutMs = 30000;  // dead-peer bound (docs/liveness.md)
 
@@ -151,8 +161,9 @@ class Channel final : public Engine::Handler {
     ~Owner() = default;
   };
 
-  // Takes the socket (created and possibly bound by the caller).
-  Channel(Engine& engine, net::Socket s, Owner* owner);
+  // Takes the socket (created and possibly bound by the caller). `deadline_ms` caps the setup's own timers
+  // and, on the initiator, runs from start_connect (the TCP connect included).
+  Channel(Engine& engine, net::Socket s, Owner* owner, uint32_t deadline_ms);
   ~Channel();  // closes the socket unless released (abortively if the setup did not finish cleanly)
   Channel(const Channel&) = delete;
   Channel& operator=(const Channel&) = delete;
@@ -188,6 +199,7 @@ class Channel final : public Engine::Handler {
   net::Socket socket_;
   Owner* owner_;
   MpaSetup setup_;
+  uint32_t deadline_ms_;
   bool registered_ = false;
   bool connecting_ = false;
   bool reading_ = false;

@@ -1,66 +1,152 @@
 #include "soft/memory/stag_table.h"
 
-#include <array>
+#include <cstring>
+#include <random>
+
+#if defined(__linux__)
+#include <sys/random.h>
+#endif
 
 namespace netdirect::soft {
 
-namespace {
-std::mt19937 seeded_rng() {
-  std::random_device rd;  // getrandom()/urandom on Linux, RtlGenRandom on Windows
-  std::array<uint32_t, 8> seed{};
-  for (auto& s : seed) s = rd();
-  std::seed_seq seq(seed.begin(), seed.end());
-  return std::mt19937(seq);
+// ---- SecureRandom -------------------------------------------------------------------------------------
+
+void SecureRandom::refill() {
+#if defined(__linux__)
+  // getrandom(2) without flags: blocks only before the kernel's pool is first initialised (early boot).
+  size_t got = 0;
+  auto* out = reinterpret_cast<uint8_t*>(buf_);
+  while (got < sizeof buf_) {
+    const ssize_t n = getrandom(out + got, sizeof buf_ - got, 0);
+    if (n <= 0) break;  // EINTR or ENOSYS: the fallback below finishes the batch
+    got += static_cast<size_t>(n);
+  }
+  if (got == sizeof buf_) {
+    left_ = sizeof buf_ / sizeof buf_[0];
+    return;
+  }
+#endif
+  std::random_device rd;  // RtlGenRandom (rand_s) on Windows, the OS source elsewhere
+  for (auto& w : buf_) w = rd();
+  left_ = sizeof buf_ / sizeof buf_[0];
 }
-}  // namespace
 
-StagTable::StagTable() : entries_(1), rng_(seeded_rng()) {}
+uint32_t SecureRandom::next() {
+  if (left_ == 0) refill();
+  const uint32_t v = buf_[--left_];
+  buf_[left_] = 0;  // a value handed out does not stay in memory
+  return v;
+}
 
-uint32_t StagTable::allocate(Kind kind) {
-  uint32_t index;
+// ---- StagIndex ----------------------------------------------------------------------------------------
+
+void StagIndex::grow() {
+  std::vector<Slot> old = std::move(slots_);
+  const size_t cap = old.empty() ? 64 : old.size() * 2;
+  slots_.assign(cap, Slot{0, 0});
+  mask_ = cap - 1;
+  size_ = 0;
+  for (const Slot& s : old) {
+    if (s.key != 0) insert(s.key, s.value);
+  }
+}
+
+void StagIndex::insert(uint32_t key, uint32_t value) {
+  if ((size_ + 1) * 2 > slots_.size()) grow();
+  size_t i = key & mask_;
+  while (slots_[i].key != 0) i = (i + 1) & mask_;
+  slots_[i] = Slot{key, value};
+  ++size_;
+}
+
+void StagIndex::erase(uint32_t key) {
+  if (slots_.empty()) return;
+  size_t i = key & mask_;
+  while (slots_[i].key != key) {
+    if (slots_[i].key == 0) return;
+    i = (i + 1) & mask_;
+  }
+  // Backward shift: move later members of the probe run into the hole while that keeps them reachable.
+  size_t hole = i;
+  for (size_t j = (hole + 1) & mask_; slots_[j].key != 0; j = (j + 1) & mask_) {
+    const size_t home = slots_[j].key & mask_;
+    // The member at j may move to the hole unless its home lies cyclically in (hole, j].
+    const bool home_after_hole = hole <= j ? (home > hole && home <= j) : (home > hole || home <= j);
+    if (!home_after_hole) {
+      slots_[hole] = slots_[j];
+      hole = j;
+    }
+  }
+  slots_[hole] = Slot{0, 0};
+  --size_;
+}
+
+// ---- StagTable ----------------------------------------------------------------------------------------
+
+uint32_t StagTable::draw_stag_locked() {
+  mu_.assert_held();
+  for (;;) {
+    const uint32_t s = random_.next();
+    if (!reserved(s) && !index_.contains(s) && !retired_.contains(s)) return s;
+  }
+}
+
+uint32_t StagTable::allocate_locked(Kind kind) {
+  mu_.assert_held();
+  uint32_t slot;
   if (!free_.empty()) {
-    index = free_.back();
+    slot = free_.back();
     free_.pop_back();
   } else {
-    if (entries_.size() > kMaxEntries) return 0;
-    index = static_cast<uint32_t>(entries_.size());
+    if (entries_.size() >= kMaxEntries) return kNoSlot;
+    slot = static_cast<uint32_t>(entries_.size());
     entries_.emplace_back();
   }
-  Entry& e = entries_[index];
-  const uint32_t old_key = e.stag & kKeyMask;
-  uint32_t key;
-  do {
-    key = static_cast<uint32_t>(rng_()) & kKeyMask;
-  } while (key == old_key);  // a reused slot never gives back a token that was valid before
+  Entry& e = entries_[slot];
   e = Entry{};
   e.kind = kind;
-  e.stag = (index << kKeyBits) | key;
+  e.stag = draw_stag_locked();
+  index_.insert(e.stag, slot);
   ++live_;
-  return index;
+  return slot;
 }
 
-void StagTable::free_slot(uint32_t index) {
-  Entry& e = entries_[index];
-  const uint32_t keep = e.stag;  // remembered so the next key differs
+void StagTable::free_slot_locked(uint32_t slot) {
+  mu_.assert_held();
+  Entry& e = entries_[slot];
+  index_.erase(e.stag);
+  // Remember the STag for a while so a stale token held by a peer never names a later region.
+  if (retired_ring_.size() < kRetiredKept) {
+    retired_ring_.push_back(e.stag);
+  } else {
+    retired_.erase(retired_ring_[retired_next_]);
+    retired_ring_[retired_next_] = e.stag;
+    retired_next_ = (retired_next_ + 1) % kRetiredKept;
+  }
+  retired_.insert(e.stag, 0);
   e = Entry{};
-  e.stag = keep;
-  free_.push_back(index);
+  free_.push_back(slot);
   --live_;
 }
 
-StagTable::Entry* StagTable::live_entry(uint32_t stag, Kind kind) {
-  const uint32_t index = index_of(stag);
-  if (index == 0 || index >= entries_.size()) return nullptr;
-  Entry& e = entries_[index];
-  if (e.kind != kind || e.dead || e.stag != stag) return nullptr;
+uint32_t StagTable::slot_of_locked(uint32_t stag) const {
+  mu_.assert_held();
+  return index_.find(stag);
+}
+
+StagTable::Entry* StagTable::live_entry_locked(uint32_t stag, Kind kind) {
+  const uint32_t slot = slot_of_locked(stag);
+  if (slot == kNoSlot) return nullptr;
+  Entry& e = entries_[slot];
+  if (e.kind != kind || e.dead) return nullptr;
   return &e;
 }
 
 uint32_t StagTable::add_region(uint64_t base, uint64_t length, uint32_t rights) {
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
-  const uint32_t index = allocate(Kind::kRegion);
-  if (index == 0) return 0;
-  Entry& e = entries_[index];
+  const uint32_t slot = allocate_locked(Kind::kRegion);
+  if (slot == kNoSlot) return 0;
+  Entry& e = entries_[slot];
   e.base = base;
   e.length = length;
   e.rights = rights;
@@ -69,11 +155,11 @@ uint32_t StagTable::add_region(uint64_t base, uint64_t length, uint32_t rights) 
 
 HRESULT StagTable::remove_region(uint32_t stag, std::function<void()> on_released) {
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
-  Entry* e = live_entry(stag, Kind::kRegion);
+  Entry* e = live_entry_locked(stag, Kind::kRegion);
   if (e == nullptr) return ND_INVALID_DEVICE_STATE;
   if (e->windows > 0) return ND_DEVICE_BUSY;
   if (e->pins == 0) {
-    free_slot(index_of(stag));
+    free_slot_locked(slot_of_locked(stag));
     return ND_SUCCESS;
   }
   e->dead = true;
@@ -83,20 +169,20 @@ HRESULT StagTable::remove_region(uint32_t stag, std::function<void()> on_release
 
 void StagTable::force_remove_region(uint32_t stag) {
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
-  const uint32_t index = index_of(stag);
-  if (index == 0 || index >= entries_.size()) return;
-  Entry& e = entries_[index];
-  if (e.kind != Kind::kRegion || e.stag != stag) return;
+  const uint32_t slot = slot_of_locked(stag);
+  if (slot == kNoSlot) return;
+  Entry& e = entries_[slot];
+  if (e.kind != Kind::kRegion) return;
   // Windows over the region die with it.
   if (e.windows > 0) {
-    for (uint32_t i = 1; i < entries_.size(); ++i) {
+    for (uint32_t i = 0; i < entries_.size(); ++i) {
       Entry& w = entries_[i];
-      if (w.kind == Kind::kWindow && !w.dead && w.region == index) free_slot(i);
+      if (w.kind == Kind::kWindow && !w.dead && w.region == slot) free_slot_locked(i);
     }
     e.windows = 0;
   }
   if (e.pins == 0) {
-    free_slot(index);
+    free_slot_locked(slot);
   } else {
     e.dead = true;
     e.on_released = nullptr;
@@ -106,41 +192,41 @@ void StagTable::force_remove_region(uint32_t stag) {
 HRESULT StagTable::bind_window(uint32_t region_stag, uint64_t base, uint64_t length, uint32_t rights,
                                uint32_t* out_stag) {
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
-  Entry* r = live_entry(region_stag, Kind::kRegion);
+  Entry* r = live_entry_locked(region_stag, Kind::kRegion);
   if (r == nullptr) return ND_INVALID_PARAMETER;
   if (!range_inside(r->base, r->length, base, length)) return ND_ACCESS_VIOLATION;
   if ((rights & access::kRemoteWrite) && !(r->rights & access::kLocalWrite)) return ND_ACCESS_VIOLATION;
-  const uint32_t region_index = index_of(region_stag);
-  const uint32_t index = allocate(Kind::kWindow);
-  if (index == 0) return ND_INSUFFICIENT_RESOURCES;
-  Entry& w = entries_[index];
+  const uint32_t region_slot = slot_of_locked(region_stag);
+  const uint32_t slot = allocate_locked(Kind::kWindow);  // may move entries_: r is not used below
+  if (slot == kNoSlot) return ND_INSUFFICIENT_RESOURCES;
+  Entry& w = entries_[slot];
   w.base = base;
   w.length = length;
   w.rights = rights & (access::kRemoteRead | access::kRemoteWrite);
-  w.region = region_index;
-  entries_[region_index].windows++;
+  w.region = region_slot;
+  entries_[region_slot].windows++;
   *out_stag = w.stag;
   return ND_SUCCESS;
 }
 
 bool StagTable::invalidate_window(uint32_t stag) {
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
-  Entry* w = live_entry(stag, Kind::kWindow);
+  Entry* w = live_entry_locked(stag, Kind::kWindow);
   if (w == nullptr) return false;
   Entry& r = entries_[w->region];
   if (r.windows > 0) r.windows--;
-  free_slot(index_of(stag));
+  free_slot_locked(slot_of_locked(stag));
   return true;
 }
 
 bool StagTable::window_live(uint32_t stag) const {
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
-  return const_cast<StagTable*>(this)->live_entry(stag, Kind::kWindow) != nullptr;
+  return const_cast<StagTable*>(this)->live_entry_locked(stag, Kind::kWindow) != nullptr;
 }
 
 StagCheck StagTable::pin_local(uint32_t stag, uint64_t addr, uint64_t length, uint32_t rights) {
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
-  Entry* e = live_entry(stag, Kind::kRegion);
+  Entry* e = live_entry_locked(stag, Kind::kRegion);
   if (e == nullptr) return StagCheck::kInvalid;
   if ((e->rights & rights) != rights) return StagCheck::kAccess;
   if (!range_inside(e->base, e->length, addr, length)) return StagCheck::kBounds;
@@ -150,10 +236,10 @@ StagCheck StagTable::pin_local(uint32_t stag, uint64_t addr, uint64_t length, ui
 
 StagCheck StagTable::pin_remote(uint32_t stag, uint64_t to, uint64_t length, uint32_t rights, uint32_t* pinned) {
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
-  const uint32_t index = index_of(stag);
-  if (index == 0 || index >= entries_.size()) return StagCheck::kInvalid;
-  Entry& e = entries_[index];
-  if (e.kind == Kind::kFree || e.dead || e.stag != stag) return StagCheck::kInvalid;
+  const uint32_t slot = slot_of_locked(stag);
+  if (slot == kNoSlot) return StagCheck::kInvalid;
+  Entry& e = entries_[slot];
+  if (e.kind == Kind::kFree || e.dead) return StagCheck::kInvalid;
   if ((e.rights & rights) != rights) return StagCheck::kAccess;
   if (!range_inside(e.base, e.length, to, length)) return StagCheck::kBounds;
   Entry& region = e.kind == Kind::kWindow ? entries_[e.region] : e;
@@ -165,13 +251,13 @@ StagCheck StagTable::pin_remote(uint32_t stag, uint64_t to, uint64_t length, uin
 
 std::function<void()> StagTable::unpin_locked(uint32_t stag) {
   mu_.assert_held();
-  const uint32_t index = index_of(stag);
-  if (index == 0 || index >= entries_.size()) return nullptr;
-  Entry& e = entries_[index];
-  if (e.kind != Kind::kRegion || e.stag != stag || e.pins == 0) return nullptr;
+  const uint32_t slot = slot_of_locked(stag);
+  if (slot == kNoSlot) return nullptr;
+  Entry& e = entries_[slot];
+  if (e.kind != Kind::kRegion || e.pins == 0) return nullptr;
   if (--e.pins == 0 && e.dead) {
     std::function<void()> cb = std::move(e.on_released);
-    free_slot(index);
+    free_slot_locked(slot);
     return cb;
   }
   return nullptr;

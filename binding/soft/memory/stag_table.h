@@ -1,21 +1,24 @@
 // The adapter's STag space: every memory region and bound memory window of one adapter has an entry, and
 // every local SGE and every remote access (inbound Write, Read Request source) is checked against it.
 //
-// STag layout (32 bits, host order; big-endian on the wire): table index in the high 20 bits, a random
-// key in the low 12 bits. The key comes from a CSPRNG-seeded generator and changes every time a slot is
-// reused, so a token cannot be guessed and a stale token (after deregister/invalidate) does not match.
-// Index 0 is never used, so STags 0 and 1 (RTR / zero-length operations on the wire) never name memory.
+// STags (32 bits, host order; big-endian on the wire) carry no structure: each is 32 bits drawn from the
+// operating system's cryptographic random source (SecureRandom), redrawn while it is reserved (0, 1 and
+// 0xFFFFFFFF: RTR / zero-length operations on the wire), in use, or among the last kRetiredKept STags given
+// back (a stale token does not name a new region). A hash index (StagIndex) maps an STag to its entry. A peer
+// that guesses therefore hits one of L live entries with probability L / (2^32 - 3) per guess, whatever it has
+// seen before; docs/security.md has the figures.
 //
 // Pins: a pin keeps an entry's memory "in use" (placement or transmission in progress, or a posted
-// request referencing it). Removing a region marks it dead at once (no new lookups succeed) but the slot
+// request referencing it). Removing a region marks it dead at once (no new lookups succeed) but the entry
 // and the Deregister completion wait until the last pin is released.
+//
+// Locking: one mutex (mu_) guards everything; see docs/threads.md for its place in the lock order.
 #ifndef NETDIRECT_SOFT_STAG_TABLE_H_
 #define NETDIRECT_SOFT_STAG_TABLE_H_
 
 #include <cstdint>
 #include <functional>
 #include <mutex>
-#include <random>
 #include <vector>
 
 #include "ndkit/checked_mutex.h"
@@ -34,18 +37,60 @@ constexpr uint32_t kRemoteWrite = 0x4;  // inbound RDMA Write target
 // Outcome of a lookup, mapped by callers onto ND statuses or Terminate codes.
 enum class StagCheck : uint8_t {
   kOk,
-  kInvalid,      // unknown index, key mismatch, dead entry, wrong kind
+  kInvalid,      // unknown STag, dead entry, wrong kind
   kAccess,       // entry lacks a required right
   kBounds,       // range outside the entry (incl. 64-bit wrap-around)
 };
 
+// 32-bit values from the OS CSPRNG (getrandom(2) on Linux, std::random_device elsewhere: RtlGenRandom on
+// Windows), fetched in batches. Not thread-safe: its owner's lock guards it.
+class SecureRandom {
+ public:
+  uint32_t next();
+
+ private:
+  void refill();
+  uint32_t buf_[64] = {};
+  size_t left_ = 0;
+};
+
+// Open-addressing hash map from a non-zero 32-bit key to a 32-bit value, linear probing with backward-shift
+// deletion (no tombstones), at most half full. Keys are uniformly random STags, so their low bits are the hash.
+class StagIndex {
+ public:
+  static constexpr uint32_t kNone = 0xFFFFFFFFu;
+  uint32_t find(uint32_t key) const {
+    if (key == 0 || slots_.empty()) return kNone;  // 0 marks an empty slot: never a member
+    for (size_t i = key & mask_;; i = (i + 1) & mask_) {
+      if (slots_[i].key == key) return slots_[i].value;
+      if (slots_[i].key == 0) return kNone;
+    }
+  }
+  bool contains(uint32_t key) const { return find(key) != kNone; }
+  void insert(uint32_t key, uint32_t value);  // key not present, non-zero
+  void erase(uint32_t key);                   // no-op if absent
+  size_t size() const { return size_; }
+
+ private:
+  struct Slot {
+    uint32_t key;  // 0 = empty
+    uint32_t value;
+  };
+  void grow();
+  std::vector<Slot> slots_;  // key and value side by side: a lookup touches one cache line
+  size_t mask_ = 0;
+  size_t size_ = 0;
+};
+
 class StagTable {
  public:
-  static constexpr uint32_t kKeyBits = 12;
-  static constexpr uint32_t kKeyMask = (1u << kKeyBits) - 1;
-  static constexpr uint32_t kMaxEntries = (1u << (32 - kKeyBits)) - 1;
+  static constexpr uint32_t kMaxEntries = (1u << 20) - 1;  // live regions + windows + dead-but-pinned (as before)
+  static constexpr size_t kRetiredKept = 4096;         // recently freed STags never handed out again
 
-  StagTable();
+  // True for values that never name memory (never returned by add_region / bind_window).
+  static constexpr bool reserved(uint32_t stag) { return stag == 0 || stag == 1 || stag == 0xFFFFFFFFu; }
+
+  StagTable() = default;
   StagTable(const StagTable&) = delete;
   StagTable& operator=(const StagTable&) = delete;
 
@@ -53,7 +98,7 @@ class StagTable {
   uint32_t add_region(uint64_t base, uint64_t length, uint32_t rights);
 
   // Removes a region. ND_DEVICE_BUSY if windows are bound to it (nothing changes); ND_SUCCESS if it was
-  // unpinned (slot freed); ND_PENDING if pinned: `on_released` runs (without table locks, on the thread
+  // unpinned (entry freed); ND_PENDING if pinned: `on_released` runs (without table locks, on the thread
   // releasing the last pin) once the last pin is gone. ND_INVALID_DEVICE_STATE if stag is not a live region.
   HRESULT remove_region(uint32_t stag, std::function<void()> on_released);
 
@@ -76,8 +121,8 @@ class StagTable {
   // Checks a remote access (regions or windows) and pins the region behind it on success; *pinned gets
   // the STag to unpin (the region's).
   StagCheck pin_remote(uint32_t stag, uint64_t to, uint64_t length, uint32_t rights, uint32_t* pinned);
-  // Pins several local SGE STags at once (already validated) / releases pins. Unpinning never checks the
-  // key (the entry may be dead); a dead entry whose last pin goes away is freed and its callback runs.
+  // Pins several local SGE STags at once (already validated) / releases pins. Unpinning never checks
+  // liveness (the entry may be dead); a dead entry whose last pin goes away is freed and its callback runs.
   void unpin(uint32_t stag);
   void unpin_many(const uint32_t* stags, size_t n);
 
@@ -89,26 +134,32 @@ class StagTable {
   struct Entry {
     Kind kind = Kind::kFree;
     bool dead = false;          // region removed, waiting for pins
-    uint32_t stag = 0;          // current STag (index + key)
+    uint32_t stag = 0;
     uint64_t base = 0;
     uint64_t length = 0;
     uint32_t rights = 0;
     uint32_t pins = 0;
     uint32_t windows = 0;       // region: bound windows
-    uint32_t region = 0;        // window: index of its region
+    uint32_t region = 0;        // window: slot of its region
     std::function<void()> on_released;
   };
+  static constexpr uint32_t kNoSlot = StagIndex::kNone;
 
-  static uint32_t index_of(uint32_t stag) { return stag >> kKeyBits; }
-  Entry* live_entry(uint32_t stag, Kind kind);  // mu_ held
-  uint32_t allocate(Kind kind);                  // mu_ held; returns the index (0 = full)
-  void free_slot(uint32_t index);                // mu_ held
+  uint32_t slot_of_locked(uint32_t stag) const;          // any entry holding stag, kNoSlot if none
+  Entry* live_entry_locked(uint32_t stag, Kind kind);    // a live entry of `kind`, nullptr if none
+  uint32_t allocate_locked(Kind kind);                   // a slot with a fresh STag; kNoSlot if full
+  uint32_t draw_stag_locked();
+  void free_slot_locked(uint32_t slot);
   std::function<void()> unpin_locked(uint32_t stag);
 
   mutable ndkit::CheckedMutex mu_;
-  std::vector<Entry> entries_;       // [0] unused
-  std::vector<uint32_t> free_;       // free indices
-  std::mt19937 rng_;                 // seeded from std::random_device (CSPRNG-backed on Linux)
+  std::vector<Entry> entries_;          // slots; a slot number never leaves this class
+  std::vector<uint32_t> free_;          // free slots
+  StagIndex index_;                     // STag → slot, for every non-free slot
+  StagIndex retired_;                   // the last kRetiredKept freed STags (values unused)
+  std::vector<uint32_t> retired_ring_;  // the same, oldest first from retired_next_
+  size_t retired_next_ = 0;
+  SecureRandom random_;
   size_t live_ = 0;
 };
 
