@@ -272,19 +272,19 @@ export function perftestPrinter(report: Report, opts: PerftestPrintOptions): Pri
     return ` #bytes     #iterations    BW peak[${bwUnit}]    BW average[${bwUnit}]   MsgRate[Mpps]` + extraHeader();
   }
   function summary(r: SizeResult): string {
-      const s = r.netdirect;
-      if (isLatencyStats(s)) {
-        if (opts.duration) {
-          return ` ${pad(String(s.MsgSize), 13)} ${pad(String(s.n_iterations), 17)} ${pad(f2(s.t_avg), 14)} ${pad(f2(s.tps), 10)}` + extraRow(r);
-        }
-        return (
-          ` ${pad(String(s.MsgSize), 6)} ${pad(String(s.n_iterations), 10)}     ${pad(f2(s.t_min), 14)} ${pad(f2(s.t_max), 12)} ${pad(f2(s.t_typical), 18)} ` +
-          `${pad(f2(s.t_avg), 14)} ${pad(f2(s.t_stdev), 15)} ${pad(f2(s.percentile_99), 22)} ${pad(f2(s['percentile_99.9']), 23)}` +
-          extraRow(r)
-        );
+    const s = r.netdirect;
+    if (isLatencyStats(s)) {
+      if (opts.duration) {
+        return ` ${pad(String(s.MsgSize), 13)} ${pad(String(s.n_iterations), 17)} ${pad(f2(s.t_avg), 14)} ${pad(f2(s.tps), 10)}` + extraRow(r);
       }
-      const b = s as BandwidthStats;
-      return ` ${pad(String(b.MsgSize), 10)} ${pad(String(b.n_iterations), 14)} ${pad(bw(b.BW_peak), 19)} ${pad(bw(b.BW_average), 22)} ${pad(b.MsgRate.toFixed(6), 13)}` + extraRow(r);
+      return (
+        ` ${pad(String(s.MsgSize), 6)} ${pad(String(s.n_iterations), 10)}     ${pad(f2(s.t_min), 14)} ${pad(f2(s.t_max), 12)} ${pad(f2(s.t_typical), 18)} ` +
+        `${pad(f2(s.t_avg), 14)} ${pad(f2(s.t_stdev), 15)} ${pad(f2(s.percentile_99), 22)} ${pad(f2(s['percentile_99.9']), 23)}` +
+        extraRow(r)
+      );
+    }
+    const b = s as BandwidthStats;
+    return ` ${pad(String(b.MsgSize), 10)} ${pad(String(b.n_iterations), 14)} ${pad(bw(b.BW_peak), 19)} ${pad(bw(b.BW_average), 22)} ${pad(b.MsgRate.toFixed(6), 13)}` + extraRow(r);
   }
 }
 
