@@ -326,7 +326,7 @@ export async function clientPhase(side: NdSide, test: TestName, a: PhaseArgs, pe
     case 'write_bw':
     case 'read_bw':
       // Warm-up: the same loop, every request completed before the timed one starts.
-      if (a.warmup > 0) await bwClient(side, test, { ...a, iters: a.warmup, durationMs: 0, warmup: 0 });
+      if (a.warmup > 0) await bwClient(side, test, { ...a, iters: a.warmup, durationMs: 0, warmup: 0 }, false);
       return bwClient(side, test, a);
     case 'send_bw':
       return sendBwClient(side, a, peerReceives);
@@ -735,7 +735,8 @@ async function sendBwClient(side: NdSide, a: PhaseArgs, peerReceives: number): P
   return bandwidthStats(size, done, elapsed, peakFromMarks(size, marks, W));
 }
 
-async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs): Promise<Stats> {
+/** `metered`: false for the warm-up, which the progress line does not count. */
+async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs, metered = true): Promise<Stats> {
   const { size } = a;
   const read = test === 'read_bw';
   const op = read ? 'read' : 'write';
@@ -755,7 +756,8 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
   const stall = new Stall(side.cfg.timeoutMs, test);
   const inline = read ? undefined : inl(side, size);
   const wopts = { offset, inline };
-  startMeter(L, n);
+  if (metered) startMeter(L, n);
+  const meterOn = metered ? 1 : 0;
   const qps = side.qps;
   const remotes = side.remotes;
   let limit = perQp;
@@ -801,7 +803,7 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
       }
       if (cs.length) {
         marks.push([Number(now() - t0), doneAll]);
-        meter.done = doneAll;
+        if (meterOn) meter.done = doneAll;
         stall.progress();
       }
     } else {
@@ -815,7 +817,7 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
         }
       }
       if (progressed) {
-        meter.done = doneAll;
+        if (meterOn) meter.done = doneAll;
         if ((doneAll & 15) === 0) marks.push([Number(now() - t0), doneAll]);
         stall.progress();
       } else if (!busy) {
