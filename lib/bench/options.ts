@@ -99,6 +99,8 @@ export const USAGE = `usage: ndbench <test> [server-host] [options]     server: 
   -t, --tx-depth <n>       requests in flight per QP for *_bw (default 128)
                            (*_bw: up to 2000 untimed warm-up messages first, baselines too; *_lat: up to 100)
   --provider <name|dll>    ND v2 provider (default auto: the built-in 'soft' provider off Windows)
+  -d, --ib-dev <p|address> perftest's device: an ND v2 provider name or DLL (as --provider), or the adapter's
+                           local IP address (as --bind); a Linux ibv device name is refused with why
   --completion auto|loop|thread|manual   promise API with completions from the event loop (loop), from the
                            poller thread (thread) or whichever the provider supports (auto, default: loop with
                            the built-in provider on Linux); manual: the JS thread posts and spins on cq.poll()
@@ -554,6 +556,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
   if (o.bidirectional && test === 'send_bw' && o.completion === 'manual') {
     throw new UsageError('send_bw -b needs completions by notification (--completion auto|loop|thread): with manual polling the sending and the receiving loop would take each other\'s completions from the one CQ');
   }
+  if (o.bidirectional && o.compare.length) throw new UsageError('-b with --compare: the TCP baselines stream one way, so the ratio would set both directions against one; compare without -b');
   if (o.bidirectional && o.qps !== undefined && o.qps > 1) throw new UsageError('-b with -q > 1 is not supported yet: use one QP per direction (-q 1)');
   if (o.plot !== undefined && !/\.svg$/i.test(o.plot)) throw new UsageError('--plot writes SVG: give a file name ending in .svg');
   const opts: BenchOptions = {

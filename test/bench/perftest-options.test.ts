@@ -33,6 +33,7 @@ describe('perftest flags with a meaning here', () => {
     refused(['write_lat', '-b'], /\*_bw tests/);
     refused(['send_bw', '-b', '--completion', 'manual'], /take each other's completions/);
     refused(['write_bw', '-b', '-q', '4'], /-q 1/);
+    refused(['write_bw', '-b', '--compare', 'tcp'], /baselines stream one way/);
   });
   it('-H / -U: latency samples (sorted / unsorted), latency tests only', () => {
     expect(parse('write_lat', '-H')).toMatchObject({ histogram: true, unsorted: false });
