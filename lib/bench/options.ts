@@ -547,6 +547,9 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
   if ((o.limitBw !== undefined || o.limitMsgRate !== undefined) && lat) throw new UsageError('-w/-y are bandwidth limits: for the *_bw tests');
   if (o.runInfinitely && sizes.length > 1) throw new UsageError('--run_infinitely repeats one size: give -s, not -a or -m');
   if (o.runInfinitely && o.compare.length) throw new UsageError('--run_infinitely runs netdirect only: drop --compare');
+  if (o.cqModeration !== undefined && o.completion !== 'manual') {
+    note(`-Q ${o.cqModeration}: the promise API settles every request, so there is no completion moderation to set; -Q applies with --completion manual`);
+  }
   if (events) {
     if (o.completion === 'manual') throw new UsageError('-e (completion events) contradicts --completion manual (polling)');
     o.completion ??= 'auto';

@@ -48,6 +48,8 @@ describe('perftest flags with a meaning here', () => {
     expect(parse('send_bw', '--inline_size=128', '--rx-depth=64', '--cq-mod=8')).toMatchObject({ inline: 128, rxDepth: 64, cqModeration: 8 });
     expect(parse('write_bw').inline).toBe(0);
     refused(['write_bw', '-Q', '0'], /-Q must be in 1\.\./);
+    expect(parse('write_bw', '-Q', '4').notes[0]).toMatch(/-Q applies with --completion manual/);
+    expect(parse('write_bw', '-Q', '4', '--completion', 'manual').notes).toEqual([]);
   });
   it('-e: completions by notification (auto), never with --completion manual', () => {
     expect(parse('send_lat', '-e').completion).toBe('auto');
