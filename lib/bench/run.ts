@@ -234,7 +234,7 @@ async function withCpu<T>(f: () => Promise<T>): Promise<[T, number]> {
   return [value, wallUs > 0 ? ((c.user + c.system) / wallUs) * 100 : 0];
 }
 
-function describe(report: Report, side: NdSide, local: string): void {
+function describeConnection(report: Report, side: NdSide, local: string): void {
   report.environment.provider = side.adapter.provider;
   report.environment.adapter = local;
   const c0 = side.connectors[0];
@@ -304,7 +304,7 @@ export async function runClient(o: BenchOptions, io: RunIo = defaultIo): Promise
     side = await openSide(ndConfig(o), local);
     await connectSide(side, remoteHost, hello.ndPort as number);
     const report = newReport(o, packageVersion(), tcpMode(o));
-    describe(report, side, local);
+    describeConnection(report, side, local);
     try {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const b = require('../binding.js').binding;
@@ -406,7 +406,7 @@ export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListen
     ctl.send({ op: 'hello', ndPort });
     await accepting;
     const report = newReport(adopted, packageVersion(), c.tcpMode as 'block' | 'spin');
-    describe(report, side, local);
+    describeConnection(report, side, local);
     const printer = printerFor(adopted, report);
     if (printer) print(io, printer.header());
     const spin = (c.tcpMode as string) === 'spin';
