@@ -23,6 +23,10 @@ export async function main(argv: string[], io: RunIo = defaultIo): Promise<numbe
     io.out(`ndbench (netdirect) ${packageVersion()}`);
     return 0;
   }
+  // Accepted perftest flags that change nothing here say so (once: not again from the --loopback server child).
+  if (!o.loopbackChild) for (const note of o.notes) io.err(`ndbench: note: ${note}\n`);
+  // Ctrl-C ends --run_infinitely at the client, which then tells the server: the --loopback child ignores it.
+  if (o.loopbackChild && o.runInfinitely) process.on('SIGINT', () => undefined);
   // The software provider reads its CRC setting from the environment; --loopback's server inherits it.
   if (o.crc !== undefined) process.env.NETDIRECT_SOFT_CRC = o.crc === 'on' ? '1' : '0';
   try {

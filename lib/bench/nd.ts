@@ -33,6 +33,36 @@ export interface NdConfig {
   provider: string;
   spinMicros?: number;
   timeoutMs: number;
+  /** -I: writes and sends of at most this many bytes go inline (0: none). */
+  inline?: number;
+  /** -r: receives kept posted (send tests). */
+  rxDepth?: number;
+  /** -Q: every K-th request signaled in manual mode. */
+  cqModeration?: number;
+}
+
+/**
+ * How far the running phase is (for ndbench's progress line): `done` of `total` timed iterations (total 0: a
+ * timed -D run, whose progress is the clock's). The loops update it; `ticker` is called now and then from the
+ * loops themselves, so that a progress line moves even while the JS thread spins (--completion manual).
+ */
+export const meter = { done: 0, total: 0 };
+let ticker: (() => void) | undefined;
+export function setTicker(f: (() => void) | undefined): void {
+  ticker = f;
+}
+
+/** Latency samples (ns, measurement order) and their divisor, kept for -H/-U beside the stats they made. */
+const kept = new WeakMap<Stats, { ns: number[]; divisor: number }>();
+function latencyResult(size: number, samples: number[], divisor: number): Stats {
+  const s = latencyStats(size, samples, divisor);
+  kept.set(s, { ns: samples, divisor });
+  return s;
+}
+/** Every sample of a latency phase in µs, in measurement order (half round trips where the stats halve). */
+export function samplesOf(s: Stats): number[] | undefined {
+  const k = kept.get(s);
+  return k?.ns.map((v) => v / k.divisor / 1000);
 }
 
 /** Promises of in-flight requests (thread mode), oldest first; a rejection surfaces when awaited. */
@@ -84,6 +114,13 @@ export interface NdSide {
   postedReceives: number;
   receiveWindow: Window;
   rssPerQp?: number;
+  /** -I: the QPs' inline data size; requests of at most this many bytes are posted inline. */
+  inline: number;
+}
+
+/** Request options for a message of `size` bytes: inline when -I allows it. */
+function inl(side: NdSide, size: number): boolean | undefined {
+  return side.inline > 0 && size <= side.inline ? true : undefined;
 }
 
 const immediate = () => new Promise<void>((r) => setImmediate(r));
@@ -108,14 +145,17 @@ const now = () => process.hrtime.bigint();
 
 class Stall {
   private spins = 0;
+  private ticks = 0;
   private since = Date.now();
   constructor(private readonly ms: number, private readonly what: string) {}
   progress(): void {
     this.spins = 0;
+    if ((++this.ticks & 255) === 0) ticker?.();
     this.since = Date.now();
   }
   check(): void {
-    if ((++this.spins & 0xfff) === 0 && Date.now() - this.since > this.ms) {
+    if ((++this.spins & 0xfff) === 0) ticker?.();
+    if ((this.spins & 0xfff) === 0 && Date.now() - this.since > this.ms) {
       throw new Error(`${this.what}: no progress for ${this.ms / 1000} s (is the peer alive?)`);
     }
   }
@@ -139,9 +179,13 @@ export async function openSide(cfg: NdConfig, localAddress: string): Promise<NdS
           `(${info.maxTransferLength} bytes), the largest one request moves: use -s ${info.maxTransferLength} or less`,
       );
     }
+    const inline = cfg.inline ?? 0;
+    if (inline > info.maxInlineDataSize) {
+      throw new Error(`-I ${inline}: the adapter's maxInlineDataSize is ${info.maxInlineDataSize} bytes: use -I ${info.maxInlineDataSize} or less`);
+    }
     const many = cfg.qps > 1;
     const initiatorDepth = Math.max(2, Math.min(info.maxInitiatorQueueDepth, many ? Math.max(4, Math.min(cfg.txDepth + 4, Math.floor(16384 / cfg.qps))) : cfg.txDepth + 4));
-    const receiveDepth = Math.max(1, Math.min(info.maxReceiveQueueDepth, many ? 2 : 512));
+    const receiveDepth = Math.max(1, Math.min(info.maxReceiveQueueDepth, many ? 2 : Math.max(512, cfg.rxDepth ?? 0)));
     const cqDepth = Math.max(16, Math.min(info.maxCompletionQueueDepth, cfg.qps * (initiatorDepth + receiveDepth) + 64));
     const cq = adapter.createCompletionQueue({ depth: cqDepth });
     const sendOff = cfg.maxSize;
@@ -163,10 +207,11 @@ export async function openSide(cfg: NdConfig, localAddress: string): Promise<NdS
       initiatorDepth,
       receiveDepth,
       window,
-      moderation: Math.max(1, Math.min(16, window >> 1)),
-      receives: Math.min(receiveDepth, 256),
+      moderation: cfg.cqModeration ?? Math.max(1, Math.min(16, window >> 1)),
+      receives: Math.min(receiveDepth, cfg.rxDepth ?? 256),
       postedReceives: 0,
       receiveWindow: new Window(),
+      inline,
     };
   } catch (err) {
     await adapter.close();
@@ -181,6 +226,7 @@ function createQp(side: NdSide): QueuePair {
     receiveDepth: side.receiveDepth,
     maxInitiatorSge: 1,
     maxReceiveSge: 1,
+    ...(side.inline > 0 ? { inlineDataSize: side.inline } : {}),
   });
   side.qps.push(qp);
   return qp;
@@ -280,7 +326,7 @@ export async function clientPhase(side: NdSide, test: TestName, a: PhaseArgs, pe
     case 'write_bw':
     case 'read_bw':
       // Warm-up: the same loop, every request completed before the timed one starts.
-      if (a.warmup > 0) await bwClient(side, test, { ...a, iters: a.warmup, durationMs: 0, warmup: 0 });
+      if (a.warmup > 0) await bwClient(side, test, { ...a, iters: a.warmup, durationMs: 0, warmup: 0 }, false);
       return bwClient(side, test, a);
     case 'send_bw':
       return sendBwClient(side, a, peerReceives);
@@ -307,6 +353,11 @@ interface Loop {
 }
 function loopOf(a: PhaseArgs): Loop {
   return { timed: a.durationMs > 0, end: now() + BigInt(Math.round(a.durationMs * 1e6)), total: a.iters };
+}
+
+function startMeter(L: Loop, qps = 1): void {
+  meter.done = 0;
+  meter.total = L.timed ? 0 : L.total * qps;
 }
 
 /** Writes the stop byte into the peer's ctrl area and waits for that write (and every silent one before it). */
@@ -340,6 +391,9 @@ async function writeLatClient(side: NdSide, a: PhaseArgs): Promise<Stats> {
   const L = loopOf(a);
   const samples: number[] = [];
   const stall = new Stall(side.cfg.timeoutMs, 'write_lat');
+  const inline = inl(side, size);
+  const wopts = inline ? { inline } : undefined;
+  startMeter(L);
   let t = 0;
   let unsignaled = 0;
   for (let i = -a.warmup; L.timed || i < L.total; i++) {
@@ -349,17 +403,18 @@ async function writeLatClient(side: NdSide, a: PhaseArgs): Promise<Stats> {
       const t0 = now();
       const signaled = ++unsignaled >= K;
       if (signaled) unsignaled = 0;
-      qp.post('write', local, remote, { silent: !signaled });
+      qp.post('write', local, remote, { silent: !signaled, inline });
       while (b[last] !== t) {
         checked(cq.poll());
         stall.check();
       }
       const t1 = now();
       if (i >= 0) samples.push(Number(t1 - t0));
+      meter.done = i + 1;
       if (L.timed && i >= 0 && t1 >= L.end) break;
     } else {
       const t0 = now();
-      const p = qp.write(local, remote);
+      const p = qp.write(local, remote, wopts);
       p.catch(() => undefined);
       while (!spinFor(b, last, t, -1, side.spinNs)) {
         await immediate();
@@ -368,12 +423,13 @@ async function writeLatClient(side: NdSide, a: PhaseArgs): Promise<Stats> {
       const t1 = now();
       await p;
       if (i >= 0) samples.push(Number(t1 - t0));
+      meter.done = i + 1;
       if (L.timed && i >= 0 && t1 >= L.end) break;
     }
     stall.progress();
   }
   await sendStop(side);
-  return latencyStats(size, samples, 2);
+  return latencyResult(size, samples, 2);
 }
 
 async function writeLatServer(side: NdSide, size: number): Promise<void> {
@@ -388,6 +444,8 @@ async function writeLatServer(side: NdSide, size: number): Promise<void> {
   const K = side.moderation;
   const inflight = new Window();
   const stall = new Stall(side.cfg.timeoutMs * 4, 'write_lat server');
+  const inline = inl(side, size);
+  const wopts = inline ? { inline } : undefined;
   let t = 1;
   let unsignaled = 0;
   for (;;) {
@@ -400,7 +458,7 @@ async function writeLatServer(side: NdSide, size: number): Promise<void> {
       b[sendLast] = t;
       const signaled = ++unsignaled >= K;
       if (signaled) unsignaled = 0;
-      qp.post('write', local, remote, { silent: !signaled });
+      qp.post('write', local, remote, { silent: !signaled, inline });
     } else {
       while (b[last] !== t) {
         if (spinFor(b, last, t, stop, side.spinNs) && b[last] === t) break;
@@ -409,7 +467,7 @@ async function writeLatServer(side: NdSide, size: number): Promise<void> {
         stall.check();
       }
       b[sendLast] = t;
-      inflight.push(qp.write(local, remote));
+      inflight.push(qp.write(local, remote, wopts));
       if (inflight.size >= side.window) await inflight.shift();
     }
     stall.progress();
@@ -442,6 +500,7 @@ async function readLatClient(side: NdSide, a: PhaseArgs): Promise<Stats> {
   const L = loopOf(a);
   const samples: number[] = [];
   const stall = new Stall(side.cfg.timeoutMs, 'read_lat');
+  startMeter(L);
   const opts = { offset: side.sendOff };
   for (let i = -a.warmup; L.timed || i < L.total; i++) {
     const t0 = now();
@@ -457,9 +516,10 @@ async function readLatClient(side: NdSide, a: PhaseArgs): Promise<Stats> {
     const t1 = now();
     stall.progress();
     if (i >= 0) samples.push(Number(t1 - t0));
+    meter.done = i + 1;
     if (L.timed && i >= 0 && t1 >= L.end) break;
   }
-  return latencyStats(size, samples, 1);
+  return latencyResult(size, samples, 1);
 }
 
 async function sendLatClient(side: NdSide, a: PhaseArgs): Promise<Stats> {
@@ -471,13 +531,16 @@ async function sendLatClient(side: NdSide, a: PhaseArgs): Promise<Stats> {
   const L = loopOf(a);
   const samples: number[] = [];
   const stall = new Stall(side.cfg.timeoutMs, 'send_lat');
+  const inline = inl(side, size);
+  const sopts = inline ? { inline } : undefined;
+  startMeter(L);
   let unsignaled = 0;
   for (let i = -a.warmup; L.timed || i < L.total; i++) {
     const t0 = now();
     if (side.manual) {
       const signaled = ++unsignaled >= K;
       if (signaled) unsignaled = 0;
-      qp.post('send', local, undefined, { silent: !signaled });
+      qp.post('send', local, undefined, { silent: !signaled, inline });
       for (let got = false; !got; ) {
         for (const c of checked(cq.poll())) {
           if (c.type === 'receive') {
@@ -489,7 +552,7 @@ async function sendLatClient(side: NdSide, a: PhaseArgs): Promise<Stats> {
       }
       topUpReceives(side);
     } else {
-      const p = qp.send(local);
+      const p = qp.send(local, sopts);
       p.catch(() => undefined);
       await side.receiveWindow.shift();
       side.postedReceives--;
@@ -499,10 +562,11 @@ async function sendLatClient(side: NdSide, a: PhaseArgs): Promise<Stats> {
     const t1 = now();
     stall.progress();
     if (i >= 0) samples.push(Number(t1 - t0));
+    meter.done = i + 1;
     if (L.timed && i >= 0 && t1 >= L.end) break;
   }
   await sendZero(side);
-  return latencyStats(size, samples, 2);
+  return latencyResult(size, samples, 2);
 }
 
 /** The zero-byte Send that ends a send test, waited for (with every silent request before it). */
@@ -530,6 +594,8 @@ async function sendLatServer(side: NdSide, size: number): Promise<void> {
   const K = side.moderation;
   const stall = new Stall(side.cfg.timeoutMs * 4, 'send_lat server');
   const inflight = new Window();
+  const inline = inl(side, size);
+  const sopts = inline ? { inline } : undefined;
   let unsignaled = 0;
   for (;;) {
     if (side.manual) {
@@ -544,7 +610,7 @@ async function sendLatServer(side: NdSide, size: number): Promise<void> {
       for (; got > 0; got--) {
         const signaled = ++unsignaled >= K;
         if (signaled) unsignaled = 0;
-        qp.post('send', local, undefined, { silent: !signaled });
+        qp.post('send', local, undefined, { silent: !signaled, inline });
         stall.progress();
       }
       topUpReceives(side);
@@ -555,7 +621,7 @@ async function sendLatServer(side: NdSide, size: number): Promise<void> {
       side.postedReceives--;
       topUpReceives(side);
       if (c.bytes === 0) return inflight.drain();
-      inflight.push(qp.send(local));
+      inflight.push(qp.send(local, sopts));
       if (inflight.size >= side.window) await inflight.shift();
     }
   }
@@ -623,6 +689,9 @@ async function sendBwClient(side: NdSide, a: PhaseArgs, peerReceives: number): P
   const marks: Array<[number, number]> = [];
   const stall = new Stall(side.cfg.timeoutMs, 'send_bw');
   const inflight = new Window();
+  const inline = inl(side, size);
+  const sopts = inline ? { inline } : undefined;
+  startMeter(L);
   let total = L.timed ? Infinity : L.total;
   let posted = 0;
   let done = 0;
@@ -636,23 +705,24 @@ async function sendBwClient(side: NdSide, a: PhaseArgs, peerReceives: number): P
       if (side.manual) {
         const count = ++unsignaled;
         const signaled = count >= K || last;
-        qp.post('send', local, undefined, { silent: !signaled, context: count });
+        qp.post('send', local, undefined, { silent: !signaled, context: count, inline });
         if (signaled) unsignaled = 0;
       } else {
-        inflight.push(qp.send(local));
+        inflight.push(qp.send(local, sopts));
       }
       posted++;
     }
     if (side.manual) {
       const cs = checked(cq.poll(256));
       for (const c of cs) if (c.type === 'send') done += c.context as number;
+      meter.done = done;
       if (cs.length) {
         marks.push([Number(now() - t0), done]);
         stall.progress();
       }
     } else if (inflight.size > 0 && (inflight.size >= W || posted >= total || posted >= peerReceives + credit())) {
       await inflight.shift();
-      done++;
+      meter.done = ++done;
       if ((done & 15) === 0) marks.push([Number(now() - t0), done]);
       stall.progress();
     } else {
@@ -665,7 +735,8 @@ async function sendBwClient(side: NdSide, a: PhaseArgs, peerReceives: number): P
   return bandwidthStats(size, done, elapsed, peakFromMarks(size, marks, W));
 }
 
-async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs): Promise<Stats> {
+/** `metered`: false for the warm-up, which the progress line does not count. */
+async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs, metered = true): Promise<Stats> {
   const { size } = a;
   const read = test === 'read_bw';
   const op = read ? 'read' : 'write';
@@ -683,6 +754,10 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
   const windows = side.manual ? [] : side.qps.map(() => new Window());
   const marks: Array<[number, number]> = [];
   const stall = new Stall(side.cfg.timeoutMs, test);
+  const inline = read ? undefined : inl(side, size);
+  const wopts = { offset, inline };
+  if (metered) startMeter(L, n);
+  const meterOn = metered ? 1 : 0;
   const qps = side.qps;
   const remotes = side.remotes;
   let limit = perQp;
@@ -699,9 +774,9 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
           const count = ++unsignaled[q];
           const signaled = count >= K || last;
           if (signaled) unsignaled[q] = 0;
-          qps[q].post(op, local, remotes[q], { offset, silent: !signaled, context: q * 64 + count });
+          qps[q].post(op, local, remotes[q], { offset, silent: !signaled, context: q * 64 + count, inline });
         } else {
-          windows[q].push(read ? qps[q].read(local, remotes[q], { offset }) : qps[q].write(local, remotes[q], { offset }));
+          windows[q].push(read ? qps[q].read(local, remotes[q], { offset }) : qps[q].write(local, remotes[q], wopts));
         }
         posted[q]++;
       }
@@ -728,6 +803,7 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
       }
       if (cs.length) {
         marks.push([Number(now() - t0), doneAll]);
+        if (meterOn) meter.done = doneAll;
         stall.progress();
       }
     } else {
@@ -741,6 +817,7 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
         }
       }
       if (progressed) {
+        if (meterOn) meter.done = doneAll;
         if ((doneAll & 15) === 0) marks.push([Number(now() - t0), doneAll]);
         stall.progress();
       } else if (!busy) {
@@ -764,6 +841,7 @@ export async function regMrLatency(cfg: NdConfig, localAddress: string, a: Phase
   try {
     const samples: number[] = [];
     const L = loopOf(a);
+    startMeter(L);
     for (let i = -a.warmup; L.timed || i < L.total; i++) {
       const buf = new Uint8Array(a.size);
       const t0 = now();
@@ -771,11 +849,28 @@ export async function regMrLatency(cfg: NdConfig, localAddress: string, a: Phase
       const t1 = now();
       await mr.deregister();
       if (i >= 0) samples.push(Number(t1 - t0));
+      meter.done = i + 1;
+      if ((i & 255) === 0) ticker?.();
       if (L.timed && i >= 0 && t1 >= L.end) break;
     }
-    return latencyStats(a.size, samples, 1);
+    return latencyResult(a.size, samples, 1);
   } finally {
     await adapter.close();
   }
 }
 
+
+// ---- -b: bidirectional bandwidth ----------------------------------------------------------------------------
+
+/**
+ * Both sides run this at once (perftest -b): each posts its own stream to the other and measures it; the report
+ * adds the two directions. send_bw also receives the peer's stream (receives reposted, credits returned), which
+ * needs the promise API: with --completion manual two loops would take each other's completions from the one CQ.
+ */
+export async function bidirectionalPhase(side: NdSide, test: TestName, a: PhaseArgs, peerReceives: number): Promise<Stats> {
+  if (test === 'write_bw' || test === 'read_bw') return clientPhase(side, test, a, peerReceives);
+  if (test !== 'send_bw') throw new Error(`-b is for the *_bw tests, not ${test}`);
+  if (side.manual) throw new Error('send_bw -b needs completions by notification (--completion auto|loop|thread), not manual polling');
+  const [mine] = await Promise.all([sendBwClient(side, a, peerReceives), sendBwServer(side)]);
+  return mine;
+}

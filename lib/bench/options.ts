@@ -1,5 +1,11 @@
 // ndbench's command line: perftest's test names and options (same options on both sides), plus netdirect's own
 // (--provider, --completion, --crc, --compare, --plot, --loopback). Parsing is pure: no addon, no I/O.
+// perftest's flags keep perftest's meaning; those with no counterpart over ND v2 / iWARP are either accepted with
+// a note saying why they change nothing, or refused with the reason (docs/ndbench.md has the table). OSU's -m, -i,
+// -x and -W share letters with perftest's MTU, IB port, GID index and counters: a value only OSU gives (min:max,
+// a number for -W) is read as OSU's, and `--format osu` reads all four as OSU's.
+
+import { isIP } from 'node:net';
 
 export const TESTS = ['write_lat', 'write_bw', 'read_lat', 'read_bw', 'send_lat', 'send_bw', 'reg_mr'] as const;
 export type TestName = (typeof TESTS)[number];
@@ -49,6 +55,33 @@ export interface BenchOptions {
   loopbackChild: boolean;
   /** Internal: MPI rank/size from the launcher's environment, when launched by mpiexec. */
   rank?: number;
+  /** -b: bidirectional bandwidth (both sides post at once; the figures are the sum of both directions). */
+  bidirectional: boolean;
+  /** -H: print every latency sample, sorted (perftest's "#, usec" listing). */
+  histogram: boolean;
+  /** -U: print every latency sample in measurement order (perftest's unsorted listing; -H adds the sorted one). */
+  unsorted: boolean;
+  /** -N: no peak bandwidth (BW peak printed as 0, as perftest). */
+  noPeak: boolean;
+  /** -I: inline data size: writes and sends of at most this many bytes go inline (ND_OP_FLAG_INLINE). */
+  inline: number;
+  /** -r: receives kept posted (send tests). */
+  rxDepth?: number;
+  /** -Q: every Q-th request is signaled (manual completion; the promise API settles each request). */
+  cqModeration?: number;
+  /** --output=: print only this figure, one line per size (perftest's --output). */
+  output?: 'bandwidth' | 'message_rate' | 'latency';
+  /** --run_infinitely: repeat the (single) size until interrupted, one row every -D seconds (default 5). */
+  runInfinitely: boolean;
+  /** --cpu_util: this process's CPU use during each timed phase (% of one core). */
+  cpuUtil: boolean;
+  /** -w / -y: fail (exit 1) when BW average / MsgRate falls below (perftest's verifier limits). */
+  limitBw?: number;
+  limitMsgRate?: number;
+  /** OSU -x / --warmup: untimed iterations before each size (default: warmupOf). */
+  warmup?: number;
+  /** Accepted perftest flags that change nothing here, each with the reason (printed on stderr, kept in JSON). */
+  notes: string[];
 }
 
 export class UsageError extends Error {
@@ -66,6 +99,8 @@ export const USAGE = `usage: ndbench <test> [server-host] [options]     server: 
   -t, --tx-depth <n>       requests in flight per QP for *_bw (default 128)
                            (*_bw: up to 2000 untimed warm-up messages first, baselines too; *_lat: up to 100)
   --provider <name|dll>    ND v2 provider (default auto: the built-in 'soft' provider off Windows)
+  -d, --ib-dev <p|address> perftest's device: an ND v2 provider name or DLL (as --provider), or the adapter's
+                           local IP address (as --bind); a Linux ibv device name is refused with why
   --completion auto|loop|thread|manual   promise API with completions from the event loop (loop), from the
                            poller thread (thread) or whichever the provider supports (auto, default: loop with
                            the built-in provider on Linux); manual: the JS thread posts and spins on cq.poll()
@@ -83,7 +118,26 @@ export const USAGE = `usage: ndbench <test> [server-host] [options]     server: 
   --spin-micros <n>        poller thread busy-poll window before it sleeps (AdapterOptions.spinMicros)
   --timeout <s>            give up on any wait after <s> seconds (default 60)
   --progress / --no-progress   progress line on stderr (default: when stderr is a terminal)
+  -b, --bidirectional      *_bw: both sides post at once; figures are the sum of both directions (perftest -b)
+  -H, --report-histogram   *_lat: print every sample, sorted ("#, usec"), before the summary row
+  -U, --report-unsorted    *_lat: print every sample in measurement order (with -H as well: both listings)
+  -N, --noPeak             do not compute BW peak (printed as 0.00)
+  -I, --inline_size <n>    writes/sends of at most <n> bytes go inline (ND_OP_FLAG_INLINE; adapter max applies)
+  -r, --rx-depth <n>       receives kept posted for send_* (default 256)
+  -Q, --cq-mod <n>         --completion manual: every <n>-th request signaled (default min(16, depth/2))
+  -e, --events             completions by notification (--completion auto: loop/thread) instead of polling
+  -w, --limit_bw <v>       exit 1 when BW average < <v> (MiB/s, or Gb/s with --report_gbits); -y, --limit_msgrate (Mpps)
+  --output bandwidth|message_rate|latency   print only that figure (BW average, MsgRate, t_avg), one line per size
+  --run_infinitely         repeat one size until Ctrl-C, a row every -D seconds (default 5)
+  --cpu_util               CPU use of this process during each timed phase, % of one core
+  --out_json, --out_json_file=<f>   perftest's names for --json (default file perftest_out.json)
+  -m <min:max>             OSU: sizes min … max, doubling;  -W <n> OSU window (= -t);  --warmup <n> untimed iterations
+                           with --format osu, -i <n> is OSU's iterations, -x <n> its warm-up, -m <max> its max size
+  accepted, no effect here (a note says why): -F, -R, -z, -c RC, -i 1, -x <gid>, -m <mtu>, -u <timeout>, -l <n>, -S <sl>
+  refused with the reason: -c UC|UD|XRC|DC|SRD, -i 2 / -O (one port), -W <counters>, -T <tos>, -d <ibv device>
   -h, --help
+  -V, --version
+glued values work as in perftest: -s4096, --size=4096, -bF
 launched by MPI:  mpiexec -n 2 ndbench write_lat [server-host]   (rank 0 serves, on server-host if given; rank 1
                   connects). srun -n 2 too (SLURM_STEP_NUM_TASKS); a plain command inside a Slurm allocation, or a
                   launch of one rank, runs as typed`;
@@ -107,7 +161,8 @@ export function isLatency(test: TestName): boolean {
  * credits are counted per phase).
  */
 export const BW_WARMUP = 2000;
-export function warmupOf(o: { iters: number; duration: number; test: TestName }): number {
+export function warmupOf(o: { iters: number; duration: number; test: TestName; warmup?: number }): number {
+  if (o.warmup !== undefined) return o.warmup;
   if (isLatency(o.test)) return o.duration > 0 ? 100 : Math.min(100, Math.floor(o.iters / 10));
   if (o.test === 'send_bw') return 0;
   return o.duration > 0 ? BW_WARMUP : Math.min(BW_WARMUP, o.iters);
@@ -159,13 +214,57 @@ export function mpiRank(env: NodeJS.ProcessEnv = process.env): { rank: number; s
   return undefined;
 }
 
+/** Short options that take a value (perftest's and OSU's): the value may be glued (-s4096) or the next word. */
+const SHORT_WITH_VALUE = new Set('pnsDqtdxiImrQluwyWcST'.split(''));
+/** Short options without a value; several may share one dash (-bF). */
+const SHORT_FLAGS = new Set('abehFRzHUNVO'.split(''));
+
+/** getopt's conventions: `-s4096` → `-s 4096`, `-bF` → `-b -F`; long options untouched (--x=v is split later). */
+export function expandShort(argv: string[]): string[] {
+  const out: string[] = [];
+  for (const a of argv) {
+    if (!/^-[A-Za-z]./.test(a)) {
+      out.push(a);
+      continue;
+    }
+    const letter = a[1];
+    if (SHORT_WITH_VALUE.has(letter)) out.push(`-${letter}`, a.slice(2));
+    else if ([...a.slice(1)].every((c) => SHORT_FLAGS.has(c))) for (const c of a.slice(1)) out.push(`-${c}`);
+    else out.push(a); // reported as unknown below
+  }
+  return out;
+}
+
+const IB_DEVICE = /^(mlx\d|mthca|rxe|siw|irdma|i40iw|bnxt_re|qedr|hfi1|qib|efa|erdma|hns|ocrdma|cxgb\d|vmw_pvrdma|usnic|ionic|mana)/;
+
+/** OSU's -m: "max" or "min:max" (either side may be empty: ":max", "min:"). */
+function osuSizes(value: string | undefined): number[] {
+  if (value === undefined) throw new UsageError('-m needs a value (OSU: [min:]max message sizes)');
+  const m = /^(\d*):?(\d*)$/.exec(value);
+  if (!m || (m[1] === '' && m[2] === '')) throw new UsageError(`-m takes OSU's [min:]max sizes in bytes, got ${JSON.stringify(value)}`);
+  const colon = value.includes(':');
+  const min = colon && m[1] !== '' ? Number(m[1]) : 1;
+  const max = colon ? (m[2] === '' ? MAX_ALL_SIZE : Number(m[2])) : Number(m[1]);
+  if (min < 1 || max < min || max > 2 ** 31) throw new UsageError(`-m ${value}: need 1 <= min <= max <= ${2 ** 31}`);
+  const out: number[] = [];
+  for (let s = min; s <= max; s *= 2) out.push(s);
+  return out;
+}
+
 /** Parses argv (without node and the script). Throws UsageError; returns null for --help. */
 export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): BenchOptions | 'version' | null {
   const positional: string[] = [];
   let size: number | undefined;
   let all = false;
   let iters: number | undefined;
-  const o: Partial<BenchOptions> & { compare: Baseline[] } = { compare: [] };
+  let rangeSizes: number[] | undefined;
+  let events = false;
+  const o: Partial<BenchOptions> & { compare: Baseline[]; notes: string[] } = { compare: [], notes: [] };
+  const note = (text: string) => {
+    if (!o.notes.includes(text)) o.notes.push(text);
+  };
+  argv = expandShort(argv);
+  const osu = argv.some((a, i) => a === '--format=osu' || (a === '--format' && argv[i + 1] === 'osu'));
   for (let i = 0; i < argv.length; i++) {
     let a = argv[i];
     let inline: string | undefined;
@@ -196,6 +295,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
         break;
       case '-n':
       case '--iters':
+      case '--iterations': // OSU
         iters = intArg(a, value(), 5); // perftest's minimum
         break;
       case '-D':
@@ -204,18 +304,45 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
         break;
       case '-q':
       case '--qps':
+      case '--qp':
         o.qps = intArg(a, value(), 1, 100_000);
         break;
       case '-t':
       case '--tx-depth':
+      case '--window-size': // OSU
         o.txDepth = intArg(a, value(), 1, 1 << 16);
         break;
+      case '-W': {
+        // OSU: window size (a number); perftest: performance counter names.
+        const v = value();
+        if (v !== undefined && /^\d+$/.test(v)) o.txDepth = intArg('-W', v, 1, 1 << 16);
+        else throw new UsageError(`-W ${v ?? ''}: perftest's -W reports the device's performance counters (sysfs), which an ND v2 adapter does not expose; as OSU's window size, -W takes a number`);
+        break;
+      }
       case '--provider':
         o.provider = value();
         if (!o.provider) throw new UsageError('--provider needs a value');
         break;
+      case '-d':
+      case '--ib-dev': {
+        // perftest: the verbs device. Here an adapter is a provider plus a local address.
+        const v = value();
+        if (!v) throw new UsageError(`${a} needs a value: an ND v2 provider name or DLL path, or the adapter's local IP address`);
+        if (isIP(v)) o.bind = v;
+        else if (IB_DEVICE.test(v))
+          throw new UsageError(
+            `${a} ${v}: on Linux -d names an ibv device; netdirect opens an ND v2 provider at a local IP address instead: ` +
+              `-d <provider> (e.g. soft, or a DLL path; \`netdirect list\` shows them) or -d <local address>`,
+          );
+        else o.provider = v;
+        break;
+      }
       case '--completion':
         o.completion = choice(a, value(), ['auto', 'loop', 'thread', 'manual'] as const);
+        break;
+      case '-e':
+      case '--events':
+        events = true;
         break;
       case '--crc':
         o.crc = choice(a, value(), ['on', 'off'] as const);
@@ -224,8 +351,12 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
         o.format = choice(a, value(), ['perftest', 'osu', 'json'] as const);
         break;
       case '--json':
+      case '--out_json_file':
         o.json = value();
-        if (!o.json) throw new UsageError('--json needs a file name');
+        if (!o.json) throw new UsageError(`${a} needs a file name`);
+        break;
+      case '--out_json':
+        o.json ??= 'perftest_out.json';
         break;
       case '--report_gbits':
       case '--report-gbits':
@@ -266,6 +397,136 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
       case '--loopback-child':
         o.loopbackChild = true;
         break;
+      // ---- perftest's flags with a meaning here ----
+      case '-b':
+      case '--bidirectional':
+        o.bidirectional = true;
+        break;
+      case '-H':
+      case '--report-histogram':
+        o.histogram = true;
+        break;
+      case '-U':
+      case '--report-unsorted':
+        o.unsorted = true;
+        break;
+      case '-N':
+      case '--noPeak':
+        o.noPeak = true;
+        break;
+      case '-I':
+      case '--inline_size':
+        o.inline = intArg(a, value(), 0, 1 << 20);
+        break;
+      case '-r':
+      case '--rx-depth':
+        o.rxDepth = intArg(a, value(), 1, 16384);
+        break;
+      case '-Q':
+      case '--cq-mod':
+        o.cqModeration = intArg(a, value(), 1, 1024);
+        break;
+      case '--output':
+        o.output = choice(a, value(), ['bandwidth', 'message_rate', 'latency'] as const);
+        break;
+      case '--run_infinitely':
+        o.runInfinitely = true;
+        break;
+      case '--cpu_util':
+        o.cpuUtil = true;
+        break;
+      case '-w':
+      case '--limit_bw':
+        o.limitBw = numArg(a, value(), 0);
+        break;
+      case '-y':
+      case '--limit_msgrate':
+        o.limitMsgRate = numArg(a, value(), 0);
+        break;
+      case '--warmup': // OSU
+        o.warmup = intArg(a, value(), 0);
+        break;
+      // ---- perftest's flags that select what does not exist over ND v2 / iWARP ----
+      case '-F':
+      case '--CPU-freq':
+        break; // ndbench prints no CPU-frequency warning: nothing to silence
+      case '-R':
+      case '--rdma_cm':
+        note('-R: connections always use the ND v2 connector (the rdma_cm counterpart): -R is how ndbench connects anyway');
+        break;
+      case '-z':
+      case '--comm_rdma_cm':
+        note('-z: ndbench exchanges its parameters over its own TCP control connection and ND private data; -z changes nothing');
+        break;
+      case '-c':
+      case '--connection': {
+        const v = (value() ?? '').toUpperCase();
+        if (v !== 'RC') {
+          throw new UsageError(
+            `${a} ${v || '(none)'}: only RC here — ND v2 queue pairs are reliable and connected, and iWARP (RDMA over TCP) has no UC, UD, XRC, DC or SRD transport`,
+          );
+        }
+        break;
+      }
+      case '-i':
+      case '--ib-port': {
+        const v = value();
+        if (osu && a === '-i') {
+          iters = intArg('-i (OSU iterations)', v, 5);
+          break;
+        }
+        const port = intArg(a, v, 1);
+        if (port !== 1) {
+          throw new UsageError(
+            `${a} ${port}: an ND v2 adapter is one local IP address with one port (perftest's IB port 1); ` +
+              `for OSU's iteration count use -n ${port} (or -i with --format osu)`,
+          );
+        }
+        break;
+      }
+      case '-x':
+      case '--gid-index': {
+        const v = value();
+        if (osu && a === '-x') {
+          o.warmup = intArg('-x (OSU warm-up)', v, 0);
+          break;
+        }
+        intArg(a, v, 0, 1 << 16);
+        note(`${a} ${v}: iWARP addresses peers by IP address (the ND connector takes host:port); there is no GID table, so the GID index is ignored (OSU's warm-up count: --warmup, or -x with --format osu)`);
+        break;
+      }
+      case '-m':
+      case '--mtu': {
+        const v = value();
+        if (a === '-m' && (osu || (v ?? '').includes(':'))) {
+          rangeSizes = osuSizes(v);
+          break;
+        }
+        intArg(a, v, 64, 1 << 16);
+        note(`${a} ${v}: iWARP runs over TCP, whose segment size (the path MTU less headers) bounds each DDP segment; there is no IB path MTU to set, so -m is ignored (OSU's size range: -m min:max)`);
+        break;
+      }
+      case '-u':
+      case '--qp-timeout':
+        intArg(a, value(), 0, 31);
+        note(`${a}: ND v2 has no QP retry timeout (IB's 4.096 µs × 2^n); a dead peer is detected by TCP, bounded by NETDIRECT_SOFT_TCP_TIMEOUT_MS for the built-in provider (docs/liveness.md)`);
+        break;
+      case '-l':
+      case '--post_list':
+        intArg(a, value(), 1, 1 << 16);
+        note(`${a}: ND v2 posts one request per call (no chained work requests); ndbench already posts the whole window back to back before it polls, so -l changes nothing`);
+        break;
+      case '-S':
+      case '--sl':
+        intArg(a, value(), 0, 15);
+        note(`${a}: service levels are InfiniBand's; iWARP traffic is TCP/IP (set DSCP/priority on the network), so -S is ignored`);
+        break;
+      case '-O':
+      case '--dualport':
+        throw new UsageError(`${a}: an ND v2 adapter has one port; run two ndbench pairs on two addresses (--bind) instead of dual-port mode`);
+      case '-T':
+      case '--tos':
+        throw new UsageError(`${a}: ndbench cannot set the type of service of an ND v2 connection (the provider owns its TCP socket)`);
       default:
         if (a.startsWith('-') && a !== '-') throw new UsageError(`unknown option ${a}`);
         positional.push(a);
@@ -275,12 +536,31 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
   if (positional.length > 2) throw new UsageError(`too many arguments: ${positional.slice(2).join(' ')}`);
   const test = positional[0] as TestName;
   if (!TESTS.includes(test)) throw new UsageError(`unknown test ${JSON.stringify(positional[0])}: one of ${TESTS.join(' ')}`);
-  if (all && size !== undefined) throw new UsageError('-a and -s are exclusive');
+  if ([all, size !== undefined, rangeSizes !== undefined].filter(Boolean).length > 1) throw new UsageError('-a, -s and -m <min:max> are exclusive');
   if (o.loopback && positional[1] !== undefined) throw new UsageError('--loopback takes no server host');
   const lat = isLatency(test);
-  const sizes = all ? allSizes() : [size ?? (test === 'reg_mr' ? 4096 : lat ? 2 : 65536)];
+  const sizes = all ? allSizes() : rangeSizes ?? [size ?? (test === 'reg_mr' ? 4096 : lat ? 2 : 65536)];
+  if (o.bidirectional && !/_bw$/.test(test)) throw new UsageError('-b/--bidirectional is for the *_bw tests (perftest offers it there only)');
+  if ((o.histogram || o.unsorted) && !lat) throw new UsageError('-H/-U list latency samples: they are for the *_lat tests and reg_mr');
+  if (o.output === 'latency' && !lat) throw new UsageError('--output latency is for the *_lat tests; use bandwidth or message_rate');
+  if (o.output !== undefined && o.output !== 'latency' && lat) throw new UsageError(`--output ${o.output} is for the *_bw tests; use latency`);
+  if ((o.limitBw !== undefined || o.limitMsgRate !== undefined) && lat) throw new UsageError('-w/-y are bandwidth limits: for the *_bw tests');
+  if (o.runInfinitely && sizes.length > 1) throw new UsageError('--run_infinitely repeats one size: give -s, not -a or -m');
+  if (o.runInfinitely && o.compare.length) throw new UsageError('--run_infinitely runs netdirect only: drop --compare');
+  if (o.cqModeration !== undefined && o.completion !== 'manual') {
+    note(`-Q ${o.cqModeration}: the promise API settles every request, so there is no completion moderation to set; -Q applies with --completion manual`);
+  }
+  if (events) {
+    if (o.completion === 'manual') throw new UsageError('-e (completion events) contradicts --completion manual (polling)');
+    o.completion ??= 'auto';
+  }
   const qps = o.qps ?? 1;
   if (qps > 1 && !/_bw$/.test(test)) throw new UsageError('-q/--qps > 1 is for the *_bw tests');
+  if (o.bidirectional && test === 'send_bw' && o.completion === 'manual') {
+    throw new UsageError('send_bw -b needs completions by notification (--completion auto|loop|thread): with manual polling the sending and the receiving loop would take each other\'s completions from the one CQ');
+  }
+  if (o.bidirectional && o.compare.length) throw new UsageError('-b with --compare: the TCP baselines stream one way, so the ratio would set both directions against one; compare without -b');
+  if (o.bidirectional && o.qps !== undefined && o.qps > 1) throw new UsageError('-b with -q > 1 is not supported yet: use one QP per direction (-q 1)');
   if (o.plot !== undefined && !/\.svg$/i.test(o.plot)) throw new UsageError('--plot writes SVG: give a file name ending in .svg');
   const opts: BenchOptions = {
     test,
@@ -308,7 +588,22 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     timeout: o.timeout ?? 60,
     progress: o.progress,
     loopbackChild: o.loopbackChild ?? false,
+    bidirectional: o.bidirectional ?? false,
+    histogram: o.histogram ?? false,
+    unsorted: o.unsorted ?? false,
+    noPeak: o.noPeak ?? false,
+    inline: o.inline ?? 0,
+    rxDepth: o.rxDepth,
+    cqModeration: o.cqModeration,
+    output: o.output,
+    runInfinitely: o.runInfinitely ?? false,
+    cpuUtil: o.cpuUtil ?? false,
+    limitBw: o.limitBw,
+    limitMsgRate: o.limitMsgRate,
+    warmup: o.warmup,
+    notes: o.notes,
   };
+  if (opts.runInfinitely && opts.duration === 0) opts.duration = 5; // perftest: a report every duration period
   const mpi = opts.loopback || opts.loopbackChild ? undefined : mpiRank(env);
   if (mpi !== undefined) {
     if (mpi.size !== 2) throw new UsageError(`ndbench needs exactly 2 MPI ranks, got ${mpi.size}`);

@@ -5,7 +5,7 @@
 import { cpus, loadavg } from 'node:os';
 import type { Baseline, BenchOptions, TestName } from './options.js';
 import { isLatency, warmupOf } from './options.js';
-import { type BandwidthStats, type LatencyStats, type Stats, headline, isLatencyStats, toGbits } from './stats.js';
+import { type BandwidthStats, type LatencyStats, type Stats, LAT_MEASURE_TAIL, headline, isLatencyStats, toGbits } from './stats.js';
 
 export const REPORT_SCHEMA = 'https://netdirect/schemas/ndbench-report-v1';
 export const RESULT_LINE = '-'.repeat(87); // perftest's RESULT_LINE
@@ -16,6 +16,10 @@ export interface SizeResult {
   baselines: Partial<Record<Baseline, Stats>>;
   /** netdirect / baseline of the headline figure (t_typical for latency, BW_average for bandwidth). */
   ratios: Partial<Record<Baseline, number>>;
+  /** -H/-U: every latency sample, µs, in measurement order. */
+  samples_usec?: number[];
+  /** --cpu_util: this process's CPU time during the phase / its wall time, % of one core (client side). */
+  cpu_util_percent?: number;
 }
 
 export interface Endpoint {
@@ -47,6 +51,11 @@ export interface Report {
     compare: Baseline[];
     tcp_mode: 'block' | 'spin';
     loopback: boolean;
+    bidirectional?: boolean;
+    inline_size?: number;
+    cq_moderation?: number;
+    /** Accepted perftest flags that change nothing here, with the reason. */
+    notes?: string[];
   };
   environment: {
     date: string;
@@ -105,8 +114,10 @@ export function newReport(o: BenchOptions, version: string, tcpMode: 'block' | '
           ratio: 'netdirect t_typical / baseline t_typical (< 1: netdirect is faster)',
         }
       : {
-          BW_average: 'bytes moved / time from the first post to the last completion, at the client',
-          BW_peak: 'best rate over windows of at least tx-depth messages',
+          BW_average: o.bidirectional
+            ? 'sum of both directions (perftest -b): each side\'s bytes moved / time from its first post to its last completion'
+            : 'bytes moved / time from the first post to the last completion, at the client',
+          BW_peak: o.noPeak ? 'not computed (-N)' : 'best rate over windows of at least tx-depth messages',
           tcp: `native C++ TCP one-way stream of size-byte send()s (${tcpMode === 'spin' ? 'busy-polling' : 'blocking'}), same sizes and count, timed to the receiver's acknowledgement`,
           'node-net': "Node's net module one-way stream of size-byte writes (drain-paced), timed to the receiver's acknowledgement",
           ratio: 'netdirect BW_average / baseline BW_average (> 1: netdirect is faster)',
@@ -120,10 +131,14 @@ export function newReport(o: BenchOptions, version: string, tcpMode: 'block' | '
       crc: o.crc ?? 'default',
       qps: o.qps,
       tx_depth: o.txDepth,
-      warmup_iterations: warmupOf({ iters: o.iters, duration: o.duration, test: o.test }),
+      warmup_iterations: warmupOf({ iters: o.iters, duration: o.duration, test: o.test, warmup: o.warmup }),
       compare: o.compare,
       tcp_mode: tcpMode,
       loopback: o.loopback,
+      ...(o.bidirectional ? { bidirectional: true } : {}),
+      ...(o.inline ? { inline_size: o.inline } : {}),
+      ...(o.cqModeration ? { cq_moderation: o.cqModeration } : {}),
+      ...(o.notes?.length ? { notes: o.notes } : {}),
     },
     environment: {
       date: new Date().toISOString(),
@@ -157,14 +172,44 @@ export interface Printer {
   footer(): string;
 }
 
-export function perftestPrinter(report: Report, opts: { reportGbits: boolean; duration: boolean }): Printer {
+export interface PerftestPrintOptions {
+  reportGbits: boolean;
+  duration: boolean;
+  /** -H: the sorted samples (the top LAT_MEASURE_TAIL dropped), before the row. */
+  histogram?: boolean;
+  /** -U: the samples in measurement order, before the row. */
+  unsorted?: boolean;
+  /** --cpu_util: a CPU_Util[%] column after perftest's. */
+  cpuUtil?: boolean;
+}
+
+/** perftest's way of shortest-form numbers (%g: six significant digits, no trailing zeros). */
+export function g6(v: number): string {
+  return Number.isFinite(v) ? String(Number(v.toPrecision(6))) : 'nan';
+}
+
+/** perftest's -U / -H listings: "#, usec" then "<i>, <µs>" per sample (-H: sorted, top LAT_MEASURE_TAIL dropped). */
+export function sampleListing(samplesUs: number[], how: 'unsorted' | 'sorted'): string {
+  let list = samplesUs;
+  if (how === 'sorted') {
+    list = Float64Array.from(samplesUs).sort() as unknown as number[];
+    if (list.length > LAT_MEASURE_TAIL + 1) list = Array.from(list).slice(0, list.length - LAT_MEASURE_TAIL);
+  }
+  const lines = ['#, usec'];
+  for (let i = 0; i < list.length; i++) lines.push(`${i + 1}, ${g6(list[i])}`);
+  return lines.join('\n');
+}
+
+export function perftestPrinter(report: Report, opts: PerftestPrintOptions): Printer {
   const lat = report.kind === 'latency';
   const bwUnit = opts.reportGbits ? 'Gb/sec' : 'MiB/sec';
   const bw = (v: number) => f2(opts.reportGbits ? toGbits(v) : v);
   const compare = report.options.compare;
   const extraHeader = () =>
-    compare.map((b) => `   ${b}[${lat ? 'usec' : bwUnit}]   nd/${b}`).join('');
+    (opts.cpuUtil ? '    CPU_Util[%]' : '') + compare.map((b) => `   ${b}[${lat ? 'usec' : bwUnit}]   nd/${b}`).join('');
+  const cpuCell = (r: SizeResult) => (opts.cpuUtil ? `    ${pad(f2(r.cpu_util_percent ?? NaN), 11)}` : '');
   const extraRow = (r: SizeResult) =>
+    cpuCell(r) +
     compare
       .map((b) => {
         const s = r.baselines[b];
@@ -175,7 +220,7 @@ export function perftestPrinter(report: Report, opts: { reportGbits: boolean; du
   return {
     header() {
       const e = report.environment;
-      const title = `${report.verb} ${lat ? 'Latency' : 'BW'} Test`;
+      const title = `${report.verb} ${lat ? 'Latency' : report.options.bidirectional ? 'Bidirectional BW' : 'BW'} Test`;
       const lines = [
         RESULT_LINE,
         ' '.repeat(Math.max(0, Math.floor((87 - title.length) / 2))) + title,
@@ -185,11 +230,11 @@ export function perftestPrinter(report: Report, opts: { reportGbits: boolean; du
         ` PCIe relax order: OFF`,
         ` ibv_wr* API     : OFF (ND v2 ${report.options.completion === 'manual' ? 'cq.poll() on the JS thread' : 'poller thread'})`,
         lat ? ` TX depth        : 1` : ` TX depth        : ${report.options.tx_depth}`,
-        ` CQ Moderation   : ${lat ? 1 : Math.min(16, Math.max(1, report.options.tx_depth >> 1))}`,
+        ` CQ Moderation   : ${report.options.cq_moderation ?? (lat ? 1 : Math.min(16, Math.max(1, report.options.tx_depth >> 1)))}`,
         ` Mtu             : 65536[B]`,
         ` Link type       : Ethernet`,
-        ` Max inline data : 0[B]`,
-        ` rdma_cm QPs\t : OFF`,
+        ` Max inline data : ${report.options.inline_size ?? 0}[B]`,
+        ` rdma_cm QPs\t : ON (the ND v2 connector; -R/-z change nothing)`,
         ` Data ex. method : ND private data (remote memory) + TCP control`,
         ` MPA CRC32c      : ${report.options.crc === 'default' ? 'provider default' : report.options.crc.toUpperCase()}${e.hardwareCrc32c === undefined ? '' : e.hardwareCrc32c ? ` (hardware${e.crc32c ? `: ${e.crc32c}` : ''})` : ' (software)'}`,
       ];
@@ -201,36 +246,59 @@ export function perftestPrinter(report: Report, opts: { reportGbits: boolean; du
         const ep = (p: Endpoint) => `IP ${p.host} PORT ${p.port}` + (p.token !== undefined ? ` RKey ${'0x' + (p.token >>> 0).toString(16).padStart(8, '0')} VAddr ${p.address}` : '');
         lines.push(` local address: ${ep(c.local)}`, ` remote address: ${ep(c.remote)}`, RESULT_LINE);
       }
-      if (lat && opts.duration) {
-        lines.push(' #bytes        #iterations       t_avg[usec]    tps average' + extraHeader());
-      } else if (lat) {
-        lines.push(
-          ' #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ' +
-            extraHeader(),
-        );
-      } else {
-        lines.push(` #bytes     #iterations    BW peak[${bwUnit}]    BW average[${bwUnit}]   MsgRate[Mpps]` + extraHeader());
-      }
+      lines.push(columns());
       return lines.join('\n');
     },
     row(r) {
-      const s = r.netdirect;
-      if (isLatencyStats(s)) {
-        if (opts.duration) {
-          return ` ${pad(String(s.MsgSize), 13)} ${pad(String(s.n_iterations), 17)} ${pad(f2(s.t_avg), 14)} ${pad(f2(s.tps), 10)}` + extraRow(r);
-        }
-        return (
-          ` ${pad(String(s.MsgSize), 6)} ${pad(String(s.n_iterations), 10)}     ${pad(f2(s.t_min), 14)} ${pad(f2(s.t_max), 12)} ${pad(f2(s.t_typical), 18)} ` +
-          `${pad(f2(s.t_avg), 14)} ${pad(f2(s.t_stdev), 15)} ${pad(f2(s.percentile_99), 22)} ${pad(f2(s['percentile_99.9']), 23)}` +
-          extraRow(r)
-        );
-      }
-      const b = s as BandwidthStats;
-      return ` ${pad(String(b.MsgSize), 10)} ${pad(String(b.n_iterations), 14)} ${pad(bw(b.BW_peak), 19)} ${pad(bw(b.BW_average), 22)} ${pad(b.MsgRate.toFixed(6), 13)}` + extraRow(r);
+      const listings: string[] = [];
+      if (r.samples_usec && opts.unsorted) listings.push(sampleListing(r.samples_usec, 'unsorted'));
+      if (r.samples_usec && opts.histogram) listings.push(sampleListing(r.samples_usec, 'sorted'));
+      // perftest: after a listing, the result line and the column header again, then the summary row.
+      const before = listings.length ? [...listings, RESULT_LINE, columns()].join('\n') + '\n' : '';
+      return before + summary(r);
     },
     footer() {
       return RESULT_LINE;
     },
+  };
+  function columns(): string {
+    if (lat && opts.duration) return ' #bytes        #iterations       t_avg[usec]    tps average' + extraHeader();
+    if (lat) {
+      return (
+        ' #bytes #iterations    t_min[usec]    t_max[usec]  t_typical[usec]    t_avg[usec]    t_stdev[usec]   99% percentile[usec]   99.9% percentile[usec] ' +
+        extraHeader()
+      );
+    }
+    return ` #bytes     #iterations    BW peak[${bwUnit}]    BW average[${bwUnit}]   MsgRate[Mpps]` + extraHeader();
+  }
+  function summary(r: SizeResult): string {
+    const s = r.netdirect;
+    if (isLatencyStats(s)) {
+      if (opts.duration) {
+        return ` ${pad(String(s.MsgSize), 13)} ${pad(String(s.n_iterations), 17)} ${pad(f2(s.t_avg), 14)} ${pad(f2(s.tps), 10)}` + extraRow(r);
+      }
+      return (
+        ` ${pad(String(s.MsgSize), 6)} ${pad(String(s.n_iterations), 10)}     ${pad(f2(s.t_min), 14)} ${pad(f2(s.t_max), 12)} ${pad(f2(s.t_typical), 18)} ` +
+        `${pad(f2(s.t_avg), 14)} ${pad(f2(s.t_stdev), 15)} ${pad(f2(s.percentile_99), 22)} ${pad(f2(s['percentile_99.9']), 23)}` +
+        extraRow(r)
+      );
+    }
+    const b = s as BandwidthStats;
+    return ` ${pad(String(b.MsgSize), 10)} ${pad(String(b.n_iterations), 14)} ${pad(bw(b.BW_peak), 19)} ${pad(bw(b.BW_average), 22)} ${pad(b.MsgRate.toFixed(6), 13)}` + extraRow(r);
+  }
+}
+
+/** perftest's --output: only that figure, "%lf" (six decimals), one line per size; no header. */
+export function figurePrinter(report: Report, output: 'bandwidth' | 'message_rate' | 'latency', reportGbits: boolean): Printer {
+  return {
+    header: () => '',
+    row(r) {
+      const s = r.netdirect;
+      if (isLatencyStats(s)) return s.t_avg.toFixed(6);
+      if (output === 'message_rate') return s.MsgRate.toFixed(6);
+      return (reportGbits ? toGbits(s.BW_average) : s.BW_average).toFixed(6);
+    },
+    footer: () => '',
   };
 }
 
@@ -270,7 +338,7 @@ export function formatJson(report: Report): string {
 }
 
 /** Renders a whole report at once (perftest or osu; json via formatJson). */
-export function formatReport(report: Report, format: 'perftest' | 'osu', opts: { reportGbits: boolean; duration: boolean }): string {
+export function formatReport(report: Report, format: 'perftest' | 'osu', opts: PerftestPrintOptions): string {
   const p = format === 'osu' ? osuPrinter(report) : perftestPrinter(report, opts);
   const lines = [p.header(), ...report.results.map((r) => p.row(r)), p.footer()].filter((l) => l !== '');
   return lines.join('\n') + '\n';

@@ -1,7 +1,9 @@
 // ndbench's two roles and the loopback launcher. The client drives: for each size it runs the netdirect phase,
-// then each baseline phase, with the server in step over the control channel; it measures, prints and saves.
+// then each baseline phase, with the server in step over the control channel; it measures, prints and saves,
+// and sends each row to the server, which prints the same table (as perftest's server prints its report).
 // The server adopts the client's sizes and counts (perftest wants the same options on both sides; a different
-// test is refused), serves one client, then exits.
+// test is refused), serves one client, then exits. With -b both sides post and measure their own stream, and
+// the row is the sum of the two directions.
 
 import { fork } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
@@ -10,22 +12,26 @@ import { Control, listenControl, type Message } from './control.js';
 import { baselineClient, baselineServer, patternOf, statsOf, type PhaseParams, type RawResult } from './baselines.js';
 import {
   acceptAll,
+  bidirectionalPhase,
   clientPhase,
   closeSide,
   connectSide,
   listenSide,
+  meter,
   openSide,
   preparePhase,
   regMrLatency,
   serverIsActive,
   serverPhase,
+  samplesOf,
+  setTicker,
   type NdConfig,
   type NdSide,
 } from './nd.js';
 import { isLatency, tcpMode, warmupOf, type Baseline, type BenchOptions } from './options.js';
 import { renderSvg } from './plot.js';
-import { addResult, formatJson, newReport, osuPrinter, perftestPrinter, type Printer, type Report } from './report.js';
-import type { Stats } from './stats.js';
+import { addResult, figurePrinter, formatJson, newReport, osuPrinter, perftestPrinter, type Printer, type Report, type SizeResult } from './report.js';
+import { isLatencyStats, sumBandwidth, toGbits, type BandwidthStats, type Stats } from './stats.js';
 
 export interface RunIo {
   /** stdout lines (the report). */
@@ -64,26 +70,109 @@ function ndConfig(o: BenchOptions): NdConfig {
     provider: o.provider,
     spinMicros: o.spinMicros,
     timeoutMs: o.timeout * 1000,
+    inline: o.inline,
+    rxDepth: o.rxDepth,
+    cqModeration: o.cqModeration,
   };
 }
 
 /** What the client sends in its hello: everything the server adopts or checks. */
 function helloConfig(o: BenchOptions): Record<string, unknown> {
-  return { test: o.test, sizes: o.sizes, iters: o.iters, duration: o.duration, qps: o.qps, txDepth: o.txDepth, completion: o.completion, crc: o.crc ?? null, compare: o.compare, tcpMode: tcpMode(o) };
+  return {
+    test: o.test,
+    sizes: o.sizes,
+    iters: o.iters,
+    duration: o.duration,
+    qps: o.qps,
+    txDepth: o.txDepth,
+    completion: o.completion,
+    crc: o.crc ?? null,
+    compare: o.compare,
+    tcpMode: tcpMode(o),
+    bidirectional: o.bidirectional,
+    warmup: o.warmup ?? null,
+    runInfinitely: o.runInfinitely,
+  };
 }
 
-function progressLine(o: BenchOptions, io: RunIo) {
-  const on = (o.progress ?? io.errIsTTY) && o.sizes.length > 1;
+/** The progress line appears once a run has lasted this long (short runs stay quiet). */
+export const PROGRESS_AFTER_MS = 2000;
+
+const clock = (ms: number) => {
+  const t = Math.max(0, Math.round(ms / 1000));
+  const h = Math.floor(t / 3600);
+  const m = Math.floor((t % 3600) / 60);
+  const sec = String(t % 60).padStart(2, '0');
+  return h > 0 ? `${h}:${String(m).padStart(2, '0')}:${sec}` : `${m}:${sec}`;
+};
+
+/**
+ * The progress line on stderr: the size and phase being run, how far that phase is (iterations from the loops'
+ * meter, or the clock with -D), the time so far and an estimate of the time left. The estimate weighs each phase
+ * by its iterations × (size + 4 KiB) — a per-message cost plus a per-byte one — or equally with -D, scaled by
+ * the time the finished part took. It is redrawn from the benchmark loops (nd.ts setTicker), so it moves while
+ * the JS thread spins, and from a timer while it waits.
+ */
+export function progressLine(o: BenchOptions, io: RunIo, nowMs: () => number = Date.now) {
+  const on = o.progress ?? io.errIsTTY;
+  const phases = 1 + o.compare.length;
+  const weight = (size: number) => (o.duration > 0 ? 1 : (o.iters + warmupOf(o)) * (size + 4096));
+  const total = o.sizes.reduce((sum, size) => sum + weight(size), 0) * phases;
+  const started = nowMs();
+  let finished = 0;
+  let current = { i: 0, size: o.sizes[0], what: '', weight: 0, t0: started, timed: false };
   let shown = false;
+  let last = 0;
+  let timer: NodeJS.Timeout | undefined;
+  const fraction = () => {
+    if (o.duration > 0) return Math.min(1, (nowMs() - current.t0) / (o.duration * 1000));
+    return current.timed && meter.total > 0 ? Math.min(1, Math.max(0, meter.done / meter.total)) : 0;
+  };
+  const line = () => {
+    const t = nowMs();
+    const elapsed = t - started;
+    const where = o.runInfinitely ? `${current.size} B` : `${current.size} B (${current.i + 1}/${o.sizes.length})`;
+    const f = fraction();
+    let text = ` ndbench ${o.test}: ${where} ${current.what} ${Math.floor(f * 100)}%  elapsed ${clock(elapsed)}`;
+    if (o.runInfinitely) text += '  (Ctrl-C ends the run)';
+    else {
+      const done = finished + f * current.weight;
+      if (done > 0) text += `  ETA ${clock((elapsed * (total - done)) / done)}`;
+    }
+    return text;
+  };
+  const draw = (force: boolean) => {
+    const t = nowMs();
+    if (!on || t - started < PROGRESS_AFTER_MS || (!force && t - last < 200)) return;
+    last = t;
+    io.err(`\r\x1b[K${line()}`);
+    shown = true;
+  };
   return {
-    show(i: number, size: number, what: string) {
+    line,
+    /** A phase starts (netdirect or a baseline) for size index i. */
+    start(i: number, size: number, what: string) {
+      current = { i, size, what, weight: weight(size), t0: nowMs(), timed: what === 'netdirect' || what === 'registerMemory' };
+      meter.done = 0;
+      meter.total = 0;
       if (!on) return;
-      io.err(`\r\x1b[K ndbench ${o.test}: ${size} B (${i + 1}/${o.sizes.length}) ${what}`);
-      shown = true;
+      setTicker(() => draw(false));
+      timer ??= setInterval(() => draw(false), 500).unref();
+      draw(true);
+    },
+    /** The phase started last is over. */
+    end() {
+      finished += current.weight;
     },
     clear() {
       if (on && shown) io.err('\r\x1b[K');
       shown = false;
+    },
+    stop() {
+      setTicker(undefined);
+      if (timer) clearInterval(timer);
+      timer = undefined;
+      this.clear();
     },
   };
 }
@@ -96,7 +185,63 @@ function finishReport(o: BenchOptions, report: Report, io: RunIo): void {
 
 function printerFor(o: BenchOptions, report: Report): Printer | null {
   if (o.format === 'json') return null;
-  return o.format === 'osu' ? osuPrinter(report) : perftestPrinter(report, { reportGbits: o.reportGbits, duration: o.duration > 0 && isLatency(o.test) });
+  if (o.output) return figurePrinter(report, o.output, o.reportGbits);
+  if (o.format === 'osu') return osuPrinter(report);
+  return perftestPrinter(report, {
+    reportGbits: o.reportGbits,
+    duration: o.duration > 0 && isLatency(o.test),
+    histogram: o.histogram,
+    unsorted: o.unsorted,
+    cpuUtil: o.cpuUtil,
+  });
+}
+
+function print(io: RunIo, text: string): void {
+  if (text !== '') io.out(text);
+}
+
+/** -w / -y: perftest's verifier limits, checked on every row; the run fails (exit 1) below them. */
+function checkLimits(o: BenchOptions, report: Report): void {
+  const unit = o.reportGbits ? 'Gb/sec' : 'MiB/sec';
+  for (const r of report.results) {
+    const s = r.netdirect;
+    if (isLatencyStats(s)) continue;
+    const bw = o.reportGbits ? toGbits(s.BW_average) : s.BW_average;
+    if (o.limitBw !== undefined && bw < o.limitBw) {
+      throw new Error(`BW average ${bw.toFixed(2)} ${unit} at ${r.size} B is below the -w limit of ${o.limitBw} ${unit}`);
+    }
+    if (o.limitMsgRate !== undefined && s.MsgRate < o.limitMsgRate) {
+      throw new Error(`MsgRate ${s.MsgRate.toFixed(6)} Mpps at ${r.size} B is below the -y limit of ${o.limitMsgRate} Mpps`);
+    }
+  }
+}
+
+/** The figures of one size as they go into the report: -N, -H/-U samples, --cpu_util. */
+function completeRow(o: BenchOptions, row: SizeResult, cpuPercent: number | undefined): SizeResult {
+  if (o.noPeak && !isLatencyStats(row.netdirect)) row.netdirect.BW_peak = 0;
+  if (o.histogram || o.unsorted) row.samples_usec = samplesOf(row.netdirect);
+  if (cpuPercent !== undefined) row.cpu_util_percent = cpuPercent;
+  return row;
+}
+
+/** Runs `f` and returns its result with this process's CPU time over its wall time, % of one core. */
+async function withCpu<T>(f: () => Promise<T>): Promise<[T, number]> {
+  const c0 = process.cpuUsage();
+  const t0 = process.hrtime.bigint();
+  const value = await f();
+  const c = process.cpuUsage(c0);
+  const wallUs = Number(process.hrtime.bigint() - t0) / 1000;
+  return [value, wallUs > 0 ? ((c.user + c.system) / wallUs) * 100 : 0];
+}
+
+function describeConnection(report: Report, side: NdSide, local: string): void {
+  report.environment.provider = side.adapter.provider;
+  report.environment.adapter = local;
+  const c0 = side.connectors[0];
+  report.connection = {
+    local: { host: c0.localAddress.host, port: c0.localAddress.port, token: side.mr.remoteToken, address: '0x' + side.mr.address.toString(16).padStart(16, '0') },
+    remote: { host: c0.peerAddress.host, port: c0.peerAddress.port, token: side.remotes[0].token, address: '0x' + side.remotes[0].address.toString(16).padStart(16, '0') },
+  };
 }
 
 /** reg_mr: local only (no server). */
@@ -106,18 +251,41 @@ async function runLocal(o: BenchOptions, io: RunIo): Promise<Report> {
   const address = o.bind ?? '127.0.0.1';
   report.environment.adapter = address;
   const printer = printerFor(o, report);
-  if (printer) io.out(printer.header());
+  if (printer) print(io, printer.header());
   const progress = progressLine(o, io);
-  for (const [i, size] of o.sizes.entries()) {
-    progress.show(i, size, 'registerMemory');
-    const s = await regMrLatency(ndConfig(o), address, { size, iters: o.iters, warmup: warmupOf(o), durationMs: o.duration * 1000 });
-    progress.clear();
-    const r = addResult(report, size, s, {});
-    if (printer) io.out(printer.row(r));
+  try {
+    for (const [i, size] of o.sizes.entries()) {
+      progress.start(i, size, 'registerMemory');
+      const [s, cpu] = await withCpu(() => regMrLatency(ndConfig(o), address, { size, iters: o.iters, warmup: warmupOf(o), durationMs: o.duration * 1000 }));
+      progress.end();
+      progress.clear();
+      const r = completeRow(o, addResult(report, size, s, {}), o.cpuUtil ? cpu : undefined);
+      if (printer) print(io, printer.row(r));
+    }
+  } finally {
+    progress.stop();
   }
-  if (printer && printer.footer()) io.out(printer.footer());
+  if (printer) print(io, printer.footer());
   finishReport(o, report, io);
   return report;
+}
+
+/** The sizes a client runs: each once, or (--run_infinitely) the one size until SIGINT. */
+function* sweep(o: BenchOptions): Generator<[number, number]> {
+  if (!o.runInfinitely) {
+    yield* o.sizes.entries();
+    return;
+  }
+  let interrupted = false;
+  const stop = () => {
+    interrupted = true;
+  };
+  process.once('SIGINT', stop); // a second Ctrl-C kills as usual
+  try {
+    while (!interrupted) yield [0, o.sizes[0]];
+  } finally {
+    process.off('SIGINT', stop);
+  }
 }
 
 /** The client: connects to the server, runs every size and baseline, prints and returns the report. */
@@ -127,6 +295,7 @@ export async function runClient(o: BenchOptions, io: RunIo = defaultIo): Promise
   const host = o.server ?? '127.0.0.1';
   const ctl = await Control.connect(host, o.port, timeoutMs, (m) => io.err(m));
   let side: NdSide | undefined;
+  const progress = progressLine(o, io);
   try {
     ctl.send({ op: 'hello', config: helloConfig(o) });
     const hello = await ctl.next('hello', timeoutMs);
@@ -135,8 +304,7 @@ export async function runClient(o: BenchOptions, io: RunIo = defaultIo): Promise
     side = await openSide(ndConfig(o), local);
     await connectSide(side, remoteHost, hello.ndPort as number);
     const report = newReport(o, packageVersion(), tcpMode(o));
-    report.environment.provider = side.adapter.provider;
-    report.environment.adapter = local;
+    describeConnection(report, side, local);
     try {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const b = require('../binding.js').binding;
@@ -145,56 +313,66 @@ export async function runClient(o: BenchOptions, io: RunIo = defaultIo): Promise
     } catch {
       // Informational only.
     }
-    const c0 = side.connectors[0];
-    report.connection = {
-      local: { host: c0.localAddress.host, port: c0.localAddress.port, token: side.mr.remoteToken, address: '0x' + side.mr.address.toString(16).padStart(16, '0') },
-      remote: { host: c0.peerAddress.host, port: c0.peerAddress.port, token: side.remotes[0].token, address: '0x' + side.remotes[0].address.toString(16).padStart(16, '0') },
-    };
     if (side.rssPerQp !== undefined) report.extra = { ...report.extra, rss_per_idle_qp_bytes: Math.round(side.rssPerQp) };
     const printer = printerFor(o, report);
-    if (printer) io.out(printer.header());
-    const progress = progressLine(o, io);
-    for (const [i, size] of o.sizes.entries()) {
+    if (printer) print(io, printer.header());
+    for (const [i, size] of sweep(o)) {
       const args = { size, iters: o.iters, warmup: warmupOf(o), durationMs: o.duration * 1000 };
-      progress.show(i, size, 'netdirect');
+      progress.start(i, size, 'netdirect');
       preparePhase(side, o.test, size);
-      ctl.send({ op: 'phase', kind: 'nd', size });
+      ctl.send({ op: 'phase', kind: 'nd', size, receives: side.postedReceives });
       const ready = await ctl.next('ready', timeoutMs);
-      const ndStats = await clientPhase(side, o.test, args, ready.receives as number);
+      const s = side;
+      const [mine, cpu] = await withCpu(() =>
+        o.bidirectional ? bidirectionalPhase(s, o.test, args, ready.receives as number) : clientPhase(s, o.test, args, ready.receives as number),
+      );
       ctl.send({ op: 'end' });
-      await ctl.next('done', timeoutMs * 4);
+      const done = await ctl.next('done', timeoutMs * 4);
+      // -b: the server measured its own direction; the row adds both (perftest's bidirectional report).
+      const ndStats = o.bidirectional ? sumBandwidth(mine as BandwidthStats, done.stats as BandwidthStats) : mine;
+      progress.end();
       const baselines: Partial<Record<Baseline, Stats>> = {};
       for (const b of o.compare) {
-        progress.show(i, size, b);
+        progress.start(i, size, b);
         const p: PhaseParams = { test: o.test, ...args, spin: tcpMode(o) === 'spin', timeoutMs };
         ctl.send({ op: 'phase', kind: b, size });
         const r = await ctl.next('ready', timeoutMs);
-        const mine = await baselineClient(b, remoteHost, r.port as number, p);
+        const theirs = await baselineClient(b, remoteHost, r.port as number, p);
         ctl.send({ op: 'end' });
-        const done = await ctl.next('done', timeoutMs * 4);
+        const bdone = await ctl.next('done', timeoutMs * 4);
         // The stream's sender measures: the server for read_bw.
         const pat = patternOf(p);
-        const measured = !pat.pingpong && !pat.clientSends ? (done.result as RawResult) : mine;
+        const measured = !pat.pingpong && !pat.clientSends ? (bdone.result as RawResult) : theirs;
         baselines[b] = statsOf(p, measured);
+        progress.end();
       }
       progress.clear();
-      const row = addResult(report, size, ndStats, baselines);
-      if (printer) io.out(printer.row(row));
+      const row = completeRow(o, addResult(report, size, ndStats, baselines), o.cpuUtil ? cpu : undefined);
+      if (o.runInfinitely && report.results.length > 1000) report.results.shift();
+      ctl.send({ op: 'row', result: row });
+      if (printer) print(io, printer.row(row));
     }
     ctl.send({ op: 'bye' });
-    if (printer && printer.footer()) io.out(printer.footer());
+    progress.stop();
+    if (printer) print(io, printer.footer());
     finishReport(o, report, io);
+    checkLimits(o, report);
     return report;
   } catch (err) {
     ctl.send({ op: 'error', message: (err as Error).message });
     throw err;
   } finally {
+    progress.stop();
     if (side) await closeSide(side).catch(() => undefined);
     ctl.close();
   }
 }
 
-/** The server: serves one client (its whole sweep), then returns. `onListening` gets the control port. */
+/**
+ * The server: serves one client (its whole sweep), then returns. `onListening` gets the control port. It prints
+ * the client's table as the rows arrive (perftest's server prints its report too); with -b it measures its own
+ * direction and the rows are the sums.
+ */
 export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListening?: (port: number) => void): Promise<void> {
   const timeoutMs = o.timeout * 1000;
   const listening = await listenControl(o.bind, o.port);
@@ -206,7 +384,7 @@ export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListen
     const hello = await ctl.next('hello', timeoutMs);
     const c = hello.config as ReturnType<typeof helloConfig>;
     if (c.test !== o.test) throw new Error(`the client runs ${String(c.test)}, this server ${o.test}: run the same test on both sides`);
-    for (const [key, mine] of [['completion', o.completion], ['crc', o.crc ?? null]] as const) {
+    for (const [key, mine] of [['completion', o.completion], ['crc', o.crc ?? null], ['bidirectional', o.bidirectional]] as const) {
       if (c[key] !== mine) io.err(` ndbench server: warning: the client has ${key} ${String(c[key])}, this side ${String(mine)}\n`);
     }
     const adopted: BenchOptions = {
@@ -216,6 +394,10 @@ export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListen
       duration: c.duration as number,
       qps: c.qps as number,
       txDepth: c.txDepth as number,
+      compare: c.compare as Baseline[],
+      bidirectional: c.bidirectional === true,
+      warmup: typeof c.warmup === 'number' ? c.warmup : undefined,
+      runInfinitely: c.runInfinitely === true,
     };
     const local = ctl.localAddress;
     side = await openSide(ndConfig(adopted), local);
@@ -223,18 +405,35 @@ export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListen
     const accepting = acceptAll(side);
     ctl.send({ op: 'hello', ndPort });
     await accepting;
+    const report = newReport(adopted, packageVersion(), c.tcpMode as 'block' | 'spin');
+    describeConnection(report, side, local);
+    const printer = printerFor(adopted, report);
+    if (printer) print(io, printer.header());
     const spin = (c.tcpMode as string) === 'spin';
     for (;;) {
       const m: Message = await ctl.next(undefined, Math.max(timeoutMs, 600_000));
       if (m.op === 'bye') break;
+      if (m.op === 'row') {
+        const row = m.result as SizeResult;
+        report.results.push(row);
+        if (adopted.runInfinitely && report.results.length > 1000) report.results.shift();
+        if (printer) print(io, printer.row(row));
+        continue;
+      }
       if (m.op !== 'phase') throw new Error(`control channel: unexpected '${m.op}'`);
       const size = m.size as number;
       if (m.kind === 'nd') {
         const { receives } = preparePhase(side, o.test, size);
         ctl.send({ op: 'ready', receives });
-        if (serverIsActive(o.test)) await serverPhase(side, o.test, size);
+        let stats: Stats | undefined;
+        if (adopted.bidirectional) {
+          const args = { size, iters: adopted.iters, warmup: warmupOf(adopted), durationMs: adopted.duration * 1000 };
+          stats = await bidirectionalPhase(side, o.test, args, m.receives as number);
+        } else if (serverIsActive(o.test)) {
+          await serverPhase(side, o.test, size);
+        }
         await ctl.next('end', Math.max(timeoutMs, 600_000));
-        ctl.send({ op: 'done' });
+        ctl.send({ op: 'done', stats });
       } else {
         const p: PhaseParams = {
           test: o.test,
@@ -252,6 +451,8 @@ export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListen
         ctl.send({ op: 'done', result: { iterations: result.iterations, bytes: result.bytes, elapsedNs: result.elapsedNs } });
       }
     }
+    if (printer) print(io, printer.footer());
+    finishReport(adopted, report, io);
   } catch (err) {
     ctl.send({ op: 'error', message: (err as Error).message });
     throw err;
@@ -275,10 +476,14 @@ function cliPath(): string {
 export async function runLoopback(o: BenchOptions, argv: string[], io: RunIo = defaultIo): Promise<Report> {
   if (o.test === 'reg_mr') return runLocal(o, io);
   const childArgs = argv.filter((a) => a !== '--loopback');
-  const strip = new Set(['-p', '--port', '--json', '--plot', '--format']);
+  // The server child writes no files and prints nowhere (its stdout is ignored): drop what names outputs.
+  const strip = new Set(['-p', '--port', '--json', '--out_json_file', '--plot', '--format', '--output']);
+  const dropFlags = new Set(['--out_json', '--progress']);
   const args: string[] = [];
   for (let i = 0; i < childArgs.length; i++) {
     const a = childArgs[i].split('=')[0];
+    if (dropFlags.has(a)) continue;
+    if (/^-p\d/.test(a)) continue;
     if (strip.has(a)) {
       if (!childArgs[i].includes('=')) i++;
       continue;
@@ -290,7 +495,7 @@ export async function runLoopback(o: BenchOptions, argv: string[], io: RunIo = d
   let childErr = '';
   child.stderr!.setEncoding('utf8').on('data', (d: string) => {
     childErr += d;
-    io.err(d.replace(/^/gm, ' [server] '));
+    io.err(d.replace(/^(?=.)/gm, ' [server] '));
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
   const port = await new Promise<number>((resolve, reject) => {

@@ -113,3 +113,14 @@ export function toGbits(mibs: number): number {
 export function headline(s: Stats): number {
   return isLatencyStats(s) ? s.t_typical : s.BW_average;
 }
+
+/** perftest -b: both directions added (peak, average and message rate of each side's own stream). */
+export function sumBandwidth(a: BandwidthStats, b: BandwidthStats): BandwidthStats {
+  return {
+    MsgSize: a.MsgSize,
+    n_iterations: a.n_iterations + b.n_iterations,
+    BW_peak: a.BW_peak + b.BW_peak,
+    BW_average: a.BW_average + b.BW_average,
+    MsgRate: a.MsgRate + b.MsgRate,
+  };
+}

@@ -2,7 +2,7 @@
 // schema, baseline ratios beside netdirect's figure, and the --plot SVG as well-formed XML.
 import { describe, expect, it } from 'vitest';
 import { parseArgs } from '../../lib/bench/options';
-import { RESULT_LINE, addResult, formatJson, formatReport, newReport, validateReport, type Report } from '../../lib/bench/report';
+import { RESULT_LINE, addResult, figurePrinter, formatJson, formatReport, g6, newReport, sampleListing, validateReport, type Report } from '../../lib/bench/report';
 import { warmupOf } from '../../lib/bench/options';
 import { bandwidthStats, latencyStats, toGbits } from '../../lib/bench/stats';
 import { num, renderSvg } from '../../lib/bench/plot';
@@ -116,6 +116,38 @@ describe('perftest format', () => {
     const bw = perftestRows(formatReport(bwReport(['tcp']), 'perftest', { reportGbits: false, duration: false }), BW_HEADER);
     expect(bw[0]).toHaveLength(7);
     expect(bw[0][6]).toBeCloseTo(0.8, 2);
+  });
+});
+
+describe('perftest -H / -U / --output / --cpu_util', () => {
+  it('listings: "#, usec", numbered from 1, %g values; -H sorted without the top two', () => {
+    expect(sampleListing([3.5, 1.25, 2, 100, 50], 'unsorted')).toBe('#, usec\n1, 3.5\n2, 1.25\n3, 2\n4, 100\n5, 50');
+    expect(sampleListing([3.5, 1.25, 2, 100, 50], 'sorted')).toBe('#, usec\n1, 1.25\n2, 2\n3, 3.5');
+    expect(g6(1.23456789)).toBe('1.23457');
+  });
+  it('a row with samples prints the listing, the result line and the column header before it', () => {
+    const r = latReport();
+    r.results[0].samples_usec = [12, 10, 11, 13, 14];
+    const text = formatReport(r, 'perftest', { reportGbits: false, duration: false, histogram: true, unsorted: true });
+    const lines = text.split('\n');
+    const at = lines.indexOf('#, usec');
+    expect(lines.slice(at, at + 6)).toEqual(['#, usec', '1, 12', '2, 10', '3, 11', '4, 13', '5, 14']);
+    expect(lines.slice(at + 6, at + 10)).toEqual(['#, usec', '1, 10', '2, 11', '3, 12']);
+    expect(lines[at + 10]).toBe(RESULT_LINE);
+    expect(lines[at + 11]).toBe(LAT_HEADER);
+    expect(lines[at + 12]).toMatch(/^ 2\s+1000\s/);
+  });
+  it('--output prints one figure with six decimals; --cpu_util a column after perftest\'s', () => {
+    const bw = bwReport();
+    const p = figurePrinter(bw, 'bandwidth', false);
+    expect(p.header()).toBe('');
+    expect(p.row(bw.results[2])).toBe((bw.results[2].netdirect as { BW_average: number }).BW_average.toFixed(6));
+    expect(figurePrinter(bw, 'message_rate', false).row(bw.results[0])).toMatch(/^\d+\.\d{6}$/);
+    expect(figurePrinter(latReport(), 'latency', false).row(latReport().results[0])).toBe((latReport().results[0].netdirect as { t_avg: number }).t_avg.toFixed(6));
+    bw.results[0].cpu_util_percent = 42.5;
+    const text = formatReport(bw, 'perftest', { reportGbits: false, duration: false, cpuUtil: true });
+    expect(text).toContain(BW_HEADER + '    CPU_Util[%]');
+    expect(perftestRows(text, BW_HEADER)[0][5]).toBe(42.5);
   });
 });
 
