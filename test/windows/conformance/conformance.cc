@@ -629,8 +629,8 @@ int wmain(int argc, wchar_t** argv) {
     run_case("explicit ports in use", [&] { case_port_in_use(&port); });
     run_case("write access violation", [&] { case_access_violation(&port, &block, true); });
     run_case("read access violation", [&] { case_access_violation(&block, &port, false); });
-    run_case("register loop (port)", [&] { case_mr_loop(&port, 2000); });
-    run_case("register loop (block)", [&] { case_mr_loop(&block, 2000); });
+    run_case("register loop (port)", [&] { case_mr_loop(&port, 1000); });
+    run_case("register loop (block)", [&] { case_mr_loop(&block, 1000); });
   }
   close_side(&port);
   close_side(&block);
