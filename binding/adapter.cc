@@ -104,6 +104,17 @@ Adapter::Adapter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Adapter>(inf
 
   // A throwing constructor runs no destructor body: undo by hand what plain members do not.
   try {
+#ifdef _WIN32
+    // IND2Adapter::CreateOverlappedFile says the provider sets both modes; set them again, so that a provider
+    // which did not cannot post a packet for a request that completed inline (FinishOverlapped frees those at
+    // once). With them, every provider behaves alike: ND_SUCCESS -> no packet, ND_PENDING -> one packet, whose
+    // port result (success, or a failure such as a cancel) the poller does not rely on: it asks
+    // GetOverlappedResult (docs/nd2.md, 7.2).
+    if (!SetFileCompletionNotificationModes(file_, FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE))
+      ThrowNdError(env, "ND_NOT_SUPPORTED", ND_NOT_SUPPORTED, op,
+                   "the provider's overlapped file refuses FILE_SKIP_COMPLETION_PORT_ON_SUCCESS (Windows error " +
+                       std::to_string(GetLastError()) + "), which ND v2 requires; the provider cannot be used");
+#endif
     regions_.resize(1);  // id 0 is never used
     Napi::Float64Array scratch = info[4].As<Napi::Float64Array>();
     scratch_ = Napi::Persistent(scratch);

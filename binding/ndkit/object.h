@@ -112,6 +112,22 @@ inline void mark_done(OVERLAPPED* ov, HRESULT status) {
   reinterpret_cast<std::atomic<ULONG_PTR>*>(&ov->Internal)->store(static_cast<ULONG_PTR>(static_cast<ULONG>(status)));
 }
 
+// A request that succeeded inside the call (Register, Deregister), reported the way a kernel provider whose driver
+// pends the IRP reports it. On Windows: ND_PENDING, then its completion through the overlapped file at once, so a
+// consumer that always waits on its port or event for these calls (the SDK's ndmrlat and ndmrrate do) gets its
+// notification (docs/nd2.md, 7.2). Elsewhere: ND_SUCCESS with the OVERLAPPED complete (skip-on-success).
+inline HRESULT succeed_overlapped(HANDLE overlapped_file, OVERLAPPED* ov) {
+#ifdef _WIN32
+  mark_pending(ov);
+  complete_overlapped(overlapped_file, ov, ND_SUCCESS);
+  return ND_PENDING;
+#else
+  (void)overlapped_file;
+  mark_done(ov, ND_SUCCESS);
+  return ND_SUCCESS;
+#endif
+}
+
 // IND2Overlapped::GetOverlappedResult for requests completed through complete_overlapped: the stored
 // status, or ND_PENDING / a wait on ov->hEvent when bWait.
 HRESULT overlapped_result(OVERLAPPED* ov, BOOL wait);

@@ -3,22 +3,31 @@
 //
 // The problem: a consumer associates that file with *its* I/O completion port (CreateIoCompletionPort or
 // BindIoCompletionCallback), or waits on OVERLAPPED.hEvent, and the provider must deliver exactly one
-// notification there per ND_PENDING request. A user-mode provider cannot learn the port from a file handle
-// (PostQueuedCompletionStatus needs it), so it makes the kernel deliver the notification instead:
+// notification there per ND_PENDING request, carrying the request's outcome the way an IRP's status does:
+// GetQueuedCompletionStatus returns TRUE for a request that succeeded and FALSE for one that failed. A
+// user-mode provider cannot learn the port from a file handle (PostQueuedCompletionStatus needs it, and it
+// can only post success), so it makes the kernel deliver the notification instead, with a carrier I/O on the
+// consumer's file whose own outcome we control (docs/windows-event-loop.md, "Completion packets"):
 //   * The "overlapped file" is the server end of a private, single-instance named pipe (inbound, byte mode,
 //     FILE_FLAG_OVERLAPPED). The consumer gets a duplicate handle; the provider keeps the original handle
-//     (same file object, so the same port association) and the pipe's client end.
-//   * Completing a request = ReadFile(1 byte, the consumer's OVERLAPPED) on the provider's handle, then
-//     WriteFile(1 byte) into the client end. The read pends (the pipe is empty: every byte written satisfies
-//     a read that is already queued), so the I/O manager queues the packet to the consumer's port with the
-//     consumer's key and OVERLAPPED, signals hEvent, and honours the hEvent low-bit rule — all Win32's own.
-//   * The pipe read overwrites OVERLAPPED.Internal/InternalHigh (STATUS_SUCCESS, 1 byte), so the ND status
-//     and byte count are kept in a side table keyed by the OVERLAPPED; IND2Overlapped::GetOverlappedResult
+//     (same file object, so the same port association and notification modes) and the pipe's client end.
+//   * Completing a request = ReadFile(1 byte, the consumer's OVERLAPPED) on the provider's handle, which pends
+//     (the pipe is empty: every byte written satisfies a read that is already queued, and a cancelled read
+//     consumed nothing), then either
+//       - success: WriteFile(1 byte) into the client end, so the read completes with STATUS_SUCCESS, or
+//       - failure: CancelIoEx on that read, so it completes with STATUS_CANCELLED: GetQueuedCompletionStatus
+//         returns FALSE with ERROR_OPERATION_ABORTED, as for any failed IRP.
+//     Either way the I/O manager queues the packet to the consumer's port with the consumer's key and
+//     OVERLAPPED, signals hEvent, and honours the hEvent low-bit rule — all Win32's own.
+//   * The carrier read overwrites OVERLAPPED.Internal/InternalHigh (its own status, 1 or 0 bytes), so the ND
+//     status and byte count are kept in a side table keyed by the OVERLAPPED; IND2Overlapped::GetOverlappedResult
 //     (overlapped_result) takes them from there once the carrier read has finished and writes them back
-//     into Internal/InternalHigh, as ND consumers expect.
-// ND_SUCCESS returns issue no read, so no packet follows them (the ND rule). FILE_SKIP_COMPLETION_PORT_ON_SUCCESS
-// is not set on the pipe: should a carrier read ever complete synchronously, its packet is still queued.
-// Proven under Wine 8 (test tier) — the same mechanism the Windows I/O manager uses on real Windows.
+//     into Internal/InternalHigh, as ND consumers expect. The port packet says success or failure; the exact
+//     ND status (ND_CONNECTION_REFUSED, ND_CANCELED, ...) is GetOverlappedResult's answer, as ND requires.
+// The file has FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE set, as the SDK's
+// IND2Adapter::CreateOverlappedFile requires: a request that returns ND_SUCCESS (or fails) at once issues no
+// carrier read, so no packet follows it; carrier reads always pend, so every ND_PENDING request gets its packet.
+// Proven under Wine 8 (test/windows/conformance) — the same mechanism the Windows I/O manager uses on Windows.
 #ifdef _WIN32
 
 #include <atomic>
@@ -82,6 +91,14 @@ void complete_without_port(OVERLAPPED* ov, HRESULT status, ULONG bytes) {
   if (ev != nullptr) SetEvent(ev);
 }
 
+// The carrier read of `ov` is pending on f.server (f.mu held): complete it with the request's outcome.
+void finish_carrier(PipeFile& f, OVERLAPPED* ov, HRESULT status) {
+  if (FAILED(status) && CancelIoEx(f.server, ov)) return;  // STATUS_CANCELLED: the packet says "failed"
+  const char one = 1;  // success (or, should the cancel be refused, a success packet: the ND status is kept)
+  DWORD written = 0;
+  WriteFile(f.client, &one, 1, &written, nullptr);
+}
+
 }  // namespace
 
 HANDLE create_overlapped_file(const void* owner) {
@@ -98,8 +115,12 @@ HANDLE create_overlapped_file(const void* owner) {
   if (f->server == INVALID_HANDLE_VALUE) return nullptr;
   f->client = CreateFileW(name, GENERIC_WRITE, 0, nullptr, OPEN_EXISTING, 0, nullptr);
   if (f->client == INVALID_HANDLE_VALUE) return nullptr;
-  // The client is connected once CreateFileW returns; no ConnectNamedPipe needed.
-  SetFileCompletionNotificationModes(f->server, FILE_SKIP_SET_EVENT_ON_HANDLE);
+  // The client is connected once CreateFileW returns; no ConnectNamedPipe needed. The modes belong to the file
+  // object, so the consumer's duplicate has them too (IND2Adapter::CreateOverlappedFile requires both).
+  if (!SetFileCompletionNotificationModes(f->server,
+                                          FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE)) {
+    return nullptr;
+  }
   HANDLE consumer = nullptr;
   if (!DuplicateHandle(GetCurrentProcess(), f->server, GetCurrentProcess(), &consumer, 0, FALSE,
                        DUPLICATE_SAME_ACCESS)) {
@@ -135,16 +156,16 @@ void complete_overlapped(HANDLE overlapped_file, OVERLAPPED* ov, HRESULT status,
     state().results[ov] = Result{status, bytes};
   }
   std::lock_guard<std::mutex> lock(f->mu);
-  if (!ReadFile(f->server, g_sink, 1, nullptr, ov) && GetLastError() != ERROR_IO_PENDING) {
-    {
-      std::lock_guard<std::mutex> rl(state().results_mu);
-      state().results.erase(ov);
-    }
-    return complete_without_port(ov, status, bytes);
+  if (!ReadFile(f->server, g_sink, 1, nullptr, ov)) {
+    if (GetLastError() == ERROR_IO_PENDING) return finish_carrier(*f, ov, status);
   }
-  const char one = 1;
-  DWORD written = 0;
-  WriteFile(f->client, &one, 1, &written, nullptr);
+  // The read failed at once, or completed at once (a byte left in the pipe, which the ordering above rules
+  // out): with skip-on-success no packet follows either, so deliver through the event only.
+  {
+    std::lock_guard<std::mutex> rl(state().results_mu);
+    state().results.erase(ov);
+  }
+  complete_without_port(ov, status, bytes);
 }
 
 HRESULT overlapped_result(OVERLAPPED* ov, BOOL wait) {

@@ -100,13 +100,15 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
   HRESULT listen(ULONG backlog) {
     std::lock_guard<std::mutex> lock(mu_);
     if (!bound_) return ND_INVALID_DEVICE_STATE;
+    // Once only, as kernel providers answer a listener's second listen request (docs/nd2.md, section 2):
+    // a consumer that calls it twice has lost track of the listener's state, and a silent success would hide it.
+    if (listening_) return ND_INVALID_DEVICE_STATE;
     const int kernel_backlog = backlog == 0 || backlog > SOMAXCONN ? SOMAXCONN : static_cast<int>(backlog);
     for (auto& ls : socks_) {
       const int r = net::listen_on(ls->socket, kernel_backlog);
       if (r != 0) return net::status_from_errno(r);
     }
     backlog_ = backlog;
-    if (listening_) return ND_SUCCESS;  // a new backlog only
     listening_ = true;
     auto self = shared_from_this();
     engine().post([self] {

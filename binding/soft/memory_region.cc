@@ -66,16 +66,18 @@ HRESULT SoftMemoryRegion::register_now(const VOID* pBuffer, SIZE_T cbBuffer, ULO
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_4;
   const uint64_t base = reinterpret_cast<uintptr_t>(pBuffer);
   if (base + cbBuffer < base) return ND_ACCESS_VIOLATION;  // wraps the address space
-  std::lock_guard<std::mutex> lock(mu_);
-  if (stag_.load() != 0 || deregistering_) return ND_INVALID_DEVICE_STATE;
-  const uint32_t s = adapter_->stags().add_region(base, cbBuffer, rights_of(flags));
-  if (s == 0) return ND_INSUFFICIENT_RESOURCES;
-  base_ = base;
-  length_ = cbBuffer;
-  flags_ = flags;
-  stag_.store(s, std::memory_order_release);
-  mark_done(pOverlapped, ND_SUCCESS);  // synchronous: the OVERLAPPED is complete too (see Deregister)
-  return ND_SUCCESS;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stag_.load() != 0 || deregistering_) return ND_INVALID_DEVICE_STATE;
+    const uint32_t s = adapter_->stags().add_region(base, cbBuffer, rights_of(flags));
+    if (s == 0) return ND_INSUFFICIENT_RESOURCES;
+    base_ = base;
+    length_ = cbBuffer;
+    flags_ = flags;
+    stag_.store(s, std::memory_order_release);
+  }
+  // Done: on Windows reported as a pended IRP would be, elsewhere ND_SUCCESS with the OVERLAPPED complete.
+  return succeed_overlapped(file_, pOverlapped);
 }
 
 HRESULT SoftMemoryRegion::Deregister(OVERLAPPED* pOverlapped) {
@@ -104,9 +106,12 @@ HRESULT SoftMemoryRegion::deregister_now(OVERLAPPED* pOverlapped) {
     return ND_PENDING;
   }
   Release();
-  if (hr == ND_SUCCESS) stag_.store(0, std::memory_order_release);
-  mark_done(pOverlapped, hr);  // finished inside the call: no notification comes, the OVERLAPPED must say so
-  return hr;
+  if (hr != ND_SUCCESS) {
+    mark_done(pOverlapped, hr);  // failed inside the call: no notification comes, the OVERLAPPED must say so
+    return hr;
+  }
+  stag_.store(0, std::memory_order_release);
+  return succeed_overlapped(file, pOverlapped);  // as Register: pended on Windows, ND_SUCCESS elsewhere
 }
 
 UINT32 SoftMemoryRegion::GetLocalToken() { return stag_.load(std::memory_order_acquire); }

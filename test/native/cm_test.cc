@@ -415,6 +415,8 @@ IND2Listener* new_listener(Env& e, uint16_t* port) {
   CHECK_HR(l->Bind(reinterpret_cast<sockaddr*>(&a), sizeof a), ND_SUCCESS);
   CHECK_HR(l->Bind(reinterpret_cast<sockaddr*>(&a), sizeof a), STATUS_ADDRESS_ALREADY_ASSOCIATED);
   CHECK_HR(l->Listen(0), ND_SUCCESS);
+  // A second Listen fails and leaves the listener listening (#16.6, as kernel providers answer).
+  CHECK_HR(l->Listen(0), ND_INVALID_DEVICE_STATE);
   cb = sizeof a;
   CHECK_HR(l->GetLocalAddress(reinterpret_cast<sockaddr*>(&a), &cb), ND_SUCCESS);
   *port = ntohs(a.sin_port);
