@@ -56,23 +56,31 @@ export interface AdapterOptions {
 
 /** How an adapter's completions are delivered (AdapterOptions.completion). */
 export type CompletionMode = 'loop' | 'thread' | 'manual';
+/** AdapterOptions.completion: a CompletionMode, or 'auto' for 'loop' where the provider offers it, else 'thread'. */
 export type CompletionOption = CompletionMode | 'auto';
 /** The addon's CompletionMode values (binding/adapter.h). */
 const NATIVE_MODES: Record<CompletionOption, number> = { thread: 0, manual: 1, loop: 2, auto: 3 };
 
 /** ND2_ADAPTER_INFO.AdapterFlags, raw and decoded. */
 export interface AdapterFlags {
+  /** The raw AdapterFlags (unsigned 32 bits). */
   value: number;
+  /** ND_ADAPTER_FLAG_IN_ORDER_DMA_SUPPORTED: data lands in order. */
   inOrderDma: boolean;
+  /** ND_ADAPTER_FLAG_CQ_INTERRUPT_MODERATION_SUPPORTED. */
   cqInterruptModeration: boolean;
+  /** ND_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED. */
   multiEngine: boolean;
+  /** ND_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED: cq.resize() works. */
   cqResize: boolean;
+  /** ND_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED: connections to the adapter's own address work. */
   loopbackConnections: boolean;
 }
 
 /** Every ND2_ADAPTER_INFO field, camelCase; adapterFlags decoded. */
 export type AdapterInfo = Omit<NativeAdapterInfo, 'adapterFlags'> & { readonly adapterFlags: AdapterFlags };
 
+/** adapter.stats(): counters of the completion path. */
 export interface AdapterStats extends NativeAdapterStats {
   /** Requests the TypeScript side is waiting on (promises, raw posts, overlapped calls). */
   requests: number;
@@ -84,6 +92,12 @@ export const ND_ADAPTER_FLAG_MULTI_ENGINE_SUPPORTED = 0x8;
 export const ND_ADAPTER_FLAG_CQ_RESIZE_SUPPORTED = 0x100;
 export const ND_ADAPTER_FLAG_LOOPBACK_CONNECTIONS_SUPPORTED = 0x10000;
 
+/**
+ * Decodes ND2_ADAPTER_INFO.AdapterFlags (adapter.info.adapterFlags is already decoded).
+ *
+ * @param value - the flags as a 32-bit number.
+ * @returns the flags by name, and the raw `value`.
+ */
 export function decodeAdapterFlags(value: number): AdapterFlags {
   return {
     value: value >>> 0,
@@ -138,9 +152,29 @@ const SPARE_REGIONS = 16;
 
 type State = 'open' | 'closing' | 'closed';
 
+/**
+ * An opened ND v2 adapter (IND2Adapter), from openAdapter(): the parent of every other object. It creates
+ * completion queues, queue pairs, memory regions and windows, shared receive queues, connectors and listeners,
+ * and close() closes them all. `info` has the adapter's limits (depths, SGEs, sizes) that options are checked
+ * against.
+ *
+ * @example
+ * ```ts
+ * import { openAdapter } from 'netdirect';
+ * const adapter = await openAdapter('127.0.0.1');
+ * const listener = await adapter.listen({ port: 0 }); // listener.address: '127.0.0.1:<port>'
+ * const qp = adapter.createQueuePair({ receiveCq: adapter.createCompletionQueue({ depth: 256 }) });
+ * const region = await adapter.allocateMemory(4096, { remoteWrite: true });
+ * console.log(listener.address, qp.initiatorDepth, region.length, adapter.info.maxInitiatorQueueDepth);
+ * await adapter.close(); // closes the listener, the queue pair and the region too
+ * ```
+ */
 export class Adapter implements AsyncDisposable {
+  /** The local IP address the adapter serves (a name given to openAdapter() resolved). */
   readonly address: string;
+  /** The provider's name ('soft' for the built-in one). */
   readonly provider: string;
+  /** ND2_ADAPTER_INFO: the adapter's limits (max depths, SGEs, maxTransferLength, maxRegistrationSize in bytes, ...). */
   readonly info: AdapterInfo;
   /** The completion mode in use ('auto' resolved). */
   readonly completion: CompletionMode;
@@ -180,13 +214,21 @@ export class Adapter implements AsyncDisposable {
     return this._state === 'open';
   }
 
-  /** Local addresses this adapter serves (IND2Adapter::QueryAddressList). */
+  /**
+   * Local addresses this adapter serves (IND2Adapter::QueryAddressList).
+   *
+   * @throws {@link NdError} ERR_ND_CLOSED when the adapter is closed or closing; the provider's status.
+   */
   queryAddressList(): string[] {
     this._checkOpen('queryAddressList');
     return this._native.queryAddressList();
   }
 
-  /** Counters of the completion path: batches (JS-thread crossings), completions, wakeups, pending. */
+  /**
+   * Counters of the completion path: batches (JS-thread crossings), completions, wakeups, pending.
+   *
+   * @throws {@link NdError} ERR_ND_CLOSED when the adapter is closed or closing.
+   */
   stats(): AdapterStats {
     this._checkOpen('stats');
     return { ...this._native.stats(), requests: this._requests.size };
@@ -208,6 +250,15 @@ export class Adapter implements AsyncDisposable {
     return n;
   }
 
+  /**
+   * Creates a completion queue.
+   *
+   * @param options - depth: entries, 1..info.maxCompletionQueueDepth (default 1024, or that maximum if lower);
+   *   make it at least the requests that can be in flight on the queue pairs that use it.
+   * @throws {@link NdError} ERR_ND_CLOSED when the adapter is closed; ERR_ND_INVALID_ARGUMENT for an unknown option
+   *   or a depth that is not an integer; ERR_ND_OUT_OF_RANGE for a depth outside 1..maxCompletionQueueDepth; the
+   *   provider's status (ND_INSUFFICIENT_RESOURCES, ...) when it cannot create one.
+   */
   createCompletionQueue(options: { depth?: number } = {}): CompletionQueue {
     const op = 'createCompletionQueue';
     this._checkOpen(op);
@@ -218,6 +269,16 @@ export class Adapter implements AsyncDisposable {
     return cq;
   }
 
+  /**
+   * Creates a queue pair; connect it with connect() or a Connector.
+   *
+   * @param options - receiveCq (required), initiatorCq, depths and SGE counts within `info`'s limits (see
+   *   QueuePairOptions), inlineDataSize (bytes), srq, maxQueued.
+   * @throws {@link NdError} ERR_ND_CLOSED when the adapter, a CQ or the SRQ is closed; ERR_ND_INVALID_ARGUMENT for
+   *   a missing or wrong CQ or SRQ, an unknown option or a count that is not an integer; ERR_ND_WRONG_ADAPTER
+   *   for a CQ or SRQ of another adapter; ERR_ND_OUT_OF_RANGE for a depth, SGE count or inlineDataSize beyond the
+   *   adapter's maximum (or 0); the provider's status when it cannot create one.
+   */
   createQueuePair(options: QueuePairOptions): QueuePair {
     const op = 'createQueuePair';
     this._checkOpen(op);
@@ -234,6 +295,16 @@ export class Adapter implements AsyncDisposable {
   /**
    * Registers a buffer (ND_MR_FLAG_* from `access`). The region holds the ArrayBuffer until deregistered and
    * marks it untransferable. Views must not be slices of Node's shared Buffer pool.
+   *
+   * @param buffer - an ArrayBuffer or a view of one: 1..info.maxRegistrationSize bytes (and at most
+   *   buffer.constants.MAX_LENGTH); a Buffer only if it covers its whole ArrayBuffer.
+   * @param access - what the adapter and peers may do (default: local write and Read sink, no remote access).
+   * @returns the registered region.
+   * @throws {@link NdError} ERR_ND_CLOSED when the adapter is closed or closes during registration;
+   *   ERR_ND_INVALID_ARGUMENT for a buffer of another kind (SharedArrayBuffer, resizable ArrayBuffer, a part of a
+   *   pooled Buffer), zero bytes or a wrong `access`; ERR_ND_DETACHED for a transferred ArrayBuffer;
+   *   ERR_ND_OUT_OF_RANGE beyond maxRegistrationSize; the provider's status (ND_INSUFFICIENT_RESOURCES,
+   *   ND_NO_MEMORY, ...) when registration fails.
    */
   async registerMemory(buffer: ArrayBuffer | ArrayBufferView, access?: Access): Promise<MemoryRegion> {
     const op = 'registerMemory';
@@ -266,7 +337,16 @@ export class Adapter implements AsyncDisposable {
     }
   }
 
-  /** Allocates a dedicated zero-filled buffer of `length` bytes and registers it. */
+  /**
+   * Allocates a dedicated zero-filled buffer of `length` bytes and registers it.
+   *
+   * @param length - bytes, 1..info.maxRegistrationSize (and at most buffer.constants.MAX_LENGTH).
+   * @param access - as for registerMemory().
+   * @returns the registered region; region.buffer views the new memory.
+   * @throws {@link NdError} ERR_ND_INVALID_ARGUMENT when `length` is not an integer; ERR_ND_OUT_OF_RANGE for 0, a
+   *   negative length, one beyond maxRegistrationSize or one the engine cannot allocate; ERR_ND_CLOSED when the
+   *   adapter is closed; otherwise as registerMemory().
+   */
   async allocateMemory(length: number, access?: Access): Promise<MemoryRegion> {
     const op = 'allocateMemory';
     checkIndex(length, 'length', op);
@@ -282,6 +362,12 @@ export class Adapter implements AsyncDisposable {
     return this.registerMemory(buffer, access);
   }
 
+  /**
+   * Creates a memory window, for qp.bind().
+   *
+   * @throws {@link NdError} ERR_ND_CLOSED when the adapter is closed; the provider's status when it cannot create
+   *   one (ND_NOT_SUPPORTED where it has no memory windows).
+   */
   createMemoryWindow(): MemoryWindow {
     const op = 'createMemoryWindow';
     this._checkOpen(op);
@@ -290,6 +376,14 @@ export class Adapter implements AsyncDisposable {
     return mw;
   }
 
+  /**
+   * Creates a shared receive queue, for QueuePairOptions.srq.
+   *
+   * @param options - depth (1..info.maxSharedReceiveQueueDepth), maxSge, notifyThreshold, maxQueued.
+   * @throws {@link NdError} ERR_ND_CLOSED when the adapter is closed; ND_NOT_SUPPORTED when the adapter has no
+   *   shared receive queues (info.maxSharedReceiveQueueDepth 0); ERR_ND_INVALID_ARGUMENT for an unknown option or
+   *   a count that is not an integer; ERR_ND_OUT_OF_RANGE beyond the adapter's limits; the provider's status.
+   */
   createSharedReceiveQueue(options: SharedReceiveQueueOptions = {}): SharedReceiveQueue {
     const op = 'createSharedReceiveQueue';
     this._checkOpen(op);
@@ -306,6 +400,12 @@ export class Adapter implements AsyncDisposable {
     return srq;
   }
 
+  /**
+   * Creates a connector, for the steps of an active connection (connect(), completeConnect()); adapter.connect()
+   * does all of them.
+   *
+   * @throws {@link NdError} ERR_ND_CLOSED when the adapter is closed; the provider's status.
+   */
   createConnector(): Connector {
     const op = 'createConnector';
     this._checkOpen(op);
@@ -314,7 +414,22 @@ export class Adapter implements AsyncDisposable {
     return c;
   }
 
-  /** createConnector() + connector.connect() + connector.completeConnect(). */
+  /**
+   * createConnector() + connector.connect() + connector.completeConnect(): connects `qp` to a listening peer. On
+   * failure the connector is closed.
+   *
+   * @param qp - an unconnected queue pair of this adapter.
+   * @param remote - 'host:port', '[v6]:port' or `{ host, port }` (port 1..65535).
+   * @param options - privateData (bytes for the peer, at most info.maxCallerData), read limits (inboundReadLimit,
+   *   outboundReadLimit, within info's limits), signal; see ConnectOptions.
+   * @returns the connector; connector.privateData holds the peer's accept data.
+   * @throws {@link NdError} ERR_ND_CLOSED when the adapter or `qp` is closed; ERR_ND_INVALID_ARGUMENT (or
+   *   ERR_ND_INVALID_ADDRESS from the addon) for a malformed address or option; ND_CONNECTION_REFUSED when the
+   *   peer rejects or nobody listens; ND_IO_TIMEOUT when the peer does not answer the MPA handshake (not an iWARP
+   *   endpoint) or at all; ND_INVALID_ADDRESS for 0.0.0.0 or port 0; ND_HOST_UNREACHABLE /
+   *   ND_NETWORK_UNREACHABLE; ND_CONNECTION_ABORTED when the peer goes away during the handshake;
+   *   ERR_ND_ABORTED when `signal` aborts.
+   */
   async connect(qp: QueuePair, remote: string | { host: string; port: number }, options: ConnectOptions = {}): Promise<Connector> {
     const op = 'connect';
     let connector: Connector | undefined;
@@ -330,7 +445,17 @@ export class Adapter implements AsyncDisposable {
     }
   }
 
-  /** Listens on host (default: this adapter's address) and port (default: ephemeral). */
+  /**
+   * Listens on host (default: this adapter's address) and port (default: ephemeral).
+   *
+   * @param options - host (an address this adapter serves), port (0..65535; 0 or absent: ephemeral), backlog
+   *   (pending connection requests, 0: the provider's default).
+   * @returns the listener; listener.address tells the port.
+   * @throws {@link NdError} ERR_ND_CLOSED when the adapter is closed; ERR_ND_INVALID_ARGUMENT for an unknown option
+   *   or a value that is not an integer; ERR_ND_OUT_OF_RANGE for a port above 65535 or a negative number;
+   *   ND_SHARING_VIOLATION / ND_ADDRESS_ALREADY_EXISTS / STATUS_ADDRESS_ALREADY_ASSOCIATED when the address is in
+   *   use; ND_INVALID_ADDRESS when the adapter does not serve `host`.
+   */
   async listen(options: ListenOptions = {}): Promise<Listener> {
     const op = 'listen';
     try {
@@ -384,7 +509,8 @@ export class Adapter implements AsyncDisposable {
   /**
    * Closes every child first — connectors (disconnect), queue pairs (flush, wait for their requests), shared
    * receive queues, memory windows, memory regions (deregister), completion queues, listeners — then the
-   * native adapter. Idempotent: every call returns the same promise.
+   * native adapter. Idempotent: every call returns the same promise, which never rejects. Requests still
+   * pending settle with ND_CANCELED.
    */
   close(): Promise<void> {
     return (this._closing ??= this._close());
@@ -410,6 +536,7 @@ export class Adapter implements AsyncDisposable {
     for (const e of this._requests.pending()) this._complete(e.id, ND_CANCELED, 0, e.kind, 0, null);
   }
 
+  /** close(), for `await using adapter = await openAdapter(...)`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

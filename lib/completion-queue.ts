@@ -26,6 +26,21 @@ export interface Completion {
   bytes: number;
 }
 
+/**
+ * A completion queue (IND2CompletionQueue): where the requests of the queue pairs created with it complete.
+ * Promise-API requests (qp.send(), qp.write(), ...) settle by themselves in the 'loop' and 'thread' completion
+ * modes; requests posted with qp.post() come back from {@link CompletionQueue.poll | poll()}, as do all
+ * completions in 'manual' mode. Closing it closes the queue pairs that use it.
+ *
+ * @example
+ * ```ts
+ * import { openAdapter } from 'netdirect';
+ * const adapter = await openAdapter('127.0.0.1', { completion: 'manual' });
+ * const cq = adapter.createCompletionQueue({ depth: 256 });
+ * for (const c of cq.poll(32)) console.log(c.type, c.status, c.bytes, c.context);
+ * await adapter.close();
+ * ```
+ */
 export class CompletionQueue implements AsyncDisposable {
   /** @internal */ readonly _adapter: Adapter;
   /** @internal */ readonly _native: NativeCompletionQueue;
@@ -44,6 +59,7 @@ export class CompletionQueue implements AsyncDisposable {
     this._depth = depth;
   }
 
+  /** Entries the queue holds (1..adapter.info.maxCompletionQueueDepth); changed by resize(). */
   get depth(): number {
     return this._depth;
   }
@@ -55,7 +71,14 @@ export class CompletionQueue implements AsyncDisposable {
 
   /**
    * Returns up to `max` completions of qp.post() requests and settles the promise-API requests it dequeues on
-   * the way (those are not returned: their promises carry them).
+   * the way (those are not returned: their promises carry them). Never blocks: an empty array when nothing
+   * completed. In the 'loop' completion mode an empty CQ also drives the provider once.
+   *
+   * @param max - the most raw completions to return (an integer ≥ 0, default 64; 0 returns [] at once).
+   * @returns the raw completions, oldest first; a failed request has a non-zero `status` (an ND status:
+   *   {@link ndStatusName} names it) instead of throwing.
+   * @throws {@link NdError} ERR_ND_CLOSED when the queue is closed; ERR_ND_INVALID_ARGUMENT when `max` is not an
+   *   integer, ERR_ND_OUT_OF_RANGE when it is negative.
    */
   poll(max = 64): RawCompletion[] {
     const op = 'poll';
@@ -85,6 +108,16 @@ export class CompletionQueue implements AsyncDisposable {
     }
   }
 
+  /**
+   * Changes how many entries the queue holds (IND2CompletionQueue::Resize).
+   *
+   * @param depth - the new depth in entries, 1..adapter.info.maxCompletionQueueDepth; not below the completions
+   *   the queue holds now.
+   * @throws {@link NdError} ERR_ND_CLOSED when the queue is closed or closing; ERR_ND_INVALID_ARGUMENT when `depth`
+   *   is not an integer, ERR_ND_OUT_OF_RANGE when it is outside 1..maxCompletionQueueDepth; the provider's status
+   *   (ND_NOT_SUPPORTED where adapter.info.adapterFlags.cqResize is false, ND_INVALID_PARAMETER or
+   *   ND_BUFFER_OVERFLOW for a depth below what the queue holds) when it refuses the size.
+   */
   async resize(depth: number): Promise<void> {
     const op = 'resize';
     if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, op, 'completion queue is closed');
@@ -95,7 +128,10 @@ export class CompletionQueue implements AsyncDisposable {
     this._depth = depth;
   }
 
-  /** Closes the queue pairs that complete into this CQ, then the CQ. Idempotent. */
+  /**
+   * Closes the queue pairs that complete into this CQ (their requests are flushed with ND_CANCELED), then the
+   * CQ. Idempotent: every call returns the same promise, which never rejects.
+   */
   close(): Promise<void> {
     return (this._closing ??= this._close());
   }
@@ -108,6 +144,7 @@ export class CompletionQueue implements AsyncDisposable {
     this._adapter._forget(this);
   }
 
+  /** close(), for `await using cq = adapter.createCompletionQueue()`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

@@ -9,8 +9,11 @@ import { ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, NdError, asNdError, calle
 import { Adapter, type AdapterOptions, type CompletionOption } from './adapter.js';
 import { checkIndex, checkOptions, describe } from './validate.js';
 
+/** A provider listProviders() found. */
 export interface ProviderInfo {
+  /** The name to pass as AdapterOptions.provider ('soft' for the built-in one). */
   name: string;
+  /** 'builtin': the software provider in this package; 'system': an ND v2 provider installed on Windows. */
   kind: 'builtin' | 'system';
   /** Provider DLL (Windows). */
   path?: string;
@@ -32,7 +35,11 @@ export function nativeBinding(): NativeBinding {
   return binding;
 }
 
-/** The addon's version string. */
+/**
+ * The addon's version string.
+ *
+ * @returns the version the native addon was built as.
+ */
 export function nativeVersion(): string {
   return nativeBinding().version;
 }
@@ -45,6 +52,17 @@ function providerOf(value: unknown, operation: string): string {
   return value;
 }
 
+/**
+ * The ND v2 providers this machine offers: the built-in software provider ('soft') everywhere and, on Windows,
+ * those of the Winsock catalog.
+ *
+ * @returns one entry per provider, the built-in one included.
+ * @example
+ * ```ts
+ * import { listProviders, listAddresses } from 'netdirect';
+ * for (const p of listProviders()) console.log(p.name, p.kind, await listAddresses({ provider: p.name }));
+ * ```
+ */
 export function listProviders(): ProviderInfo[] {
   return nativeBinding()
     .listProviders()
@@ -59,6 +77,14 @@ export function listProviders(): ProviderInfo[] {
 const LIST_ADDRESSES_KEYS = ['provider'] as const;
 const ADAPTER_KEYS = ['provider', 'completion', 'spinMicros'] as const;
 
+/**
+ * The local addresses the provider's adapters serve (NdQueryAddressList): what openAdapter() accepts.
+ *
+ * @param options - provider: 'auto' (default), 'soft', a provider name from listProviders() or a DLL path.
+ * @returns IPv4 and IPv6 addresses as strings.
+ * @throws {@link NdError} ERR_ND_INVALID_ARGUMENT for an unknown option or a provider that is not a non-empty
+ *   string; ND_NOT_SUPPORTED when no provider has that name; the provider's status when it cannot list.
+ */
 export async function listAddresses(options: { provider?: string } = {}): Promise<string[]> {
   const op = 'listAddresses';
   try {
@@ -85,7 +111,26 @@ function completionOf(option: unknown, op: string): CompletionOption {
   return value as CompletionOption;
 }
 
-/** Opens the adapter that serves `address` (a local IPv4/IPv6 address, or a name that resolves to one). */
+/**
+ * Opens the adapter that serves `address` (a local IPv4/IPv6 address, or a name that resolves to one).
+ *
+ * @param address - a local address ('127.0.0.1', '::1', '[fe80::1%2]') or a host name resolving to one;
+ *   listAddresses() lists them.
+ * @param options - provider, completion mode ('auto', 'loop', 'thread', 'manual'; else the NETDIRECT_COMPLETION
+ *   environment variable), spinMicros (µs, 0..1000000).
+ * @returns the open adapter; close it (or `await using`) when done.
+ * @throws {@link NdError} ERR_ND_INVALID_ARGUMENT for a non-string address, an unknown option or a wrong option
+ *   value; ERR_ND_OUT_OF_RANGE for spinMicros above 1000000; ND_INVALID_ADDRESS when a name does not resolve;
+ *   ND_NOT_SUPPORTED for an unknown provider, or completion 'loop' with a provider that cannot be driven from the
+ *   event loop; the provider's status (ND_INVALID_ADDRESS or another) when none of its adapters serves the
+ *   address.
+ * @example
+ * ```ts
+ * import { openAdapter } from 'netdirect';
+ * await using adapter = await openAdapter('127.0.0.1', { completion: 'auto' });
+ * console.log(adapter.provider, adapter.completion, adapter.info.maxTransferLength);
+ * ```
+ */
 export async function openAdapter(address: string, options: AdapterOptions = {}): Promise<Adapter> {
   const op = 'openAdapter';
   try {

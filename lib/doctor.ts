@@ -1066,7 +1066,12 @@ function otherChecks(facts: DoctorFacts): DoctorCheck[] {
   return out;
 }
 
-/** The checks for a set of facts. Pure: same facts, same checks. */
+/**
+ * The checks for a set of facts. Pure: same facts, same checks.
+ *
+ * @param facts - what was gathered on a machine (for instance the JSON `netdirect doctor --facts` saved there).
+ * @returns one check per condition looked at, with its status, detail and, for a failure, the fix.
+ */
 export function diagnose(facts: DoctorFacts): DoctorCheck[] {
   return facts.platform === 'win32' ? windowsChecks(facts) : otherChecks(facts);
 }
@@ -1077,7 +1082,22 @@ export function summarize(checks: DoctorCheck[]): DoctorReport['summary'] {
   return summary;
 }
 
-/** Gathers the facts of this machine and diagnoses them. */
+/**
+ * Gathers the facts of this machine and diagnoses them: what `netdirect doctor` prints. Failures to gather
+ * (no PowerShell, a self-test that does not complete) become checks, not exceptions.
+ *
+ * @param options - peers (hosts to connect to), selfTest (default true) and selfTestTimeoutMs (ms, default 5000),
+ *   powershell and powershellTimeoutMs (ms, default 60000) on Windows.
+ * @returns the checks and a summary of their statuses.
+ * @throws {@link NdError} ERR_ND_INVALID_ARGUMENT for an unknown option.
+ * @example
+ * ```ts
+ * import { doctor } from 'netdirect';
+ * const report = await doctor({ selfTest: true });
+ * for (const c of report.checks) if (c.status === 'fail') console.log(c.title, c.detail, c.fix);
+ * console.log(report.summary);
+ * ```
+ */
 export async function doctor(options: DoctorOptions = {}): Promise<DoctorReport> {
   checkOptions(options, 'doctor', DOCTOR_KEYS);
   const facts = await gatherDoctorFacts(options);

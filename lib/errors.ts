@@ -165,17 +165,49 @@ export function hex32(value: number): string {
 /**
  * The name of an ND status ('ND_ACCESS_VIOLATION' for 0xC0000005). Accepts signed or unsigned 32-bit values;
  * an unknown status is named by its hex value ('0xC0001234').
+ *
+ * @param status - an ND status (HRESULT/NTSTATUS), e.g. a raw completion's `status`.
+ * @returns its name, or '0x' and 8 upper-case hex digits.
  */
 export function ndStatusName(status: number): NdStatusName | `0x${string}` {
   const unsigned = status >>> 0;
   return STATUS_NAMES.get(unsigned) ?? (hex32(unsigned) as `0x${string}`);
 }
 
-/** The value of a status name ('ND_CANCELED' → 0xC0000120), or undefined. */
+/**
+ * The value of a status name ('ND_CANCELED' → 0xC0000120), or undefined.
+ *
+ * @param name - a status name as in NdError.code.
+ * @returns the unsigned 32-bit status, or undefined for a name the table does not have (ERR_ND_* codes included).
+ */
 export function ndStatusValue(name: NdStatusName | string): number | undefined {
   return STATUS_VALUES.get(name);
 }
 
+/**
+ * The one error class of netdirect. `code` says what failed: an ND status name ('ND_CANCELED',
+ * 'ND_ACCESS_VIOLATION', ...: the provider reported it, `status` is its value; docs/nd2.md says what each means
+ * here) or an ERR_ND_* code for misuse caught before anything reached ND (`status` 0). `operation` names the
+ * call ('write', 'connect', ...). An abort through an AbortSignal is an NdError named 'AbortError' with code
+ * ERR_ND_ABORTED.
+ *
+ * @example
+ * ```ts
+ * import { NdError, type QueuePair, type MemoryRegion, type RemoteMemory } from 'netdirect';
+ * async function put(qp: QueuePair, local: MemoryRegion, remote: RemoteMemory): Promise<boolean> {
+ *   try {
+ *     await qp.write(local, remote);
+ *     return true;
+ *   } catch (err) {
+ *     if (!(err instanceof NdError)) throw err;
+ *     if (err.code === 'ND_CANCELED') return false; // flushed: the connection is gone
+ *     if (err.code === 'ND_ACCESS_VIOLATION') console.error('the peer does not allow this Write:', err.message);
+ *     throw err;
+ *   }
+ * }
+ * void put;
+ * ```
+ */
 export class NdError extends Error {
   /** The ND status name ('ND_ACCESS_VIOLATION', 'ND_CANCELED', ...) or an ERR_ND_* code for misuse. */
   readonly code: NdErrorCode;
@@ -184,6 +216,15 @@ export class NdError extends Error {
   /** The operation that failed: 'write', 'connect', 'registerMemory', ... */
   readonly operation: string;
 
+  /**
+   * Errors are made by netdirect; a subclass or a test may make its own.
+   *
+   * @param code - the status name or ERR_ND_* code.
+   * @param status - the status value (0 for misuse); stored unsigned.
+   * @param operation - the failed call.
+   * @param message - what happened and what to do.
+   * @param options - cause: the underlying error, if any.
+   */
   constructor(code: NdErrorCode, status: number, operation: string, message: string, options?: { cause?: unknown }) {
     super(message, options);
     this.code = code;

@@ -22,23 +22,33 @@ import type { Adapter } from './adapter.js';
 
 /** What registerMemory() may grant. Default: { localWrite: true, readSink: true }; no remote access. */
 export interface Access {
+  /** The adapter may write into the region: receives and Read sinks (ND_MR_FLAG_ALLOW_LOCAL_WRITE; default true). */
   localWrite?: boolean;
+  /** Peers may RDMA Read the region (ND_MR_FLAG_ALLOW_REMOTE_READ; default false). */
   remoteRead?: boolean;
+  /** Peers may RDMA Write the region (ND_MR_FLAG_ALLOW_REMOTE_WRITE, which includes local write; default false). */
   remoteWrite?: boolean;
+  /** The region may be the local sink of a qp.read() (ND_MR_FLAG_RDMA_READ_SINK; default true). */
   readSink?: boolean;
 }
 
 /** A local scatter/gather entry: `length` bytes at `offset` of `region`. */
 export interface Segment {
+  /** The registered region the bytes belong to. */
   region: MemoryRegion;
+  /** Byte offset in the region. */
   offset: number;
+  /** Bytes; offset + length ≤ region.length. */
   length: number;
 }
 
 /** What a peer needs to Read or Write a region (or a bound memory window). */
 export interface RemoteMemory {
+  /** The peer's address of the first byte (64 bits). */
   address: bigint;
+  /** The peer's remote token (32 bits: region.remoteToken or a bound window's). */
   token: number;
+  /** Bytes accessible from `address`. */
   length: number;
 }
 
@@ -68,9 +78,29 @@ export function accessFlags(access: Access | undefined, operation: string): numb
 
 type RegionState = 'registering' | 'registered' | 'deregistering' | 'deregistered';
 
+/**
+ * A registered buffer (IND2MemoryRegion): local memory requests can use, and (with remote access) memory a peer
+ * can Read or Write. The region holds the ArrayBuffer until deregistered and marks it untransferable;
+ * `buffer` views the same bytes the adapter and the peer touch. Made by adapter.registerMemory() and
+ * adapter.allocateMemory(); adapter.close() deregisters what is left.
+ *
+ * @example
+ * ```ts
+ * import { openAdapter, encodeRemote } from 'netdirect';
+ * const adapter = await openAdapter('127.0.0.1');
+ * const region = await adapter.allocateMemory(8192, { remoteWrite: true });
+ * region.buffer.set([1, 2, 3]);
+ * const head = region.slice(0, 3); // a Segment: local memory of a request
+ * const offer = encodeRemote(region.remote(4096)); // 16 bytes that let a peer write the upper 4 KiB
+ * console.log(head.length, offer.byteLength);
+ * await region.deregister();
+ * await adapter.close();
+ * ```
+ */
 export class MemoryRegion implements AsyncDisposable {
   /** View of the registered memory: the same bytes the peer reads and writes. */
   readonly buffer: Uint8Array;
+  /** Bytes registered (≤ adapter.info.maxRegistrationSize). */
   readonly length: number;
   /** Access the region was registered with. */
   readonly access: Readonly<Required<Access>>;
@@ -112,9 +142,11 @@ export class MemoryRegion implements AsyncDisposable {
   get address(): bigint {
     return this._address;
   }
+  /** The token (32 bits) of local SGEs naming this region (IND2MemoryRegion::GetLocalToken). */
   get localToken(): number {
     return this._localToken;
   }
+  /** The token (32 bits) peers Read or Write this region with; see remote() for the whole description. */
   get remoteToken(): number {
     return this._remoteToken;
   }
@@ -158,7 +190,15 @@ export class MemoryRegion implements AsyncDisposable {
     }
   }
 
-  /** A local SGE: `length` bytes at `offset` (default: the rest of the region). */
+  /**
+   * A local SGE: `length` bytes at `offset`, for the `local` argument of a request.
+   *
+   * @param offset - byte offset in the region, 0..length (default 0).
+   * @param length - bytes (default: the rest of the region from `offset`).
+   * @returns the segment `{ region, offset, length }`.
+   * @throws {@link NdError} ERR_ND_INVALID_ARGUMENT when `offset` or `length` is not an integer;
+   *   ERR_ND_OUT_OF_RANGE when either is negative or the segment ends beyond the region.
+   */
   slice(offset = 0, length?: number): Segment {
     const op = 'slice';
     checkIndex(offset, 'offset', op);
@@ -169,7 +209,17 @@ export class MemoryRegion implements AsyncDisposable {
     return { region: this, offset, length: len };
   }
 
-  /** What a peer needs to read/write `length` bytes at `offset` of this region. */
+  /**
+   * What a peer needs to Read or Write `length` bytes at `offset` of this region (send it with encodeRemote(), in
+   * private data or a message). The peer's access is limited by `access` (remoteRead, remoteWrite).
+   *
+   * @param offset - byte offset in the region, 0..length (default 0).
+   * @param length - bytes (default: the rest of the region from `offset`).
+   * @returns `{ address, token, length }`.
+   * @throws {@link NdError} ERR_ND_INVALID_ARGUMENT when `offset` or `length` is not an integer;
+   *   ERR_ND_OUT_OF_RANGE when either is negative or the range ends beyond the region; ERR_ND_CLOSED when the
+   *   region is deregistered or deregistering.
+   */
   remote(offset = 0, length?: number): RemoteMemory {
     const op = 'remote';
     checkIndex(offset, 'offset', op);
@@ -184,6 +234,9 @@ export class MemoryRegion implements AsyncDisposable {
   /**
    * Deregisters the region once no request that uses it is in flight, then releases it. Idempotent: every
    * call returns the same promise. New requests that use the region fail with ERR_ND_CLOSED from the first call.
+   *
+   * @throws {@link NdError} the provider's status when it refuses to deregister (ND_DEVICE_BUSY while a memory
+   *   window is bound to the region): the region stays registered and usable, and a later call retries.
    */
   deregister(): Promise<void> {
     return (this._deregistering ??= this._deregister());
@@ -217,6 +270,7 @@ export class MemoryRegion implements AsyncDisposable {
     this._native.close();
   }
 
+  /** deregister(), for `await using region = await adapter.allocateMemory(n)`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.deregister();
   }
@@ -337,6 +391,11 @@ export function checkRemote(remote: unknown, operation: string): RemoteMemory {
 
 /**
  * RemoteMemory as 16 bytes, for private data or a Send: address u64, token u32, length u32, all big-endian.
+ *
+ * @param r - the remote memory (region.remote(), or what qp.bind() resolved with).
+ * @returns 16 new bytes.
+ * @throws {@link NdError} ERR_ND_INVALID_ARGUMENT when `r` is not a RemoteMemory (address a bigint of 64 bits,
+ *   token a 32-bit integer, length an integer); ERR_ND_OUT_OF_RANGE when `r.length` exceeds 32 bits.
  */
 export function encodeRemote(r: RemoteMemory): Uint8Array {
   const op = 'encodeRemote';
@@ -350,7 +409,14 @@ export function encodeRemote(r: RemoteMemory): Uint8Array {
   return bytes;
 }
 
-/** The inverse of encodeRemote(); reads the first 16 bytes (private data may be padded). */
+/**
+ * The inverse of encodeRemote(); reads the first 16 bytes (private data may be padded).
+ *
+ * @param bytes - at least 16 bytes, as encodeRemote() wrote them (connector.privateData, a received message).
+ * @returns the remote memory they describe.
+ * @throws {@link NdError} ERR_ND_INVALID_ARGUMENT when `bytes` is not a Uint8Array; ERR_ND_OUT_OF_RANGE when it
+ *   has fewer than 16 bytes.
+ */
 export function decodeRemote(bytes: Uint8Array): RemoteMemory {
   const op = 'decodeRemote';
   if (!(bytes instanceof Uint8Array)) throw misuse(ERR_ND_INVALID_ARGUMENT, op, `expected a Uint8Array, got ${describe(bytes)}`);

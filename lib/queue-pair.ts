@@ -49,14 +49,21 @@ export { DEFAULT_MAX_QUEUED } from './waiting.js';
 import type { Connector } from './connector.js';
 
 export interface QueuePairOptions {
+  /** Where receives complete (a CQ of the same adapter). */
   receiveCq: CompletionQueue;
-  /** Defaults to receiveCq. */
+  /** Where sends, Reads, Writes, binds and invalidates complete. Defaults to receiveCq. */
   initiatorCq?: CompletionQueue;
+  /** Receives posted at once, 1..adapter.info.maxReceiveQueueDepth (default 128, or that maximum if lower). */
   receiveDepth?: number;
+  /** Initiator requests in flight at once, 1..adapter.info.maxInitiatorQueueDepth (default 128, or that maximum). */
   initiatorDepth?: number;
+  /** SGEs per receive, 1..min(adapter.info.maxReceiveSge, 256) (default 4). */
   maxReceiveSge?: number;
+  /** SGEs per send or Write (and Read, up to adapter.info.maxReadSge), 1..min(adapter.info.maxInitiatorSge, 256) (default 4). */
   maxInitiatorSge?: number;
+  /** Bytes a request with `inline` may carry, 0..adapter.info.maxInlineDataSize (default 256, or that maximum). */
   inlineDataSize?: number;
+  /** Receive through this shared receive queue instead of the QP's own (qp.receive() is then refused). */
   srq?: SharedReceiveQueue;
   /**
    * Requests that may wait in each of the QP's queues (receive, initiator) while it is full (default
@@ -86,26 +93,44 @@ const POST_KEYS = ['offset', 'context', 'silent', 'inline', 'solicited', 'fence'
 const BIND_ACCESS_KEYS = ['read', 'write'] as const;
 const KEYS_OF: Record<string, readonly string[]> = { send: SEND_KEYS, write: WRITE_KEYS, read: READ_KEYS, receive: [] };
 
+/** Options of qp.send(). */
 export interface SendOptions {
+  /** Ask for a solicited event at the peer (ND_OP_FLAG_SEND_AND_SOLICIT_EVENT). */
   solicited?: boolean;
+  /** Copy the data into the request at post time (ND_OP_FLAG_INLINE): at most qp.inlineDataSize bytes. */
   inline?: boolean;
+  /** Start only after earlier Reads of this queue pair completed (ND_OP_FLAG_READ_FENCE). */
   fence?: boolean;
 }
+/** Options of qp.write(). */
 export interface WriteOptions {
+  /** Byte offset into the remote memory (default 0). */
   offset?: number;
+  /** Copy the data into the request at post time (ND_OP_FLAG_INLINE): at most qp.inlineDataSize bytes. */
   inline?: boolean;
+  /** Start only after earlier Reads of this queue pair completed (ND_OP_FLAG_READ_FENCE). */
   fence?: boolean;
 }
+/** Options of qp.read(). */
 export interface ReadOptions {
+  /** Byte offset into the remote memory (default 0). */
   offset?: number;
+  /** Start only after earlier Reads of this queue pair completed (ND_OP_FLAG_READ_FENCE). */
   fence?: boolean;
 }
+/** Options of qp.post(): those of the request type, plus `context` and `silent`. */
 export interface PostOptions {
+  /** Byte offset into the remote memory of a Read or Write (default 0). */
   offset?: number;
+  /** Any value; returned as the completion's `context` by cq.poll(). */
   context?: unknown;
+  /** No completion on success (ND_OP_FLAG_SILENT_SUCCESS); a failure still completes. Never waits for a slot. */
   silent?: boolean;
+  /** Copy the data into the request at post time (send and write; at most qp.inlineDataSize bytes). */
   inline?: boolean;
+  /** Ask for a solicited event at the peer (send). */
   solicited?: boolean;
+  /** Start only after earlier Reads of this queue pair completed. */
   fence?: boolean;
 }
 
@@ -159,15 +184,45 @@ function noMoreEntries(operation: string, queue: string, outstanding: number, de
 }
 
 
+/**
+ * A queue pair (IND2QueuePair): the endpoint of a connection that sends, receives, Reads and Writes. Made by
+ * adapter.createQueuePair() and connected by adapter.connect() or a Connector. Each request returns a promise;
+ * beyond a queue's depth requests wait in order (up to maxQueued). A request's promise that fails before it
+ * is awaited does not become an unhandled rejection: the error is delivered when it is awaited.
+ *
+ * @example
+ * ```ts
+ * import { openAdapter, decodeRemote } from 'netdirect';
+ * const adapter = await openAdapter('127.0.0.1');
+ * const qp = adapter.createQueuePair({ receiveCq: adapter.createCompletionQueue(), initiatorDepth: 64 });
+ * const source = await adapter.allocateMemory(1 << 20);
+ * const connector = await adapter.connect(qp, '127.0.0.1:5000'); // a server that offers its memory in private data
+ * const remote = decodeRemote(connector.privateData);
+ * const chunk = 64 * 1024;
+ * // 16 Writes in flight at once; more than initiatorDepth would wait in order
+ * await Promise.all(Array.from({ length: 16 }, (_, i) => qp.write(source.slice(i * chunk, chunk), remote, { offset: i * chunk })));
+ * await qp.send(null); // "done": a zero-byte Send, after the Writes
+ * await adapter.close();
+ * ```
+ */
 export class QueuePair implements AsyncDisposable, RequestOwner {
+  /** Where receives complete. */
   readonly receiveCq: CompletionQueue;
+  /** Where initiator requests (send, Read, Write, bind, invalidate) complete. */
   readonly initiatorCq: CompletionQueue;
+  /** The shared receive queue this QP receives through, or null. */
   readonly srq: SharedReceiveQueue | null;
+  /** Receives that may be posted at once (QueuePairOptions.receiveDepth as granted). */
   readonly receiveDepth: number;
+  /** Initiator requests that may be in flight at once (QueuePairOptions.initiatorDepth as granted). */
   readonly initiatorDepth: number;
+  /** SGEs a receive may have. */
   readonly maxReceiveSge: number;
+  /** SGEs a send or Write may have. */
   readonly maxInitiatorSge: number;
+  /** SGEs a Read may have (≤ maxInitiatorSge and adapter.info.maxReadSge). */
   readonly maxReadSge: number;
+  /** Bytes a request with `inline` may carry. */
   readonly inlineDataSize: number;
   /** Requests that may wait in each queue while it is full (QueuePairOptions.maxQueued). */
   readonly maxQueued: number;
@@ -254,8 +309,22 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
 
   /**
    * Sends `local` to the peer's next posted receive. Beyond initiatorDepth the request waits in order (up to
-   * maxQueued); the promise rejects with an NdError: ND_CANCELED when flushed, ND_REMOTE_ERROR (among others)
-   * when the peer refused it.
+   * maxQueued).
+   *
+   * @param local - the bytes to send: a region (all of it), a segment, a list of them (one SGE each, gathered in
+   *   order) or null for a zero-byte message; at most adapter.info.maxTransferLength bytes.
+   * @param options - solicited, inline, fence.
+   * @returns the completion, once the message was delivered (`bytes`: the bytes sent).
+   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed
+   *   or deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them,
+   *   an unknown option or a non-boolean flag; ERR_ND_WRONG_ADAPTER for a region of another adapter;
+   *   ERR_ND_OUT_OF_RANGE for a segment outside its region; ERR_ND_DETACHED for a region whose ArrayBuffer was
+   *   transferred; ERR_ND_TOO_MANY_SGES for more entries than maxInitiatorSge. ND_CONNECTION_INVALID when the queue pair is not connected; ND_NO_MORE_ENTRIES when
+   *   the queue is full and maxQueued requests already wait; ND_CANCELED when it was flushed (qp.flush(),
+   *   close(), a disconnect, or an earlier request of the queue pair failed);
+   *   ND_REMOTE_ERROR when the peer refused it (no receive posted there, or one too small for the message);
+   *   ND_ACCESS_VIOLATION when a local SGE fails the provider's check; ND_IO_TIMEOUT when the peer stopped
+   *   answering; ND_BUFFER_OVERFLOW past maxTransferLength.
    */
   send(local: Local, options?: SendOptions): Promise<Completion> {
     return this._request(K_SEND, 'send', local, undefined, options, SEND_KEYS);
@@ -264,12 +333,46 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   /**
    * Posts a receive; completion.bytes is the number of bytes received. Receives can be posted ahead and
    * awaited later: one that fails before it is awaited (the peer went away) rejects only when awaited.
+   *
+   * @param local - where the next message lands: a region, a segment, a list of them (scattered in order) or
+   *   null for zero-byte messages only. The region needs `localWrite` access.
+   * @returns the completion (`bytes`: the message's length).
+   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed
+   *   or deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them,
+   *   an unknown option or a non-boolean flag; ERR_ND_WRONG_ADAPTER for a region of another adapter;
+   *   ERR_ND_OUT_OF_RANGE for a segment outside its region; ERR_ND_DETACHED for a region whose ArrayBuffer was
+   *   transferred; ERR_ND_TOO_MANY_SGES for more entries than maxReceiveSge; ERR_ND_INVALID_ARGUMENT when the queue pair receives
+   *   through a shared receive queue (use srq.receive()). ND_CONNECTION_INVALID when the queue pair is not connected; ND_NO_MORE_ENTRIES when
+   *   the queue is full and maxQueued requests already wait; ND_CANCELED when it was flushed (qp.flush(),
+   *   close(), a disconnect, or an earlier request of the queue pair failed); ND_ACCESS_VIOLATION when a
+   *   local SGE fails the provider's check (at post time); ND_BUFFER_OVERFLOW when the message is larger than
+   *   `local`.
    */
   receive(local: Local): Promise<Completion> {
     return this._request(K_RECEIVE, 'receive', local, undefined, undefined, KEYS_OF.receive);
   }
 
-  /** RDMA Write of `local` to remote.address + options.offset. Waits in order beyond initiatorDepth. */
+  /**
+   * RDMA Write of `local` to remote.address + options.offset. Waits in order beyond initiatorDepth (up to
+   * maxQueued). The peer sees no completion: follow with a send() to tell it the data is there.
+   *
+   * @param local - the bytes to write: a region, a segment, a list of them or null; at most
+   *   adapter.info.maxTransferLength bytes.
+   * @param remote - the peer's memory (decodeRemote() of what it sent); needs remoteWrite access there.
+   * @param options - offset (bytes into `remote`), inline, fence.
+   * @returns the completion (`bytes`: the bytes written).
+   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed
+   *   or deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them,
+   *   an unknown option or a non-boolean flag; ERR_ND_WRONG_ADAPTER for a region of another adapter;
+   *   ERR_ND_OUT_OF_RANGE for a segment outside its region; ERR_ND_DETACHED for a region whose ArrayBuffer was
+   *   transferred; ERR_ND_TOO_MANY_SGES for more entries than maxInitiatorSge; ERR_ND_INVALID_ARGUMENT for a `remote` that is not a
+   *   RemoteMemory; ERR_ND_OUT_OF_RANGE when the bytes at `offset` do not fit `remote.length`. ND_CONNECTION_INVALID when the queue pair is not connected; ND_NO_MORE_ENTRIES when
+   *   the queue is full and maxQueued requests already wait; ND_CANCELED when it was flushed (qp.flush(),
+   *   close(), a disconnect, or an earlier request of the queue pair failed);
+   *   ND_ACCESS_VIOLATION when the peer's region or window does not allow the Write (token, bounds, rights) or
+   *   a local SGE fails its check; ND_IO_TIMEOUT when the peer stopped answering; ND_BUFFER_OVERFLOW past
+   *   maxTransferLength.
+   */
   write(local: Local, remote: RemoteMemory, options?: WriteOptions): Promise<Completion> {
     return this._request(K_WRITE, 'write', local, remote, options, WRITE_KEYS);
   }
@@ -277,6 +380,23 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   /**
    * RDMA Read from remote.address + options.offset into `local`. Waits in order beyond initiatorDepth; Reads
    * beyond the connection's outbound read limit (ORD) are held by the provider, in order, not refused.
+   *
+   * @param local - where the bytes land: a region, a segment or a list of them (regions with `readSink` and
+   *   `localWrite` access); at most adapter.info.maxTransferLength bytes.
+   * @param remote - the peer's memory; needs remoteRead access there.
+   * @param options - offset (bytes into `remote`), fence.
+   * @returns the completion (`bytes`: the bytes read).
+   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed
+   *   or deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them,
+   *   an unknown option or a non-boolean flag; ERR_ND_WRONG_ADAPTER for a region of another adapter;
+   *   ERR_ND_OUT_OF_RANGE for a segment outside its region; ERR_ND_DETACHED for a region whose ArrayBuffer was
+   *   transferred; ERR_ND_TOO_MANY_SGES for more entries than maxReadSge; ERR_ND_INVALID_ARGUMENT for a `remote` that is not a
+   *   RemoteMemory; ERR_ND_OUT_OF_RANGE when the bytes at `offset` do not fit `remote.length`. ND_CONNECTION_INVALID when the queue pair is not connected; ND_NO_MORE_ENTRIES when
+   *   the queue is full and maxQueued requests already wait; ND_CANCELED when it was flushed (qp.flush(),
+   *   close(), a disconnect, or an earlier request of the queue pair failed);
+   *   ND_ACCESS_VIOLATION when the peer's memory does not allow the Read or the local sink fails its check;
+   *   ND_REMOTE_ERROR when the peer's response breaks the protocol; ND_IO_TIMEOUT when the peer does not answer
+   *   within the response deadline (docs/nd2.md §3.6).
    */
   read(local: Local, remote: RemoteMemory, options?: ReadOptions): Promise<Completion> {
     return this._request(K_READ, 'read', local, remote, options, READ_KEYS);
@@ -288,6 +408,14 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
    * request waits in order like the promise ones; one that is cancelled while waiting completes with
    * ND_CANCELED through cq.poll(). A silent request never waits (it throws ND_NO_MORE_ENTRIES instead): silent
    * requests free their slots only when a later request completes, so waiting ones could wait forever.
+   *
+   * @param op - the request type.
+   * @param local - local memory, as for send()/receive()/read()/write().
+   * @param remote - the peer's memory, for 'read' and 'write' only.
+   * @param options - context (returned by cq.poll()), silent, and the options of the request type.
+   * @throws {@link NdError} synchronously, for what send()/receive()/read()/write() reject with before posting:
+   *   the misuse codes, ND_CONNECTION_INVALID, ND_NO_MORE_ENTRIES. Completion failures (ND_CANCELED,
+   *   ND_ACCESS_VIOLATION, ...) arrive as the `status` of the raw completion.
    */
   post(op: 'send' | 'receive' | 'read' | 'write', local: Local, remote?: RemoteMemory, options?: PostOptions): void {
     const kind = POST_KINDS[op as string];
@@ -310,7 +438,21 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     e.context = options?.context;
   }
 
-  /** Binds `window` to a region or segment; resolves with what the peer needs to access it. */
+  /**
+   * Binds `window` to a region or segment; resolves with what the peer needs to access it. An initiator request:
+   * waits in order behind the others.
+   *
+   * @param window - a memory window of this adapter (adapter.createMemoryWindow()).
+   * @param region - the memory the window exposes: a whole region or a segment of one.
+   * @param access - `read` and/or `write` (at least one) for the peer.
+   * @returns `{ address, token, length }` for the peer; the token is window.remoteToken.
+   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, the window or the region is closed;
+   *   ERR_ND_INVALID_ARGUMENT for a wrong window, region or access (an unknown key, neither read nor write);
+   *   ERR_ND_WRONG_ADAPTER for a window or region of another adapter; ERR_ND_OUT_OF_RANGE for a segment outside
+   *   its region. ND_CONNECTION_INVALID when the queue pair is not connected; ND_NO_MORE_ENTRIES when
+   *   the queue is full and maxQueued requests already wait; ND_CANCELED when it was flushed (qp.flush(),
+   *   close(), a disconnect, or an earlier request of the queue pair failed).
+   */
   bind(window: MemoryWindow, region: MemoryRegion | Segment, access: { read?: boolean; write?: boolean }): Promise<RemoteMemory> {
     const returned: Returned = { promise: null };
     const p = this._bind(window, region, access, returned);
@@ -393,7 +535,17 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     }
   }
 
-  /** Invalidates a bound memory window: later remote access through its token fails. */
+  /**
+   * Invalidates a bound memory window: later remote access through its token fails. An initiator request: waits
+   * in order behind the others.
+   *
+   * @param window - a window bound through this queue pair.
+   * @returns the completion.
+   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair or the window is closed; ERR_ND_INVALID_ARGUMENT
+   *   when `window` is not a MemoryWindow; ERR_ND_WRONG_ADAPTER for one of another adapter. ND_CONNECTION_INVALID when the queue pair is not connected; ND_NO_MORE_ENTRIES when
+   *   the queue is full and maxQueued requests already wait; ND_CANCELED when it was flushed (qp.flush(),
+   *   close(), a disconnect, or an earlier request of the queue pair failed).
+   */
   invalidate(window: MemoryWindow): Promise<Completion> {
     const returned: Returned = { promise: null };
     const p = this._invalidate(window, returned);
@@ -461,7 +613,9 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
 
   /**
    * Cancels every outstanding request of this QP: they complete with ND_CANCELED, and so do the requests still
-   * waiting for a slot (they are never posted).
+   * waiting for a slot (they are never posted). The connection cannot carry requests afterwards.
+   *
+   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair is closed.
    */
   flush(): void {
     if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, 'flush', 'queue pair is closed');
@@ -471,7 +625,8 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
 
   /**
    * Disconnects the QP's connection if any, flushes, waits until every request posted on it has settled
-   * (ND_CANCELED for the flushed ones; their regions are unpinned), then releases the QP. Idempotent.
+   * (ND_CANCELED for the flushed ones; their regions are unpinned), then releases the QP. Idempotent: every
+   * call returns the same promise, which never rejects.
    */
   close(): Promise<void> {
     return (this._closing ??= this._close());
@@ -509,6 +664,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     this._adapter._forget(this);
   }
 
+  /** close(), for `await using qp = adapter.createQueuePair(...)`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

@@ -16,8 +16,11 @@ import { K_RECEIVE } from './records.js';
 import { writeSges, type Local, type SgeList } from './memory-region.js';
 
 export interface SharedReceiveQueueOptions {
+  /** Receives posted at once, 1..adapter.info.maxSharedReceiveQueueDepth (default 256, or that maximum). */
   depth?: number;
+  /** SGEs per receive, 1..min(adapter.info.maxReceiveSge, 256) (default 4). */
   maxSge?: number;
+  /** Posted receives below which the provider signals the SRQ, 0..depth (default 0: never). */
   notifyThreshold?: number;
   /** Receives that may wait while the SRQ is full (default 4096, DEFAULT_MAX_QUEUED); 0: none wait. */
   maxQueued?: number;
@@ -28,8 +31,30 @@ export const SHARED_RECEIVE_QUEUE_KEYS = ['depth', 'maxSge', 'notifyThreshold', 
 
 const SG: SgeList = { nSge: 0, bytes: 0, pins: null };
 
+/**
+ * A shared receive queue (IND2SharedReceiveQueue): one pool of receives for many queue pairs (those created
+ * with `srq` in their options). A message consumes the oldest posted receive whichever queue pair it arrives
+ * on, and completes on that queue pair's receive CQ.
+ *
+ * @example
+ * ```ts
+ * import { openAdapter } from 'netdirect';
+ * const adapter = await openAdapter('127.0.0.1');
+ * const srq = adapter.createSharedReceiveQueue({ depth: 64 });
+ * const cq = adapter.createCompletionQueue();
+ * const a = adapter.createQueuePair({ receiveCq: cq, srq });
+ * const b = adapter.createQueuePair({ receiveCq: cq, srq });
+ * const slots = await adapter.allocateMemory(64 * 1024);
+ * const received = Array.from({ length: 64 }, (_, i) => srq.receive(slots.slice(i * 1024, 1024)));
+ * console.log(a.srq === srq, b.srq === srq, srq.outstanding, received.length); // ... connect a and b
+ * await adapter.close(); // the receives never used settle with ND_CANCELED
+ * await Promise.allSettled(received);
+ * ```
+ */
 export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
+  /** Receives that may be posted at once. */
   readonly depth: number;
+  /** SGEs a receive may have. */
   readonly maxSge: number;
   /** Receives that may wait while the SRQ is full (SharedReceiveQueueOptions.maxQueued). */
   readonly maxQueued: number;
@@ -72,6 +97,15 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
   /**
    * Posts a receive any of the SRQ's queue pairs may consume. Beyond the depth it waits in order (up to
    * maxQueued); one that fails before it is awaited rejects only when awaited.
+   *
+   * @param local - where a message lands: a region, a segment, a list of them (at most maxSge) or null for
+   *   zero-byte messages only; regions need `localWrite` access.
+   * @returns the completion (`bytes`: the message's length).
+   * @throws {@link NdError} ERR_ND_CLOSED when the SRQ, its adapter or a region of `local` is closed;
+   *   ERR_ND_INVALID_ARGUMENT, ERR_ND_WRONG_ADAPTER, ERR_ND_OUT_OF_RANGE, ERR_ND_DETACHED, ERR_ND_TOO_MANY_SGES
+   *   for a wrong `local` (as qp.receive()); ND_NO_MORE_ENTRIES when the SRQ is full and maxQueued receives
+   *   already wait; ND_ACCESS_VIOLATION when a local SGE fails the provider's check; ND_CANCELED when the SRQ
+   *   is closed before a message used it; ND_BUFFER_OVERFLOW when the message is larger than `local`.
    */
   receive(local: Local): Promise<Completion> {
     const op = 'receive';
@@ -165,7 +199,10 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
     }
   }
 
-  /** Closes the queue pairs that use it, then releases it; receives still posted settle with ND_CANCELED. */
+  /**
+   * Closes the queue pairs that use it, then releases it; receives still posted or waiting settle with
+   * ND_CANCELED. Idempotent: every call returns the same promise.
+   */
   close(): Promise<void> {
     return (this._closing ??= this._close());
   }
@@ -184,6 +221,7 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
     this._adapter._forget(this);
   }
 
+  /** close(), for `await using srq = adapter.createSharedReceiveQueue()`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

@@ -4,14 +4,19 @@
 // types refuse what they should (an unused one is an error): a misspelt status name, `new QueuePair()`, an internal
 // member. dist/ comes from `npm run build:ts` (tsconfig.json: stripInternal; scripts/build-ts.js: private
 // constructors for factory-made classes).
+// Also: every exported class, function and public member of the main entry has a doc comment, and every
+// `@example` in the declarations compiles in a strict consumer (so the examples cannot rot).
 import { spawnSync } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
+import { createRequire } from 'node:module';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const root = path.resolve(__dirname, '..', '..');
 let consumer: string;
+// The compiler API, for reading the declarations: TypeScript 7 (the current one, native) has no JavaScript API.
+const ts: typeof import('typescript-5.0') = createRequire(__filename)('typescript-5.0');
 
 const COMPILERS = {
   'TypeScript 5.0': path.join(root, 'node_modules', 'typescript-5.0', 'bin', 'tsc'),
@@ -72,6 +77,7 @@ beforeAll(() => {
   writeFileSync(path.join(consumer, 'package.json'), '{ "name": "consumer", "private": true }\n');
   writeFileSync(path.join(consumer, 'use.mts'), ESM);
   writeFileSync(path.join(consumer, 'use.cts'), CJS);
+  writeFileSync(path.join(consumer, 'examples.mts'), examplesConsumer(collectExamples()));
 });
 
 afterAll(() => {
@@ -130,3 +136,126 @@ describe('the declarations compile in a strict consumer', () => {
     expect(leaks).toEqual([]);
   });
 });
+
+/** Every .d.ts under dist/cjs (the ESM entries re-export these). */
+function declarationFiles(dir = path.join(root, 'dist', 'cjs')): string[] {
+  const out: string[] = [];
+  for (const e of readdirSync(dir, { withFileTypes: true })) {
+    const file = path.join(dir, e.name);
+    if (e.isDirectory()) out.push(...declarationFiles(file));
+    else if (e.name.endsWith('.d.ts')) out.push(file);
+  }
+  return out.sort();
+}
+
+interface Example {
+  where: string;
+  code: string;
+}
+
+/** The `@example` blocks of every doc comment in the declarations (a ``` fence around the code is dropped). */
+function collectExamples(): Example[] {
+  const examples: Example[] = [];
+  for (const file of declarationFiles()) {
+    const text = readFileSync(file, 'utf8');
+    for (const comment of text.matchAll(/\/\*\*([\s\S]*?)\*\//g)) {
+      const lines = comment[1].split('\n').map((l) => l.replace(/^\s*\* ?/, ''));
+      const line = text.slice(0, comment.index).split('\n').length;
+      for (let i = 0; i < lines.length; i++) {
+        if (!/^@example\b/.test(lines[i])) continue;
+        const body: string[] = [];
+        for (i++; i < lines.length && !/^@\w+/.test(lines[i]); i++) body.push(lines[i]);
+        i--;
+        const code = body.filter((l) => !/^\s*```/.test(l)).join('\n').trim();
+        examples.push({ where: `${path.relative(root, file)}:${line}`, code });
+      }
+    }
+  }
+  return examples;
+}
+
+/**
+ * One ESM consumer with each example in its own async function. Examples write their imports as a user would;
+ * they are hoisted to the top and merged per module (import declarations cannot sit in a function).
+ */
+function examplesConsumer(examples: Example[]): string {
+  const names = new Map<string, Set<string>>();
+  const functions = examples.map((ex, n) => {
+    const body = ex.code.replace(/^import\s+(type\s+)?\{([^}]*)\}\s+from\s+'([^']+)';?\s*$/gm, (_, type: string | undefined, list: string, from: string) => {
+      const set = names.get(from) ?? new Set<string>();
+      for (const name of list.split(',').map((s) => s.trim()).filter(Boolean)) set.add(type ? `type ${name}` : name);
+      names.set(from, set);
+      return '';
+    });
+    return `// ${ex.where}\nasync function example${n}(): Promise<void> {\n${body}\n}\nvoid example${n};\n`;
+  });
+  // A name imported as a value by one example and as a type by another is imported once, as a value.
+  const imports = [...names].map(([from, set]) => {
+    const list = [...set].filter((n) => !(n.startsWith('type ') && set.has(n.slice(5))));
+    return `import { ${list.join(', ')} } from '${from}';`;
+  });
+  return `${imports.join('\n')}\n\n${functions.join('\n')}`;
+}
+
+describe('the documentation in the declarations', () => {
+  it('every @example compiles (current TypeScript, strict, ESM)', { timeout: 240_000 }, () => {
+    const examples = collectExamples();
+    expect(examples.length).toBeGreaterThan(0);
+    const r = compile(COMPILERS['TypeScript (current)'], 'examples.mts');
+    expect(r.out).toBe('');
+    expect(r.status).toBe(0);
+  });
+
+  it('every exported class has an @example', () => {
+    const missing = documentedExports().filter((d) => d.kind === 'class' && !d.tags.includes('example')).map((d) => d.name);
+    expect(missing).toEqual([]);
+  });
+
+  it('every exported class, function and public member of the main entry has a doc comment', () => {
+    const missing = documentedExports()
+      .filter((d) => !d.documented)
+      .map((d) => d.name);
+    expect(missing).toEqual([]);
+  });
+});
+
+interface DocEntry {
+  name: string;
+  kind: 'class' | 'function' | 'member';
+  documented: boolean;
+  tags: string[];
+}
+
+/** The exported classes and functions of dist/cjs/index.d.ts and the public members of the classes, with their docs. */
+function documentedExports(): DocEntry[] {
+  const entry = path.join(root, 'dist', 'cjs', 'index.d.ts');
+  const program = ts.createProgram([entry], { noEmit: true, skipLibCheck: true, types: [] });
+  const checker = program.getTypeChecker();
+  const moduleSymbol = checker.getSymbolAtLocation(program.getSourceFile(entry)!)!;
+  const out: DocEntry[] = [];
+  const describeSymbol = (symbol: import('typescript-5.0').Symbol, name: string, kind: DocEntry['kind']): void => {
+    const documented = symbol.getDocumentationComment(checker).length > 0;
+    const tags = symbol.getJsDocTags(checker).map((t) => t.name);
+    out.push({ name, kind, documented, tags });
+  };
+  for (const exported of checker.getExportsOfModule(moduleSymbol)) {
+    const symbol = exported.flags & ts.SymbolFlags.Alias ? checker.getAliasedSymbol(exported) : exported;
+    if (symbol.flags & ts.SymbolFlags.Class) {
+      describeSymbol(symbol, symbol.name, 'class');
+      const decl = symbol.declarations!.find(ts.isClassDeclaration)!;
+      for (const member of decl.members) {
+        const modifiers = ts.getCombinedModifierFlags(member);
+        if (modifiers & (ts.ModifierFlags.Private | ts.ModifierFlags.Protected)) continue;
+        if (ts.isConstructorDeclaration(member) || member.name === undefined) continue;
+        const memberSymbol = checker.getSymbolAtLocation(member.name);
+        if (memberSymbol === undefined) continue;
+        const memberName = ts.isComputedPropertyName(member.name) ? member.name.getText() : memberSymbol.name;
+        describeSymbol(memberSymbol, `${symbol.name}.${memberName}`, 'member');
+      }
+    } else if (symbol.flags & ts.SymbolFlags.Function) {
+      describeSymbol(symbol, symbol.name, 'function');
+    }
+  }
+  // A member with a getter and a setter, or several overloads, appears once per declaration.
+  return out.filter((d, i) => out.findIndex((o) => o.name === d.name) === i);
+}
