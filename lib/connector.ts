@@ -23,8 +23,11 @@ import { InFlight, type PendingRequest, type RequestOwner } from './requests.js'
 import { K_ACCEPT, K_COMPLETE_CONNECT, K_CONNECT, K_DISCONNECT, K_NOTIFY_DISCONNECT } from './records.js';
 import { checkIndex, checkOptions, describe } from './validate.js';
 
+/** An IP address and a port. */
 export interface Endpoint {
+  /** IPv4 or IPv6 address (no brackets). */
   host: string;
+  /** 0..65535. */
   port: number;
 }
 
@@ -78,6 +81,12 @@ export function abortedError(operation: string, signal: AbortSignal | undefined,
 
 /**
  * Parses "host:port", "[v6]:port" or { host, port } (brackets optional in the object form) without resolving.
+ *
+ * @param remote - the address, as connect() and listener.address take and give it.
+ * @param operation - the name errors give the failed call (default 'connect').
+ * @returns `{ host, port }`; a host name stays a name.
+ * @throws {@link NdError} ERR_ND_INVALID_ARGUMENT for a malformed address or an empty host; ERR_ND_OUT_OF_RANGE
+ *   for a port that is not an integer in 0..65535.
  */
 export function parseAddress(remote: string | Endpoint, operation = 'connect'): Endpoint {
   let host: string;
@@ -138,6 +147,34 @@ export type ConnectorState =
 
 const GONE_CODES = new Set(['ND_CONNECTION_INVALID', 'ND_CONNECTION_ABORTED', 'ND_CANCELED', 'STATUS_CONNECTION_DISCONNECTED', 'ND_IO_TIMEOUT', 'ND_CONNECTION_REFUSED']);
 
+/**
+ * Connection setup and teardown for one queue pair (IND2Connector). Active side: adapter.connect(), or
+ * adapter.createConnector() then connect() and completeConnect(); passive side: a connector from
+ * listener.getConnectionRequest(), then accept() or reject(). `privateData` carries the peer's bytes of the
+ * handshake; `disconnected` settles when the connection is gone.
+ *
+ * @example
+ * ```ts
+ * import { openAdapter, encodeRemote } from 'netdirect';
+ * const adapter = await openAdapter('127.0.0.1');
+ * const listener = await adapter.listen();
+ * const cq = adapter.createCompletionQueue();
+ * const region = await adapter.allocateMemory(4096, { remoteWrite: true });
+ * // passive side: accept with this side's memory in the private data
+ * const served = (async () => {
+ *   const request = await listener.getConnectionRequest();
+ *   await request.accept(adapter.createQueuePair({ receiveCq: cq }), { privateData: encodeRemote(region.remote()) });
+ *   return request;
+ * })();
+ * // active side, step by step (adapter.connect() does the three steps)
+ * const connector = adapter.createConnector();
+ * await connector.connect(adapter.createQueuePair({ receiveCq: cq }), listener.address, { signal: AbortSignal.timeout(5000) });
+ * await connector.completeConnect();
+ * console.log(connector.state, connector.peerAddress, (await served).state); // 'established' ... 'established'
+ * await connector.disconnect();
+ * await adapter.close();
+ * ```
+ */
 export class Connector implements AsyncDisposable, RequestOwner {
   /** @internal */ readonly _adapter: Adapter;
   /** @internal */ readonly _native: NativeConnector;
@@ -200,7 +237,22 @@ export class Connector implements AsyncDisposable, RequestOwner {
     return [ird, ord];
   }
 
-  /** Sends a connection request for `qp` to `remote`. completeConnect() finishes it. */
+  /**
+   * Sends a connection request for `qp` to `remote`. completeConnect() finishes it.
+   *
+   * @param qp - an unconnected queue pair of this connector's adapter.
+   * @param remote - 'host:port', '[v6]:port' or `{ host, port }`; a host name is resolved.
+   * @param options - privateData (at most adapter.info.maxCallerData bytes), inboundReadLimit and
+   *   outboundReadLimit (Reads in flight, up to adapter.info.maxInboundReadLimit / maxOutboundReadLimit),
+   *   localPort (0..65535), signal.
+   * @throws {@link NdError} ERR_ND_CLOSED when the connector (or `qp`) is closed; ERR_ND_BUSY when it was used
+   *   already; ERR_ND_INVALID_ARGUMENT for a malformed address, a wrong queue pair or option;
+   *   ERR_ND_WRONG_ADAPTER for a queue pair of another adapter; ERR_ND_OUT_OF_RANGE for private data or limits
+   *   beyond the adapter's; ND_INVALID_ADDRESS for a name that does not resolve, 0.0.0.0 or port 0;
+   *   ND_CONNECTION_REFUSED when nobody listens there or the peer rejects; ND_IO_TIMEOUT when no MPA reply
+   *   comes (the peer is not an iWARP endpoint, or does not answer); ND_HOST_UNREACHABLE /
+   *   ND_NETWORK_UNREACHABLE; ERR_ND_ABORTED when `signal` aborts.
+   */
   async connect(qp: QueuePair, remote: string | Endpoint, options: ConnectOptions = {}): Promise<void> {
     const op = 'connect';
     try {
@@ -234,7 +286,13 @@ export class Connector implements AsyncDisposable, RequestOwner {
     }
   }
 
-  /** Completes an active connection once the peer accepted: the queue pair is usable after this. */
+  /**
+   * Completes an active connection once the peer accepted: the queue pair is usable after this.
+   *
+   * @throws {@link NdError} ERR_ND_CLOSED when the connector is closed; ERR_ND_BUSY unless connect() succeeded
+   *   just before; ND_CONNECTION_ABORTED or ND_CANCELED when the peer went away meanwhile; ND_IO_TIMEOUT when it
+   *   stops answering.
+   */
   completeConnect(): Promise<void> {
     return this._completeConnect(undefined);
   }
@@ -293,7 +351,13 @@ export class Connector implements AsyncDisposable, RequestOwner {
     }
   }
 
-  /** Rejects a connection request (passive side), or a connection after connect() (active side). */
+  /**
+   * Rejects a connection request (passive side), or a connection after connect() (active side).
+   *
+   * @param privateData - bytes for the peer (at most adapter.info.maxCalleeData).
+   * @throws {@link NdError} ERR_ND_CLOSED when the connector is closed; ERR_ND_BUSY in any other state than
+   *   'requested' or 'connected'; ERR_ND_INVALID_ARGUMENT / ERR_ND_OUT_OF_RANGE for wrong private data.
+   */
   reject(privateData?: Uint8Array): void {
     const op = 'reject';
     this._checkState(op, 'requested', 'connected');
@@ -305,7 +369,11 @@ export class Connector implements AsyncDisposable, RequestOwner {
     this._resolveDisconnected?.();
   }
 
-  /** The peer's private data (from its connect, accept or reject). */
+  /**
+   * The peer's private data (from its connect, accept or reject); empty when it sent none.
+   *
+   * @throws {@link NdError} ERR_ND_CLOSED when the connector is closed.
+   */
   get privateData(): Uint8Array {
     if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, 'privateData', 'connector is closed');
     return this._native.getPrivateData();
@@ -318,6 +386,12 @@ export class Connector implements AsyncDisposable, RequestOwner {
     return { inbound, outbound };
   }
 
+  /**
+   * This side's address and port of the connection (readable after it ended).
+   *
+   * @throws {@link NdError} ERR_ND_CLOSED when the connector is closed; ND_CONNECTION_INVALID before a connection
+   *   exists.
+   */
   get localAddress(): Endpoint {
     if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, 'localAddress', 'connector is closed');
     if (this._local === null) {
@@ -327,6 +401,12 @@ export class Connector implements AsyncDisposable, RequestOwner {
     return { ...this._local };
   }
 
+  /**
+   * The peer's address and port (readable after the connection ended).
+   *
+   * @throws {@link NdError} ERR_ND_CLOSED when the connector is closed; ND_CONNECTION_INVALID before a connection
+   *   exists.
+   */
   get peerAddress(): Endpoint {
     if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, 'peerAddress', 'connector is closed');
     if (this._peer === null) {
@@ -412,7 +492,14 @@ export class Connector implements AsyncDisposable, RequestOwner {
     return err;
   }
 
-  /** Disconnects (ND flushes the queue pair: its outstanding requests complete with ND_CANCELED). Idempotent. */
+  /**
+   * Disconnects (ND flushes the queue pair: its outstanding requests complete with ND_CANCELED). Idempotent.
+   * Before the connection is established it cancels the pending step instead. A peer already gone is not an
+   * error.
+   *
+   * @throws {@link NdError} the provider's status when the disconnect fails otherwise (the connector is
+   *   'disconnected' either way).
+   */
   disconnect(): Promise<void> {
     return (this._disconnecting ??= this._disconnect());
   }
@@ -470,6 +557,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
     this._adapter._forget(this);
   }
 
+  /** close(), for `await using connector = await adapter.connect(...)`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }

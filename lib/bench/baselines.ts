@@ -30,6 +30,7 @@ export interface RawResult {
 
 const READ_REQUEST = 16;
 
+/** The traffic of a test: ping-pong (latency) or a stream, the request and reply sizes in bytes, who sends. */
 export function patternOf(p: PhaseParams): { pingpong: boolean; request: number; reply: number; clientSends: boolean } {
   const lat = p.test.endsWith('_lat');
   if (lat) return { pingpong: true, request: p.test === 'read_lat' ? READ_REQUEST : p.size, reply: p.size, clientSends: true };

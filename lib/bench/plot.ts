@@ -146,7 +146,13 @@ function panel(y0: number, title: string, unit: string, series: Series[], style:
   return out.join('\n');
 }
 
-/** The SVG document for a report. */
+/**
+ * The SVG document for a report (`ndbench --plot`): the headline figure per message size for netdirect and
+ * each baseline.
+ *
+ * @param report - a report from runClient(), runLoopback() or a saved --out_json file.
+ * @returns the SVG text.
+ */
 export function renderSvg(report: Report): string {
   const names = ['netdirect', ...report.options.compare];
   const statsOf = (name: string) =>

@@ -1,6 +1,7 @@
 // Result records and the arithmetic behind them, as perftest defines it: latency samples sorted, the top
 // LAT_MEASURE_TAIL (2) dropped, t_typical = median; bandwidth in MiB/s (2^20 B) or Gb/s (10^9 bit), MsgRate in Mpps.
 
+/** Slowest latency samples dropped before the statistics (perftest's LAT_MEASURE_TAIL). */
 export const LAT_MEASURE_TAIL = 2;
 export const MIB = 1024 * 1024;
 
@@ -28,19 +29,33 @@ export interface BandwidthStats {
   MsgRate: number;
 }
 
+/** The statistics of one message size: latency (µs) or bandwidth (MiB/s, Mpps). */
 export type Stats = LatencyStats | BandwidthStats;
 
+/** True for latency statistics (they have t_typical). */
 export function isLatencyStats(s: Stats): s is LatencyStats {
   return 't_typical' in s;
 }
 
-/** Percentile of an ascending array (nearest rank, as perftest indexes its sorted array). */
+/**
+ * Percentile of an ascending array (nearest rank, as perftest indexes its sorted array).
+ *
+ * @param sorted - the values, ascending.
+ * @param p - the percentile, 0..100.
+ * @returns the value at that rank; NaN for an empty array.
+ */
 export function percentile(sorted: ArrayLike<number>, p: number): number {
   if (sorted.length === 0) return NaN;
   const i = Math.min(sorted.length - 1, Math.max(0, Math.ceil((p / 100) * sorted.length) - 1));
   return sorted[i];
 }
 
+/**
+ * The median (the mean of the two middle values for an even count).
+ *
+ * @param values - in any order (copied, not sorted in place).
+ * @returns the median; NaN for no values.
+ */
 export function median(values: ArrayLike<number>): number {
   const a = Float64Array.from(values as ArrayLike<number>).sort();
   if (a.length === 0) return NaN;
@@ -51,6 +66,11 @@ export function median(values: ArrayLike<number>): number {
 /**
  * Latency statistics from per-iteration times in nanoseconds; `divisor` 2 turns round trips into half round
  * trips (write/send lat), 1 keeps them (read lat), as perftest's rtt_factor.
+ *
+ * @param size - message size in bytes.
+ * @param samplesNs - one time per iteration, in ns.
+ * @param divisor - 2 for ping-pong tests, 1 for read_lat.
+ * @returns perftest's latency columns in µs (the slowest LAT_MEASURE_TAIL samples dropped).
  */
 export function latencyStats(size: number, samplesNs: ArrayLike<number>, divisor: number): LatencyStats {
   const all = Float64Array.from(samplesNs as ArrayLike<number>).sort();
@@ -75,7 +95,15 @@ export function latencyStats(size: number, samplesNs: ArrayLike<number>, divisor
   };
 }
 
-/** Bandwidth from a count of messages moved in `elapsedNs`; `peakMiBs` from the best window, if measured. */
+/**
+ * Bandwidth from a count of messages moved in `elapsedNs`; `peakMiBs` from the best window, if measured.
+ *
+ * @param size - message size in bytes.
+ * @param iterations - messages moved.
+ * @param elapsedNs - the time they took, in ns.
+ * @param peakMiBs - the best windowed rate in MiB/s (default: the average).
+ * @returns BW_peak and BW_average in MiB/s, MsgRate in Mpps.
+ */
 export function bandwidthStats(size: number, iterations: number, elapsedNs: number, peakMiBs?: number): BandwidthStats {
   const seconds = elapsedNs / 1e9;
   const avg = seconds > 0 ? (size * iterations) / seconds / MIB : 0;
