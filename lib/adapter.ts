@@ -162,7 +162,7 @@ type State = 'open' | 'closing' | 'closed';
  * ```ts
  * import { openAdapter } from 'netdirect';
  * const adapter = await openAdapter('127.0.0.1');
- * const listener = await adapter.listen({ port: 0 }); // listener.address: '127.0.0.1:<port>'
+ * const listener = await adapter.listen({ port: 0 }); // listener.address: { host: '127.0.0.1', port: <ephemeral> }
  * const qp = adapter.createQueuePair({ receiveCq: adapter.createCompletionQueue({ depth: 256 }) });
  * const region = await adapter.allocateMemory(4096, { remoteWrite: true });
  * console.log(listener.address, qp.initiatorDepth, region.length, adapter.info.maxInitiatorQueueDepth);

@@ -11,18 +11,25 @@ import { checkIndex } from './validate.js';
 
 /** A completion of a request posted with qp.post(). */
 export interface RawCompletion {
+  /** The request type ('send', 'receive', 'read', 'write', ...). */
   type: RequestType;
+  /** 0 (ND_SUCCESS) or the ND status it failed with (ndStatusName() names it). */
   status: number;
+  /** Bytes moved: received for a receive, the request's length for the others. */
   bytes: number;
   /** The `context` given to qp.post(). */
   context: unknown;
+  /** The queue pair the request was posted on (null if it is gone). */
   qp: QueuePair | null;
 }
 
 /** What a promise-API request resolves with. */
 export interface Completion {
+  /** The request type ('send', 'receive', 'read', 'write', 'bind', 'invalidate'). */
   type: RequestType;
+  /** Always 0 (ND_SUCCESS): a failed request rejects instead. */
   status: number;
+  /** Bytes moved: received for a receive, the request's length for the others. */
   bytes: number;
 }
 

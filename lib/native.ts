@@ -31,28 +31,51 @@ export interface NativeProviderInfo {
 }
 
 /** Every ND2_ADAPTER_INFO field, camelCase, as numbers (SIZE_T fields may exceed 2^53: then bigint). */
+/** ND2_ADAPTER_INFO (the public form is AdapterInfo, adapter.info). */
 export interface NativeAdapterInfo {
+  /** ND_VERSION_2 (0x20000). */
   infoVersion: number;
+  /** PCI vendor id (0 for the built-in provider). */
   vendorId: number;
+  /** PCI device id. */
   deviceId: number;
+  /** The provider's id of the adapter. */
   adapterId: bigint;
+  /** The largest memory region, in bytes (registerMemory(), allocateMemory()). */
   maxRegistrationSize: number | bigint;
+  /** The largest memory window, in bytes (qp.bind()). */
   maxWindowSize: number | bigint;
+  /** SGEs per send or Write, at most (QueuePairOptions.maxInitiatorSge). */
   maxInitiatorSge: number;
+  /** SGEs per receive, at most (QueuePairOptions.maxReceiveSge, SharedReceiveQueueOptions.maxSge). */
   maxReceiveSge: number;
+  /** SGEs per Read, at most. */
   maxReadSge: number;
+  /** The largest request (send, Read, Write), in bytes. */
   maxTransferLength: number;
+  /** The most bytes an `inline` request carries (QueuePairOptions.inlineDataSize). */
   maxInlineDataSize: number;
+  /** Reads a connection serves at once, at most (ConnectOptions.inboundReadLimit, IRD). */
   maxInboundReadLimit: number;
+  /** Reads a connection issues at once, at most (ConnectOptions.outboundReadLimit, ORD). */
   maxOutboundReadLimit: number;
+  /** Receives a queue pair posts at once, at most (QueuePairOptions.receiveDepth). */
   maxReceiveQueueDepth: number;
+  /** Initiator requests a queue pair has in flight, at most (QueuePairOptions.initiatorDepth). */
   maxInitiatorQueueDepth: number;
+  /** Entries of a shared receive queue, at most; 0: no shared receive queues. */
   maxSharedReceiveQueueDepth: number;
+  /** Entries of a completion queue, at most (createCompletionQueue({ depth })). */
   maxCompletionQueueDepth: number;
+  /** Bytes below which `inline` pays off (the provider's hint). */
   inlineRequestThreshold: number;
+  /** Bytes above which a request counts as large (the provider's hint). */
   largeRequestThreshold: number;
+  /** Private data bytes a connect() carries, at most. */
   maxCallerData: number;
+  /** Private data bytes an accept() or reject() carries, at most. */
   maxCalleeData: number;
+  /** ND_ADAPTER_FLAG_* bits (decoded in AdapterInfo.adapterFlags). */
   adapterFlags: number;
 }
 
@@ -62,10 +85,14 @@ export interface NativeAddress {
 }
 
 export interface NativeAdapterStats {
-  batches: number; // onBatch calls made (JS-thread crossings)
-  completions: number; // records delivered through onBatch
-  wakeups: number; // times the poller thread woke from a blocking wait
-  pending: number; // requests the adapter is waiting on (refs the event loop while > 0)
+  /** Completion batches handed to the JS thread (JS-thread crossings). */
+  batches: number;
+  /** Completion records delivered in those batches. */
+  completions: number;
+  /** Times the poller thread woke from a blocking wait. */
+  wakeups: number;
+  /** Requests the adapter is waiting on (it keeps the event loop alive while > 0). */
+  pending: number;
 }
 
 export interface NativeAdapter {
