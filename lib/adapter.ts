@@ -366,7 +366,7 @@ export class Adapter implements AsyncDisposable {
    * Creates a memory window, for qp.bind().
    *
    * @throws {@link NdError} ERR_ND_CLOSED when the adapter is closed; the provider's status when it cannot create
-   *   one (ND_NOT_SUPPORTED where it has no memory windows).
+   *   one.
    */
   createMemoryWindow(): MemoryWindow {
     const op = 'createMemoryWindow';

@@ -122,8 +122,8 @@ export class CompletionQueue implements AsyncDisposable {
    *   the queue holds now.
    * @throws {@link NdError} ERR_ND_CLOSED when the queue is closed or closing; ERR_ND_INVALID_ARGUMENT when `depth`
    *   is not an integer, ERR_ND_OUT_OF_RANGE when it is outside 1..maxCompletionQueueDepth; the provider's status
-   *   (ND_NOT_SUPPORTED where adapter.info.adapterFlags.cqResize is false, ND_INVALID_PARAMETER or
-   *   ND_BUFFER_OVERFLOW for a depth below what the queue holds) when it refuses the size.
+   *   when it refuses (the built-in provider: ND_BUFFER_OVERFLOW for a depth below the completions the queue
+   *   holds, ND_NO_MEMORY); a provider whose adapter.info.adapterFlags.cqResize is false may refuse any size.
    */
   async resize(depth: number): Promise<void> {
     const op = 'resize';
