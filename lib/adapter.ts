@@ -174,7 +174,7 @@ export class Adapter implements AsyncDisposable {
   readonly address: string;
   /** The provider's name ('soft' for the built-in one). */
   readonly provider: string;
-  /** ND2_ADAPTER_INFO: the adapter's limits (max depths, SGEs, maxTransferLength, maxRegistrationSize in bytes, ...). */
+  /** ND2_ADAPTER_INFO: the adapter's limits (depths, SGEs, maxTransferLength and maxRegistrationSize in bytes, ...). */
   readonly info: AdapterInfo;
   /** The completion mode in use ('auto' resolved). */
   readonly completion: CompletionMode;

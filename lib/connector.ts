@@ -168,7 +168,8 @@ const GONE_CODES = new Set(['ND_CONNECTION_INVALID', 'ND_CONNECTION_ABORTED', 'N
  * })();
  * // active side, step by step (adapter.connect() does the three steps)
  * const connector = adapter.createConnector();
- * await connector.connect(adapter.createQueuePair({ receiveCq: cq }), listener.address, { signal: AbortSignal.timeout(5000) });
+ * const qp = adapter.createQueuePair({ receiveCq: cq });
+ * await connector.connect(qp, listener.address, { signal: AbortSignal.timeout(5000) });
  * await connector.completeConnect();
  * console.log(connector.state, connector.peerAddress, (await served).state); // 'established' ... 'established'
  * await connector.disconnect();

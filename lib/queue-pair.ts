@@ -59,7 +59,10 @@ export interface QueuePairOptions {
   initiatorDepth?: number;
   /** SGEs per receive, 1..min(adapter.info.maxReceiveSge, 256) (default 4). */
   maxReceiveSge?: number;
-  /** SGEs per send or Write (and Read, up to adapter.info.maxReadSge), 1..min(adapter.info.maxInitiatorSge, 256) (default 4). */
+  /**
+   * SGEs per send or Write (and Read, up to adapter.info.maxReadSge), 1..min(adapter.info.maxInitiatorSge, 256)
+   * (default 4).
+   */
   maxInitiatorSge?: number;
   /** Bytes a request with `inline` may carry, 0..adapter.info.maxInlineDataSize (default 256, or that maximum). */
   inlineDataSize?: number;
@@ -200,7 +203,9 @@ function noMoreEntries(operation: string, queue: string, outstanding: number, de
  * const remote = decodeRemote(connector.privateData);
  * const chunk = 64 * 1024;
  * // 16 Writes in flight at once; more than initiatorDepth would wait in order
- * await Promise.all(Array.from({ length: 16 }, (_, i) => qp.write(source.slice(i * chunk, chunk), remote, { offset: i * chunk })));
+ * const write = (i: number) => qp.write(source.slice(i * chunk, chunk), remote, { offset: i * chunk });
+ * const writes = Array.from({ length: 16 }, (_, i) => write(i));
+ * await Promise.all(writes);
  * await qp.send(null); // "done": a zero-byte Send, after the Writes
  * await adapter.close();
  * ```
@@ -315,16 +320,16 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
    *   order) or null for a zero-byte message; at most adapter.info.maxTransferLength bytes.
    * @param options - solicited, inline, fence.
    * @returns the completion, once the message was delivered (`bytes`: the bytes sent).
-   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed
-   *   or deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them,
-   *   an unknown option or a non-boolean flag; ERR_ND_WRONG_ADAPTER for a region of another adapter;
-   *   ERR_ND_OUT_OF_RANGE for a segment outside its region; ERR_ND_DETACHED for a region whose ArrayBuffer was
-   *   transferred; ERR_ND_TOO_MANY_SGES for more entries than maxInitiatorSge. ND_CONNECTION_INVALID when the queue pair is not connected; ND_NO_MORE_ENTRIES when
-   *   the queue is full and maxQueued requests already wait; ND_CANCELED when it was flushed (qp.flush(),
-   *   close(), a disconnect, or an earlier request of the queue pair failed);
-   *   ND_REMOTE_ERROR when the peer refused it (no receive posted there, or one too small for the message);
-   *   ND_ACCESS_VIOLATION when a local SGE fails the provider's check; ND_IO_TIMEOUT when the peer stopped
-   *   answering; ND_BUFFER_OVERFLOW past maxTransferLength.
+   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed or
+   *   deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them, an unknown
+   *   option or a non-boolean flag; ERR_ND_WRONG_ADAPTER for a region of another adapter; ERR_ND_OUT_OF_RANGE for a
+   *   segment outside its region; ERR_ND_DETACHED for a region whose ArrayBuffer was transferred; ERR_ND_TOO_MANY_SGES
+   *   for more entries than maxInitiatorSge. ND_CONNECTION_INVALID when the queue pair is not connected;
+   *   ND_NO_MORE_ENTRIES when the queue is full and maxQueued requests already wait; ND_CANCELED when it was flushed
+   *   (qp.flush(), close(), a disconnect, or an earlier request of the queue pair failed); ND_REMOTE_ERROR when the
+   *   peer refused it (no receive posted there, or one too small for the message); ND_ACCESS_VIOLATION when a local SGE
+   *   fails the provider's check; ND_IO_TIMEOUT when the peer stopped answering; ND_BUFFER_OVERFLOW past
+   *   maxTransferLength.
    */
   send(local: Local, options?: SendOptions): Promise<Completion> {
     return this._request(K_SEND, 'send', local, undefined, options, SEND_KEYS);
@@ -337,16 +342,15 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
    * @param local - where the next message lands: a region, a segment, a list of them (scattered in order) or
    *   null for zero-byte messages only. The region needs `localWrite` access.
    * @returns the completion (`bytes`: the message's length).
-   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed
-   *   or deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them,
-   *   an unknown option or a non-boolean flag; ERR_ND_WRONG_ADAPTER for a region of another adapter;
-   *   ERR_ND_OUT_OF_RANGE for a segment outside its region; ERR_ND_DETACHED for a region whose ArrayBuffer was
-   *   transferred; ERR_ND_TOO_MANY_SGES for more entries than maxReceiveSge; ERR_ND_INVALID_ARGUMENT when the queue pair receives
-   *   through a shared receive queue (use srq.receive()). ND_CONNECTION_INVALID when the queue pair is not connected; ND_NO_MORE_ENTRIES when
-   *   the queue is full and maxQueued requests already wait; ND_CANCELED when it was flushed (qp.flush(),
-   *   close(), a disconnect, or an earlier request of the queue pair failed); ND_ACCESS_VIOLATION when a
-   *   local SGE fails the provider's check (at post time); ND_BUFFER_OVERFLOW when the message is larger than
-   *   `local`.
+   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed or
+   *   deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them, an unknown
+   *   option or a non-boolean flag; ERR_ND_WRONG_ADAPTER for a region of another adapter; ERR_ND_OUT_OF_RANGE for a
+   *   segment outside its region; ERR_ND_DETACHED for a region whose ArrayBuffer was transferred; ERR_ND_TOO_MANY_SGES
+   *   for more entries than maxReceiveSge; ERR_ND_INVALID_ARGUMENT when the queue pair receives through a shared
+   *   receive queue (use srq.receive()). ND_CONNECTION_INVALID when the queue pair is not connected; ND_NO_MORE_ENTRIES
+   *   when the queue is full and maxQueued requests already wait; ND_CANCELED when it was flushed (qp.flush(), close(),
+   *   a disconnect, or an earlier request of the queue pair failed); ND_ACCESS_VIOLATION when a local SGE fails the
+   *   provider's check (at post time); ND_BUFFER_OVERFLOW when the message is larger than `local`.
    */
   receive(local: Local): Promise<Completion> {
     return this._request(K_RECEIVE, 'receive', local, undefined, undefined, KEYS_OF.receive);
@@ -361,17 +365,16 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
    * @param remote - the peer's memory (decodeRemote() of what it sent); needs remoteWrite access there.
    * @param options - offset (bytes into `remote`), inline, fence.
    * @returns the completion (`bytes`: the bytes written).
-   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed
-   *   or deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them,
-   *   an unknown option or a non-boolean flag; ERR_ND_WRONG_ADAPTER for a region of another adapter;
-   *   ERR_ND_OUT_OF_RANGE for a segment outside its region; ERR_ND_DETACHED for a region whose ArrayBuffer was
-   *   transferred; ERR_ND_TOO_MANY_SGES for more entries than maxInitiatorSge; ERR_ND_INVALID_ARGUMENT for a `remote` that is not a
-   *   RemoteMemory; ERR_ND_OUT_OF_RANGE when the bytes at `offset` do not fit `remote.length`. ND_CONNECTION_INVALID when the queue pair is not connected; ND_NO_MORE_ENTRIES when
-   *   the queue is full and maxQueued requests already wait; ND_CANCELED when it was flushed (qp.flush(),
-   *   close(), a disconnect, or an earlier request of the queue pair failed);
-   *   ND_ACCESS_VIOLATION when the peer's region or window does not allow the Write (token, bounds, rights) or
-   *   a local SGE fails its check; ND_IO_TIMEOUT when the peer stopped answering; ND_BUFFER_OVERFLOW past
-   *   maxTransferLength.
+   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed or
+   *   deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them, an unknown
+   *   option or a non-boolean flag; ERR_ND_WRONG_ADAPTER for a region of another adapter; ERR_ND_OUT_OF_RANGE for a
+   *   segment outside its region; ERR_ND_DETACHED for a region whose ArrayBuffer was transferred; ERR_ND_TOO_MANY_SGES
+   *   for more entries than maxInitiatorSge; ERR_ND_INVALID_ARGUMENT for a `remote` that is not a RemoteMemory;
+   *   ERR_ND_OUT_OF_RANGE when the bytes at `offset` do not fit `remote.length`. ND_CONNECTION_INVALID when the queue
+   *   pair is not connected; ND_NO_MORE_ENTRIES when the queue is full and maxQueued requests already wait; ND_CANCELED
+   *   when it was flushed (qp.flush(), close(), a disconnect, or an earlier request of the queue pair failed);
+   *   ND_ACCESS_VIOLATION when the peer's region or window does not allow the Write (token, bounds, rights) or a local
+   *   SGE fails its check; ND_IO_TIMEOUT when the peer stopped answering; ND_BUFFER_OVERFLOW past maxTransferLength.
    */
   write(local: Local, remote: RemoteMemory, options?: WriteOptions): Promise<Completion> {
     return this._request(K_WRITE, 'write', local, remote, options, WRITE_KEYS);
@@ -386,17 +389,17 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
    * @param remote - the peer's memory; needs remoteRead access there.
    * @param options - offset (bytes into `remote`), fence.
    * @returns the completion (`bytes`: the bytes read).
-   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed
-   *   or deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them,
-   *   an unknown option or a non-boolean flag; ERR_ND_WRONG_ADAPTER for a region of another adapter;
-   *   ERR_ND_OUT_OF_RANGE for a segment outside its region; ERR_ND_DETACHED for a region whose ArrayBuffer was
-   *   transferred; ERR_ND_TOO_MANY_SGES for more entries than maxReadSge; ERR_ND_INVALID_ARGUMENT for a `remote` that is not a
-   *   RemoteMemory; ERR_ND_OUT_OF_RANGE when the bytes at `offset` do not fit `remote.length`. ND_CONNECTION_INVALID when the queue pair is not connected; ND_NO_MORE_ENTRIES when
-   *   the queue is full and maxQueued requests already wait; ND_CANCELED when it was flushed (qp.flush(),
-   *   close(), a disconnect, or an earlier request of the queue pair failed);
+   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed or
+   *   deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them, an unknown
+   *   option or a non-boolean flag; ERR_ND_WRONG_ADAPTER for a region of another adapter; ERR_ND_OUT_OF_RANGE for a
+   *   segment outside its region; ERR_ND_DETACHED for a region whose ArrayBuffer was transferred; ERR_ND_TOO_MANY_SGES
+   *   for more entries than maxReadSge; ERR_ND_INVALID_ARGUMENT for a `remote` that is not a RemoteMemory;
+   *   ERR_ND_OUT_OF_RANGE when the bytes at `offset` do not fit `remote.length`. ND_CONNECTION_INVALID when the queue
+   *   pair is not connected; ND_NO_MORE_ENTRIES when the queue is full and maxQueued requests already wait; ND_CANCELED
+   *   when it was flushed (qp.flush(), close(), a disconnect, or an earlier request of the queue pair failed);
    *   ND_ACCESS_VIOLATION when the peer's memory does not allow the Read or the local sink fails its check;
-   *   ND_REMOTE_ERROR when the peer's response breaks the protocol; ND_IO_TIMEOUT when the peer does not answer
-   *   within the response deadline (docs/nd2.md §3.6).
+   *   ND_REMOTE_ERROR when the peer's response breaks the protocol; ND_IO_TIMEOUT when the peer does not answer within
+   *   the response deadline (docs/nd2.md §3.6).
    */
   read(local: Local, remote: RemoteMemory, options?: ReadOptions): Promise<Completion> {
     return this._request(K_READ, 'read', local, remote, options, READ_KEYS);
@@ -413,9 +416,9 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
    * @param local - local memory, as for send()/receive()/read()/write().
    * @param remote - the peer's memory, for 'read' and 'write' only.
    * @param options - context (returned by cq.poll()), silent, and the options of the request type.
-   * @throws {@link NdError} synchronously, for what send()/receive()/read()/write() reject with before posting:
-   *   the misuse codes, ND_CONNECTION_INVALID, ND_NO_MORE_ENTRIES. Completion failures (ND_CANCELED,
-   *   ND_ACCESS_VIOLATION, ...) arrive as the `status` of the raw completion.
+   * @throws {@link NdError} synchronously, for what send()/receive()/read()/write() reject with before posting: the
+   *   misuse codes, ND_CONNECTION_INVALID, ND_NO_MORE_ENTRIES. Completion failures (ND_CANCELED, ND_ACCESS_VIOLATION,
+   *   ...) arrive as the `status` of the raw completion.
    */
   post(op: 'send' | 'receive' | 'read' | 'write', local: Local, remote?: RemoteMemory, options?: PostOptions): void {
     const kind = POST_KINDS[op as string];
@@ -448,10 +451,10 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
    * @returns `{ address, token, length }` for the peer; the token is window.remoteToken.
    * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, the window or the region is closed;
    *   ERR_ND_INVALID_ARGUMENT for a wrong window, region or access (an unknown key, neither read nor write);
-   *   ERR_ND_WRONG_ADAPTER for a window or region of another adapter; ERR_ND_OUT_OF_RANGE for a segment outside
-   *   its region. ND_CONNECTION_INVALID when the queue pair is not connected; ND_NO_MORE_ENTRIES when
-   *   the queue is full and maxQueued requests already wait; ND_CANCELED when it was flushed (qp.flush(),
-   *   close(), a disconnect, or an earlier request of the queue pair failed).
+   *   ERR_ND_WRONG_ADAPTER for a window or region of another adapter; ERR_ND_OUT_OF_RANGE for a segment outside its
+   *   region. ND_CONNECTION_INVALID when the queue pair is not connected; ND_NO_MORE_ENTRIES when the queue is full and
+   *   maxQueued requests already wait; ND_CANCELED when it was flushed (qp.flush(), close(), a disconnect, or an
+   *   earlier request of the queue pair failed).
    */
   bind(window: MemoryWindow, region: MemoryRegion | Segment, access: { read?: boolean; write?: boolean }): Promise<RemoteMemory> {
     const returned: Returned = { promise: null };
@@ -541,10 +544,11 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
    *
    * @param window - a window bound through this queue pair.
    * @returns the completion.
-   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair or the window is closed; ERR_ND_INVALID_ARGUMENT
-   *   when `window` is not a MemoryWindow; ERR_ND_WRONG_ADAPTER for one of another adapter. ND_CONNECTION_INVALID when the queue pair is not connected; ND_NO_MORE_ENTRIES when
-   *   the queue is full and maxQueued requests already wait; ND_CANCELED when it was flushed (qp.flush(),
-   *   close(), a disconnect, or an earlier request of the queue pair failed).
+   * @throws {@link NdError} ERR_ND_CLOSED when the queue pair or the window is closed; ERR_ND_INVALID_ARGUMENT when
+   *   `window` is not a MemoryWindow; ERR_ND_WRONG_ADAPTER for one of another adapter. ND_CONNECTION_INVALID when the
+   *   queue pair is not connected; ND_NO_MORE_ENTRIES when the queue is full and maxQueued requests already wait;
+   *   ND_CANCELED when it was flushed (qp.flush(), close(), a disconnect, or an earlier request of the queue pair
+   *   failed).
    */
   invalidate(window: MemoryWindow): Promise<Completion> {
     const returned: Returned = { promise: null };
