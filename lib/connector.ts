@@ -54,9 +54,13 @@ const CONNECT_KEYS = ['privateData', 'inboundReadLimit', 'outboundReadLimit', 'l
 /** The keys accept() accepts. */
 const ACCEPT_KEYS = ['privateData', 'inboundReadLimit', 'outboundReadLimit', 'signal'] as const;
 
+/** Options of connector.accept(). */
 export interface AcceptOptions {
+  /** Sent to the peer with the accept (at most info.maxCalleeData bytes); it reads connector.privateData. */
   privateData?: Uint8Array;
+  /** Reads this side will serve (IRD); default info.maxInboundReadLimit. */
   inboundReadLimit?: number;
+  /** Reads this side wants to issue (ORD); default info.maxOutboundReadLimit. */
   outboundReadLimit?: number;
   /**
    * Aborting cancels the pending Accept (the connection is abandoned and closed) and rejects with an NdError of
@@ -321,6 +325,15 @@ export class Connector implements AsyncDisposable, RequestOwner {
    * Accepts a connection request (passive side) with `qp`; resolves once the peer completed the connection.
    * Rejects with ND_IO_TIMEOUT if the peer does not complete it within the provider's handshake deadline, and with
    * ERR_ND_ABORTED when `options.signal` aborts first.
+   *
+   * @param qp - an unconnected queue pair of this connector's adapter.
+   * @param options - privateData (at most adapter.info.maxCalleeData bytes), inboundReadLimit and
+   *   outboundReadLimit (Reads in flight, up to the adapter's maxInboundReadLimit / maxOutboundReadLimit), signal.
+   * @throws {@link NdError} ERR_ND_CLOSED when the connector (or `qp`) is closed; ERR_ND_BUSY unless the connector
+   *   holds a connection request ('requested'); ERR_ND_INVALID_ARGUMENT for a wrong queue pair or option;
+   *   ERR_ND_WRONG_ADAPTER for a queue pair of another adapter; ERR_ND_OUT_OF_RANGE for private data or limits
+   *   beyond the adapter's; ND_CONNECTION_ABORTED (or ND_CONNECTION_REFUSED on some providers) when the initiator
+   *   went away or gave up; ND_IO_TIMEOUT past the handshake deadline; ERR_ND_ABORTED when `signal` aborts.
    */
   async accept(qp: QueuePair, options: AcceptOptions = {}): Promise<void> {
     const op = 'accept';

@@ -14,6 +14,7 @@ export interface ListenOptions {
   host?: string;
   /** Port (default 0: an ephemeral port; read it from listener.address). */
   port?: number;
+  /** Connection requests the provider queues before getConnectionRequest() takes them (default 0: its default). */
   backlog?: number;
 }
 
@@ -28,6 +29,29 @@ export interface ConnectionRequestOptions {
   signal?: AbortSignal;
 }
 
+/**
+ * A listening endpoint (IND2Listener), from adapter.listen(). Each connection request comes as a Connector in the
+ * 'requested' state, from getConnectionRequest() or by iterating the listener; accept() or reject() it.
+ *
+ * @example
+ * ```ts
+ * import { openAdapter } from 'netdirect';
+ * const adapter = await openAdapter('127.0.0.1');
+ * const listener = await adapter.listen({ port: 0 });
+ * console.log(`listening on ${listener.address.host}:${listener.address.port}`);
+ * const cq = adapter.createCompletionQueue();
+ * const serving = (async () => {
+ *   for await (const request of listener) {
+ *     await request.accept(adapter.createQueuePair({ receiveCq: cq }));
+ *     console.log('connected from', request.peerAddress);
+ *   }
+ * })();
+ * await adapter.connect(adapter.createQueuePair({ receiveCq: cq }), listener.address);
+ * await listener.close(); // the loop ends
+ * await serving;
+ * await adapter.close();
+ * ```
+ */
 export class Listener implements AsyncDisposable, AsyncIterable<Connector>, RequestOwner {
   /** The address and port listened on. */
   readonly address: Endpoint;
@@ -57,6 +81,12 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
   /**
    * Waits for the next connection request. Rejects with ND_CANCELED when the listener is closed, with
    * ERR_ND_ABORTED when `options.signal` aborts first.
+   *
+   * @param options - signal: withdraws this call when aborted.
+   * @returns a connector in the 'requested' state: accept() or reject() it; its privateData is the initiator's.
+   * @throws {@link NdError} ERR_ND_CLOSED when the listener or the adapter is closed (or closes meanwhile);
+   *   ERR_ND_INVALID_ARGUMENT for an unknown option or a signal that is not an AbortSignal; ND_CANCELED when
+   *   close() cancels the wait; ERR_ND_ABORTED when `signal` aborts.
    */
   async getConnectionRequest(options: ConnectionRequestOptions = {}): Promise<Connector> {
     const op = 'getConnectionRequest';
@@ -127,7 +157,11 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
     return connector;
   }
 
-  /** Yields connection requests until the listener is closed. */
+  /**
+   * Yields connection requests until the listener is closed (the loop then ends without an error).
+   *
+   * @throws {@link NdError} what getConnectionRequest() rejects with while the listener is open.
+   */
   async *[Symbol.asyncIterator](): AsyncIterator<Connector> {
     while (this._state === 'open') {
       let connector: Connector;
@@ -141,7 +175,10 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
     }
   }
 
-  /** Cancels pending getConnectionRequest() calls (they reject with ND_CANCELED), then releases. Idempotent. */
+  /**
+   * Cancels pending getConnectionRequest() calls (they reject with ND_CANCELED), then releases. Idempotent: every
+   * call returns the same promise. Connections already accepted are not affected.
+   */
   close(): Promise<void> {
     return (this._closing ??= this._close());
   }
@@ -160,6 +197,7 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
     this._adapter._forget(this);
   }
 
+  /** close(), for `await using listener = await adapter.listen()`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
