@@ -19,6 +19,14 @@ export const ERR_ND_DETACHED = 'ERR_ND_DETACHED';
 export const ERR_ND_BUSY = 'ERR_ND_BUSY';
 /** The operation was aborted through its AbortSignal. */
 export const ERR_ND_ABORTED = 'ERR_ND_ABORTED';
+/** An address the addon cannot parse: a port above 65535, a non-numeric IPv6 zone, a host that is no address. */
+export const ERR_ND_INVALID_ADDRESS = 'ERR_ND_INVALID_ADDRESS';
+/** An addon object constructed with `new` from JavaScript: only its factory (openAdapter(), adapter.create...()) makes one. */
+export const ERR_ND_ILLEGAL_CONSTRUCTOR = 'ERR_ND_ILLEGAL_CONSTRUCTOR';
+/** An argument that should be an object of this addon (a queue pair, a region, ...) is something else. */
+export const ERR_ND_FOREIGN_OBJECT = 'ERR_ND_FOREIGN_OBJECT';
+/** A memory region that is not registered (never, or no longer). */
+export const ERR_ND_INVALID_REGION = 'ERR_ND_INVALID_REGION';
 
 export type NdMisuseCode =
   | typeof ERR_ND_INVALID_ARGUMENT
@@ -28,7 +36,11 @@ export type NdMisuseCode =
   | typeof ERR_ND_TOO_MANY_SGES
   | typeof ERR_ND_DETACHED
   | typeof ERR_ND_BUSY
-  | typeof ERR_ND_ABORTED;
+  | typeof ERR_ND_ABORTED
+  | typeof ERR_ND_INVALID_ADDRESS
+  | typeof ERR_ND_ILLEGAL_CONSTRUCTOR
+  | typeof ERR_ND_FOREIGN_OBJECT
+  | typeof ERR_ND_INVALID_REGION;
 
 /** netdirect/job: the launcher's protocol or the rendezvous failed or refused (docs/job.md). */
 export const ERR_ND_JOB_BOOTSTRAP = 'ERR_ND_JOB_BOOTSTRAP';

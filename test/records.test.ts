@@ -27,3 +27,18 @@ describe('completion records: lib/records.ts and binding/records.h agree', () =>
     expect(new Set(values).size).toBe(values.length);
   });
 });
+
+describe('misuse codes: what the addon raises, lib/errors.ts declares', () => {
+  it('every ERR_ND_* code in binding/*.cc is an exported constant (so NdErrorCode covers it)', async () => {
+    const { readdirSync, readFileSync } = await import('node:fs');
+    const path = await import('node:path');
+    const nd = await import('../lib/index');
+    const dir = path.join(__dirname, '..', 'binding');
+    const codes = new Set<string>();
+    for (const f of readdirSync(dir).filter((n) => n.endsWith('.cc') || n.endsWith('.h'))) {
+      for (const m of readFileSync(path.join(dir, f), 'utf8').matchAll(/"(ERR_ND_[A-Z_]+)"/g)) codes.add(m[1]);
+    }
+    expect(codes.size).toBeGreaterThan(0);
+    for (const code of codes) expect((nd as Record<string, unknown>)[code], code).toBe(code);
+  });
+});
