@@ -7,7 +7,8 @@
 //
 // Cases: 4 ranks in 4 namespaces (ring, allreduce, broadcast, barrier); the same over links with delay and loss
 // (test/netfault/linkem.c between each host and a router namespace on the bridge, or tc netem where the kernel
-// has it); a rank killed in the middle of an allreduce. Needs root, `ip`, and MPICH's mpiexec: skipped with the
+// has it); a rank killed in the middle of an allreduce, with Hydra's cleanup off (the others report) and on
+// (mpiexec ends them). Needs root, `ip`, and MPICH's mpiexec: skipped with the
 // reason otherwise. Names (namespaces, links, bridge) and the subnet are unique per run. Runs once, in the default
 // project.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
@@ -193,6 +194,11 @@ function teardown(): void {
   for (const br of made.bridges.splice(0)) tryRun('ip', ['link', 'del', br]);
 }
 
+/** Process ids still running in the topology's namespaces. */
+function processesIn(t: Topology): string[] {
+  return t.hosts.flatMap((ns) => (tryRunOut('ip', ['netns', 'pids', ns]) ?? '').split(/\s+/).filter(Boolean));
+}
+
 function tryRunOut(cmd: string, args: string[]): string | null {
   try {
     return run(cmd, args);
@@ -310,10 +316,13 @@ describe.skipIf(skip !== null)('a job of 4 ranks in 4 network namespaces under M
 
   it('a rank killed in the middle of an allreduce: the others end with an NdError naming it, close() returns, mpiexec exits', async () => {
     const victim = 2;
+    // Each rank reports the first connection it sees break. The survivors hold theirs 1 s after their error, so
+    // each must notice the death itself, also rank 0, which in the ring phase exchanges nothing with rank 2 (its
+    // receives posted on that connection fail); without the hold it may first see rank 1 or 3 close theirs.
     // -disable-auto-cleanup: Hydra would otherwise kill the other ranks as soon as one dies, before they report.
-    const ran = await mpirun(dir, plain, ['-disable-auto-cleanup'], { NETNS_SCENARIO: 'die', NETNS_VICTIM: String(victim) }, 90_000);
+    const ran = await mpirun(dir, plain, ['-disable-auto-cleanup'], { NETNS_SCENARIO: 'die', NETNS_VICTIM: String(victim), NETNS_HOLD_MS: '1000' }, 90_000);
     const all = reports(ran);
-    console.log(`job-netns kill: mpiexec exited ${ran.code ?? ran.signal} after ${ran.ms} ms; close() after the failure took ${all.map((r) => r.closeMs).join(', ')} ms`);
+    console.log(`job-netns kill: mpiexec exited ${ran.code ?? ran.signal} after ${ran.ms} ms; close() after the failure took ${all.map((r) => r.closeMs).join(', ')} ms; SIGUSR1 from Hydra: ${all.map((r) => !!r.sigusr1).join(', ')}; ${all.map((r) => `rank ${r.rank}: ${r.error?.code} ${r.error?.message}`).join('; ')}`);
     expect(ran.timedOut, `mpiexec hung:\n${ran.stdout}\n${ran.stderr}`).toBe(false);
     expect(all.map((r) => r.rank), ran.stderr).toEqual([0, 1, 3]);
     for (const r of all) {
@@ -321,7 +330,20 @@ describe.skipIf(skip !== null)('a job of 4 ranks in 4 network namespaces under M
     }
     // mpiexec reports the rank that was killed and fails the run.
     expect(ran.code).not.toBe(0);
-    expect(ran.stdout + ran.stderr).toMatch(/KILLED BY SIGNAL: 9|signal 9/i);
+    expect(ran.stdout + ran.stderr).toMatch(/TERMINATED WITH THE EXIT STRING: Killed \(signal 9\)/);
+    expect(processesIn(plain)).toEqual([]);
+  }, 120_000);
+
+  it("the same under Hydra's default cleanup: mpiexec ends the other ranks itself, exits non-zero, nothing is left running", async () => {
+    const victim = 1;
+    const ran = await mpirun(dir, plain, [], { NETNS_SCENARIO: 'die', NETNS_VICTIM: String(victim), NETNS_HOLD_MS: '60000' }, 90_000);
+    console.log(`job-netns kill, default cleanup: mpiexec exited ${ran.code ?? ran.signal} after ${ran.ms} ms`);
+    expect(ran.timedOut, `mpiexec hung:\n${ran.stdout}\n${ran.stderr}`).toBe(false);
+    expect(ran.code).not.toBe(0);
+    expect(ran.stdout + ran.stderr).toMatch(new RegExp(`BAD TERMINATION[^]*RUNNING AT ${plain.hosts[victim]}\\s`));
+    // The survivors would hold their job 60 s: mpiexec ended them well before.
+    expect(ran.ms).toBeLessThan(60_000);
+    expect(processesIn(plain)).toEqual([]);
   }, 120_000);
 });
 

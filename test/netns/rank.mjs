@@ -3,7 +3,7 @@
 // job across the namespaces: a ring of notified RDMA Writes, allreduce (small: recursive doubling; large: ring),
 // broadcast and barrier, on data whose right answer every rank can compute. Prints one JSON line.
 // NETNS_SCENARIO=die: rank NETNS_VICTIM kills itself while an allreduce is in flight; the others report the error
-// they got and whether close() still returned.
+// they got, hold their connections NETNS_HOLD_MS, then report how long close() took.
 import { readlinkSync } from 'node:fs';
 import { networkInterfaces } from 'node:os';
 import { join } from 'netdirect/job';
@@ -17,6 +17,9 @@ const check = (name, ok) => (out.checks[name] = ok);
 
 if (scenario === 'die') {
   const victim = Number(process.env.NETNS_VICTIM ?? size - 1);
+  // Hydra tells the surviving processes that one failed with SIGUSR1 (under -disable-auto-cleanup), and Node's
+  // default action for SIGUSR1 is to start its inspector on 127.0.0.1:9229: record the signal instead.
+  process.on('SIGUSR1', () => (out.sigusr1 = true));
   try {
     await job.barrier();
     for (let i = 0; i < 1000; i++) {
@@ -29,6 +32,9 @@ if (scenario === 'die') {
   } catch (err) {
     out.error = { name: err.name, code: err.code, peer: err.peer, message: err.message };
   }
+  // Survivors keep their connections a while before close(): a rank that has not yet seen the death itself
+  // would otherwise see first the connection of a survivor that closed (and name that rank, truthfully).
+  await new Promise((r) => setTimeout(r, Number(process.env.NETNS_HOLD_MS ?? 0)));
   const t0 = Date.now();
   await job.close().catch(() => undefined);
   out.closeMs = Date.now() - t0;
