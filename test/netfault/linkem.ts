@@ -1,5 +1,5 @@
 // Driving test/netfault/linkem.c from a test: build it, start one link between two network namespaces, send it
-// commands (test/netfault/README.md lists them). Used by test/job-netns.test.ts.
+// commands (test/netfault/README.md lists them). Used by test/netfault.test.ts and test/job-netns.test.ts.
 import { execFileSync, spawn } from 'node:child_process';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
