@@ -8,9 +8,8 @@
 // Cases: 4 ranks in 4 namespaces (ring, allreduce, broadcast, barrier); the same over links with delay and loss
 // (test/netfault/linkem.c between each host and a router namespace on the bridge, or tc netem where the kernel
 // has it); a rank killed in the middle of an allreduce, with Hydra's cleanup off (the others report) and on
-// (mpiexec ends them). Needs root, `ip`, and MPICH's mpiexec: skipped with the
-// reason otherwise. Names (namespaces, links, bridge) and the subnet are unique per run. Runs once, in the default
-// project.
+// (mpiexec ends them). Needs root, `ip`, and MPICH's mpiexec: skipped with the reason otherwise. Names (namespaces,
+// links, bridge) and the subnet are unique per run. Runs once, in the default project.
 import { execFileSync, spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
