@@ -13,6 +13,7 @@ import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { root } from './helpers';
+import { buildLinkem, startLinkem } from './netfault/linkem';
 
 // Dead-peer bound of the provider in these processes (docs/liveness.md): a cut link must end every pending
 // request within it, plus the keepalive interval (timeout / 6), plus slack for a loaded 2-core machine.
@@ -124,35 +125,9 @@ function netemLink(): Link {
 }
 
 async function linkemLink(dir: string): Promise<Link> {
-  const exe = path.join(dir, 'linkem');
-  run('cc', ['-O2', '-Wall', '-Wextra', '-Werror', '-o', exe, path.join(root, 'test/netfault/linkem.c')]);
   const dev = { a: `nfa${tag}`, b: `nfb${tag}` };
-  const proc = spawn(exe, ['--ns-a', `/run/netns/${ns.a}`, '--dev-a', dev.a, '--ns-b', `/run/netns/${ns.b}`, '--dev-b', dev.b], {
-    stdio: ['pipe', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  proc.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
-  const lines: string[] = [];
-  const waiters: Array<() => void> = [];
-  readline.createInterface({ input: proc.stdout! }).on('line', (l) => {
-    lines.push(l);
-    for (const w of waiters.splice(0)) w();
-  });
-  const exited = new Promise<void>((resolve) => proc.on('exit', () => resolve()));
-  const nextLine = async (): Promise<string> => {
-    while (lines.length === 0) {
-      const gone = await Promise.race([new Promise<boolean>((r) => waiters.push(() => r(false))), exited.then(() => true)]);
-      if (gone && lines.length === 0) throw new Error(`linkem exited: ${stderr}`);
-    }
-    return lines.shift()!;
-  };
-  const command = async (c: string): Promise<string> => {
-    proc.stdin!.write(`${c}\n`);
-    const answer = await nextLine();
-    if (answer.startsWith('error')) throw new Error(`linkem: ${answer}`);
-    return answer;
-  };
-  expect(await nextLine()).toBe('ready');
+  const linkem = await startLinkem(buildLinkem(dir), ns.a, dev.a, ns.b, dev.b);
+  const command = linkem.command;
   configureEnds(dev);
   await command('seed 13');
   return {
@@ -169,9 +144,7 @@ async function linkemLink(dir: string): Promise<Link> {
       await command('restore');
     },
     stats: () => command('stats'),
-    close() {
-      proc.stdin!.end(); // end of input ends linkem; its TUN devices go with it
-    },
+    close: linkem.close,
   };
 }
 

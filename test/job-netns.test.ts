@@ -1,0 +1,353 @@
+// More than one machine, on one machine (issue #12, item 4; docs/job.md, "The namespace tier"): the ranks of a job
+// run in separate Linux network namespaces, "hosts" with their own interfaces, addresses and TCP/IP stacks, joined
+// by veth pairs and a bridge, and are launched by MPICH's real `mpiexec` (Hydra): a host file names the
+// namespaces, and `-launcher ssh -launcher-exec test/netns/nsexec` starts Hydra's proxy in each with
+// `ip netns exec` instead of ssh. The proxies connect back to mpiexec's control port on the bridge's address in
+// this (the root) namespace; each rank speaks PMI-1 to its proxy and netdirect's software provider to the others.
+//
+// Cases: 4 ranks in 4 namespaces (ring, allreduce, broadcast, barrier); the same over links with delay and loss
+// (test/netfault/linkem.c between each host and a router namespace on the bridge, or tc netem where the kernel
+// has it); a rank killed in the middle of an allreduce, with Hydra's cleanup off (the others report) and on
+// (mpiexec ends them). Needs root, `ip`, and MPICH's mpiexec: skipped with the reason otherwise. Names (namespaces,
+// links, bridge) and the subnet are unique per run. Runs once, in the default project.
+import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { root } from './helpers';
+import { buildLinkem, startLinkem, type Linkem } from './netfault/linkem';
+
+const RANKS = 4;
+const tag = `${process.pid % 100000}`;
+const nsexec = path.join(root, 'test/netns/nsexec');
+const rankScript = path.join(root, 'test/netns/rank.mjs');
+const mpiexec = ['mpiexec.hydra', 'mpiexec'].find((c) => /HYDRA/.test(spawnSync(c, ['--version'], { encoding: 'utf8' }).stdout ?? ''));
+
+function run(cmd: string, args: string[]): string {
+  return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+}
+
+function tryRun(cmd: string, args: string[]): string | null {
+  try {
+    run(cmd, args);
+    return null;
+  } catch (err: any) {
+    return String(err?.stderr || err?.message || err).trim().split('\n')[0];
+  }
+}
+
+/** Why this machine cannot run the tier, or null. */
+function skipReason(): string | null {
+  if (process.platform !== 'linux') return 'network namespaces are Linux-only';
+  if (process.getuid?.() !== 0) return 'needs root (creates network namespaces, veth pairs and a bridge); CI runs as root';
+  if (mpiexec === undefined) return "MPICH's mpiexec (Hydra) not found (apt-get install mpich)";
+  const probe = `ndjprobe${tag}`;
+  const failed = tryRun('ip', ['netns', 'add', probe]);
+  if (failed !== null) return `cannot create a network namespace (ip netns add: ${failed})`;
+  tryRun('ip', ['netns', 'del', probe]);
+  const br = `ndjpb${tag}`;
+  const noBridge = tryRun('ip', ['link', 'add', br, 'type', 'bridge']);
+  if (noBridge !== null) return `cannot create a bridge (ip link add type bridge: ${noBridge})`;
+  tryRun('ip', ['link', 'del', br]);
+  return null;
+}
+
+/** How the fault case makes its faulty links here, or why it cannot. */
+function faultLink(): { kind: 'linkem' | 'netem' } | { skip: string } {
+  if (fs.existsSync('/dev/net/tun') && tryRun('cc', ['--version']) === null) return { kind: 'linkem' };
+  const probe = `ndjnetem${tag}`;
+  if (tryRun('ip', ['netns', 'add', probe]) === null) {
+    try {
+      const ok = tryRun('ip', ['-n', probe, 'link', 'set', 'lo', 'up']) === null && tryRun('tc', ['-n', probe, 'qdisc', 'add', 'dev', 'lo', 'root', 'netem', 'delay', '1ms']) === null;
+      if (ok) return { kind: 'netem' };
+    } finally {
+      tryRun('ip', ['netns', 'del', probe]);
+    }
+  }
+  return { skip: 'neither TUN + cc (for test/netfault/linkem.c) nor sch_netem is available for faulty links' };
+}
+
+const skip = skipReason();
+const faults = skip === null ? faultLink() : { skip };
+
+/** A /24 in 10.200.0.0-10.249.255.0 that no interface or route here uses, picked from the process id. */
+function freeSubnet(taken: string[]): string {
+  const inUse = run('ip', ['-4', '-o', 'addr', 'show']) + run('ip', ['-4', 'route', 'show', 'table', 'all']);
+  for (let k = 0; k < 12800; k++) {
+    const x = (process.pid + k * 7919) % 12800;
+    const prefix = `10.${200 + Math.floor(x / 256)}.${x % 256}`;
+    if (!inUse.includes(`${prefix}.`) && !taken.includes(prefix)) return prefix;
+  }
+  throw new Error('no free 10.x.y.0/24 for the namespace tier');
+}
+
+interface Topology {
+  /** Namespace names, one per host; also the host names given to mpiexec. */
+  hosts: string[];
+  /** Each host's address. */
+  addresses: string[];
+  /** The bridge's address in the root namespace: mpiexec's control port listens there (-localhost). */
+  rootAddress: string;
+  links: Linkem[];
+  describe: string;
+}
+
+const made = { namespaces: [] as string[], bridges: [] as string[], links: [] as Linkem[] };
+
+function addNamespace(name: string): void {
+  run('ip', ['netns', 'add', name]);
+  made.namespaces.push(name);
+  run('ip', ['-n', name, 'link', 'set', 'lo', 'up']);
+}
+
+/** A bridge in the root namespace holding `prefix`.126/25 (the first half of the /24 is the bridged segment). */
+function addBridge(name: string, prefix: string): string {
+  run('ip', ['link', 'add', name, 'type', 'bridge']);
+  made.bridges.push(name);
+  run('ip', ['addr', 'add', `${prefix}.126/25`, 'dev', name]);
+  run('ip', ['link', 'set', name, 'up']);
+  return `${prefix}.126`;
+}
+
+/** A veth pair from the bridge into namespace `ns` (device nd0 there, addressed `address`/25). */
+function plugIn(bridge: string, rootEnd: string, ns: string, address: string): void {
+  run('ip', ['link', 'add', rootEnd, 'type', 'veth', 'peer', 'name', 'nd0', 'netns', ns]);
+  run('ip', ['link', 'set', rootEnd, 'master', bridge, 'up']);
+  run('ip', ['-n', ns, 'addr', 'add', `${address}/25`, 'dev', 'nd0']);
+  run('ip', ['-n', ns, 'link', 'set', 'nd0', 'up']);
+}
+
+/** Hosts h0..h(n-1) on one bridge: prefix.(1+i). */
+function bridgedHosts(name: string, prefix: string): Topology {
+  const bridge = `ndjb${tag}${name}`;
+  const rootAddress = addBridge(bridge, prefix);
+  const hosts: string[] = [];
+  const addresses: string[] = [];
+  for (let i = 0; i < RANKS; i++) {
+    const ns = `ndj${tag}${name}h${i}`;
+    addNamespace(ns);
+    plugIn(bridge, `ndj${tag}${name}v${i}`, ns, `${prefix}.${1 + i}`);
+    hosts.push(ns);
+    addresses.push(`${prefix}.${1 + i}`);
+  }
+  return { hosts, addresses, rootAddress, links: [], describe: `${RANKS} namespaces on bridge ${bridge} (${prefix}.0/25)` };
+}
+
+/**
+ * Hosts behind faulty links: host i is joined to a router namespace r_i by linkem (two TUN devices, a /30:
+ * prefix.(128+4i) with the router at +1 and the host at +2), and r_i is on the bridge at prefix.(65+i) and
+ * forwards. Every rank-to-rank path crosses two faulty links, and so does each proxy's control connection.
+ */
+async function faultyHosts(name: string, prefix: string, exe: string): Promise<Topology> {
+  const bridge = `ndjb${tag}${name}`;
+  const rootAddress = addBridge(bridge, prefix);
+  const hosts: string[] = [];
+  const addresses: string[] = [];
+  const links: Linkem[] = [];
+  const net = (i: number) => `${prefix}.${128 + 4 * i}/30`;
+  const routerAt = (i: number) => `${prefix}.${65 + i}`;
+  for (let i = 0; i < RANKS; i++) {
+    const [ns, router] = [`ndj${tag}${name}h${i}`, `ndj${tag}${name}r${i}`];
+    addNamespace(ns);
+    addNamespace(router);
+    plugIn(bridge, `ndj${tag}${name}v${i}`, router, routerAt(i));
+    run('ip', ['netns', 'exec', router, 'sysctl', '-q', '-w', 'net.ipv4.ip_forward=1']);
+    const link = await startLinkem(exe, router, 'ndl0', ns, 'ndl0');
+    made.links.push(link);
+    links.push(link);
+    const [r, h] = [`${prefix}.${129 + 4 * i}`, `${prefix}.${130 + 4 * i}`];
+    run('ip', ['-n', router, 'addr', 'add', `${r}/30`, 'dev', 'ndl0']);
+    run('ip', ['-n', router, 'link', 'set', 'ndl0', 'up']);
+    run('ip', ['-n', ns, 'addr', 'add', `${h}/30`, 'dev', 'ndl0']);
+    run('ip', ['-n', ns, 'link', 'set', 'ndl0', 'up']);
+    run('ip', ['-n', ns, 'route', 'add', 'default', 'via', r]);
+    hosts.push(ns);
+    addresses.push(h);
+  }
+  // Each router and the root namespace reach every host's /30 through that host's router.
+  for (let j = 0; j < RANKS; j++) {
+    run('ip', ['route', 'add', net(j), 'via', routerAt(j)]);
+    for (let i = 0; i < RANKS; i++) if (i !== j) run('ip', ['-n', `ndj${tag}${name}r${i}`, 'route', 'add', net(j), 'via', routerAt(j)]);
+  }
+  return { hosts, addresses, rootAddress, links, describe: `${RANKS} namespaces, each behind linkem and a router, on bridge ${bridge}` };
+}
+
+/** tc netem on every host's veth (where the kernel has sch_netem): the same faults as linkem's. */
+function netemOn(t: Topology, loss: number, delayMs: number, jitterMs: number): void {
+  for (const ns of t.hosts) run('tc', ['-n', ns, 'qdisc', 'add', 'dev', 'nd0', 'root', 'netem', 'delay', `${delayMs}ms`, `${jitterMs}ms`, 'loss', `${loss}%`]);
+}
+
+/** Ends what still runs in our namespaces (processes the tier started, through mpiexec), then removes them all. */
+function teardown(): void {
+  for (const l of made.links.splice(0)) l.close();
+  for (const ns of made.namespaces) {
+    const pids = (tryRunOut('ip', ['netns', 'pids', ns]) ?? '').split(/\s+/).filter(Boolean);
+    for (const pid of pids) {
+      try {
+        process.kill(Number(pid), 'SIGKILL');
+      } catch {}
+    }
+  }
+  for (const ns of made.namespaces.splice(0)) tryRun('ip', ['netns', 'del', ns]);
+  for (const br of made.bridges.splice(0)) tryRun('ip', ['link', 'del', br]);
+}
+
+/** Process ids still running in the topology's namespaces. */
+function processesIn(t: Topology): string[] {
+  return t.hosts.flatMap((ns) => (tryRunOut('ip', ['netns', 'pids', ns]) ?? '').split(/\s+/).filter(Boolean));
+}
+
+function tryRunOut(cmd: string, args: string[]): string | null {
+  try {
+    return run(cmd, args);
+  } catch {
+    return null;
+  }
+}
+
+interface Ran {
+  code: number | null;
+  signal: NodeJS.Signals | null;
+  stdout: string;
+  stderr: string;
+  ms: number;
+  timedOut: boolean;
+}
+
+/** mpiexec with one rank per namespace, launched through nsexec; killed (and reported) after timeoutMs. */
+function mpirun(dir: string, t: Topology, extraArgs: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<Ran> {
+  const hostfile = path.join(dir, `hosts-${t.hosts[0]}`);
+  fs.writeFileSync(hostfile, t.hosts.map((h) => `${h}:1\n`).join(''));
+  const args = ['-f', hostfile, '-n', String(RANKS), '-localhost', t.rootAddress, '-launcher', 'ssh', '-launcher-exec', nsexec, ...extraArgs, process.execPath, rankScript];
+  const started = Date.now();
+  const child = spawn(mpiexec!, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  let timedOut = false;
+  const timer = setTimeout(() => {
+    timedOut = true;
+    child.kill('SIGKILL');
+  }, timeoutMs);
+  return new Promise((resolve) =>
+    child.on('close', (code, signal) => {
+      clearTimeout(timer);
+      resolve({ code, signal, stdout, stderr, ms: Date.now() - started, timedOut });
+    }),
+  );
+}
+
+function reports(ran: Ran): any[] {
+  return ran.stdout
+    .split('\n')
+    .filter((l) => l.startsWith('{'))
+    .map((l) => JSON.parse(l))
+    .sort((a, b) => a.rank - b.rank);
+}
+
+/** Every rank reported, each from its own namespace and host address, and every check held. */
+function expectAcrossHosts(ran: Ran, t: Topology): void {
+  const all = reports(ran);
+  expect(ran.timedOut, `mpiexec hung:\n${ran.stdout}\n${ran.stderr}`).toBe(false);
+  expect(all.map((r) => r.rank), `${ran.stdout}\n${ran.stderr}`).toEqual([0, 1, 2, 3]);
+  const here = fs.readlinkSync('/proc/self/ns/net');
+  expect(new Set(all.map((r) => r.netns)).size).toBe(RANKS);
+  for (const r of all) {
+    expect(r.netns).not.toBe(here);
+    expect(r.size).toBe(RANKS);
+    expect(r.launcher).toBe('hydra');
+    // Hydra places rank i on the i-th host of the host file: its only address is that host's.
+    expect(r.addresses).toEqual([t.addresses[r.rank]]);
+    expect(Object.entries(r.checks).filter(([, ok]) => ok !== true), `rank ${r.rank}`).toEqual([]);
+  }
+  expect(Object.keys(all[0].checks).length).toBeGreaterThanOrEqual(11);
+  expect(ran.code, ran.stderr).toBe(0);
+}
+
+describe.skipIf(skip !== null)('a job of 4 ranks in 4 network namespaces under MPICH mpiexec (Hydra)', () => {
+  let dir: string;
+  let plain: Topology;
+  const taken: string[] = [];
+
+  beforeAll(() => {
+    dir = fs.mkdtempSync(path.join(os.tmpdir(), 'netdirect-netns-'));
+    const prefix = freeSubnet(taken);
+    taken.push(prefix);
+    plain = bridgedHosts('p', prefix);
+    console.log(`job-netns: ${plain.describe}, mpiexec at ${plain.rootAddress}`);
+  }, 60_000);
+
+  afterAll(() => {
+    teardown();
+    if (dir) fs.rmSync(dir, { recursive: true, force: true });
+  }, 30_000);
+
+  it('join + ring of notified Writes + allreduce (small and large) + broadcast + barrier, each rank on its own host', async () => {
+    const ran = await mpirun(dir, plain, [], {}, 90_000);
+    console.log(`job-netns plain: mpiexec took ${ran.ms} ms`);
+    expectAcrossHosts(ran, plain);
+  }, 120_000);
+
+  it.skipIf('skip' in faults)('the same over links with delay and loss: every result still right', async () => {
+    const prefix = freeSubnet(taken);
+    taken.push(prefix);
+    let t: Topology;
+    if ('kind' in faults && faults.kind === 'linkem') {
+      t = await faultyHosts('f', prefix, buildLinkem(dir));
+      for (const l of t.links) {
+        await l.command('seed 12');
+        await l.command('delay 3 1');
+        await l.command('loss 1');
+      }
+    } else {
+      t = bridgedHosts('f', prefix);
+      netemOn(t, 1, 3, 1);
+    }
+    const ran = await mpirun(dir, t, [], {}, 110_000);
+    const stats = await Promise.all(t.links.map((l) => l.command('stats')));
+    console.log(`job-netns faulty (${t.describe}): mpiexec took ${ran.ms} ms; ${stats.join('; ')}`);
+    expectAcrossHosts(ran, t);
+    // The faults happened (linkem counts them).
+    if (t.links.length > 0) expect(stats.reduce((n, s) => n + Number(/lost=(\d+)/.exec(s)![1]), 0)).toBeGreaterThan(0);
+  }, 150_000);
+
+  it('a rank killed in the middle of an allreduce: the others end with an NdError naming it, close() returns, mpiexec exits', async () => {
+    const victim = 2;
+    // Each rank reports the first connection it sees break. The survivors hold theirs 1 s after their error, so
+    // each must notice the death itself, also rank 0, which in the ring phase exchanges nothing with rank 2 (its
+    // receives posted on that connection fail); without the hold it may first see rank 1 or 3 close theirs.
+    // -disable-auto-cleanup: Hydra would otherwise kill the other ranks as soon as one dies, before they report.
+    const ran = await mpirun(dir, plain, ['-disable-auto-cleanup'], { NETNS_SCENARIO: 'die', NETNS_VICTIM: String(victim), NETNS_HOLD_MS: '1000' }, 90_000);
+    const all = reports(ran);
+    console.log(`job-netns kill: mpiexec exited ${ran.code ?? ran.signal} after ${ran.ms} ms; close() after the failure took ${all.map((r) => r.closeMs).join(', ')} ms; SIGUSR1 from Hydra: ${all.map((r) => !!r.sigusr1).join(', ')}; ${all.map((r) => `rank ${r.rank}: ${r.error?.code} ${r.error?.message}`).join('; ')}`);
+    expect(ran.timedOut, `mpiexec hung:\n${ran.stdout}\n${ran.stderr}`).toBe(false);
+    expect(all.map((r) => r.rank), ran.stderr).toEqual([0, 1, 3]);
+    for (const r of all) {
+      expect(r.error, `rank ${r.rank}`).toMatchObject({ name: 'NdError', peer: victim, message: expect.stringMatching(new RegExp(`rank ${victim}\\b`)) });
+    }
+    // mpiexec reports the rank that was killed and fails the run.
+    expect(ran.code).not.toBe(0);
+    expect(ran.stdout + ran.stderr).toMatch(/TERMINATED WITH THE EXIT STRING: Killed \(signal 9\)/);
+    expect(processesIn(plain)).toEqual([]);
+  }, 120_000);
+
+  it("the same under Hydra's default cleanup: mpiexec ends the other ranks itself, exits non-zero, nothing is left running", async () => {
+    const victim = 1;
+    const ran = await mpirun(dir, plain, [], { NETNS_SCENARIO: 'die', NETNS_VICTIM: String(victim), NETNS_HOLD_MS: '60000' }, 90_000);
+    console.log(`job-netns kill, default cleanup: mpiexec exited ${ran.code ?? ran.signal} after ${ran.ms} ms`);
+    expect(ran.timedOut, `mpiexec hung:\n${ran.stdout}\n${ran.stderr}`).toBe(false);
+    expect(ran.code).not.toBe(0);
+    expect(ran.stdout + ran.stderr).toMatch(new RegExp(`BAD TERMINATION[^]*RUNNING AT ${plain.hosts[victim]}\\s`));
+    // The survivors would hold their job 60 s: mpiexec ended them well before.
+    expect(ran.ms).toBeLessThan(60_000);
+    expect(processesIn(plain)).toEqual([]);
+  }, 120_000);
+});
+
+if (skip !== null) {
+  describe('a job of 4 ranks in 4 network namespaces under MPICH mpiexec (Hydra)', () => {
+    it.skip(`skipped: ${skip}`, () => {});
+  });
+}
