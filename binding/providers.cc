@@ -1,4 +1,6 @@
-// Provider discovery. Built-in: the software provider, linked in (binding/soft/). System providers (the
+// Provider discovery. Built-in: the software provider, linked in (binding/soft/), and on Linux the verbs provider
+// (binding/verbs/, docs/verbs.md: RDMA devices through rdma-core, loaded at run time), listed when rdma-core
+// loads and reports a device. System providers (the
 // Winsock catalog's ND v2 entries: WSCEnumProtocols -> LoadLibrary -> DllGetClassObject, and provider DLLs
 // by path) exist on Windows only (providers_win.cc); elsewhere every other name or path is refused with
 // ND_NOT_SUPPORTED.
@@ -7,6 +9,9 @@
 #include <cstdio>
 
 #include "soft/provider.h"
+#ifdef NETDIRECT_HAVE_VERBS
+#include "verbs/provider.h"
+#endif
 
 #ifdef _WIN32
 #include "providers_win.h"
@@ -17,6 +22,7 @@ namespace netdirect {
 namespace {
 
 constexpr const char* kSoftName = "soft";
+constexpr const char* kVerbsName = "verbs";
 
 bool IsSoftSpec(const std::string& spec) {
 #ifdef _WIN32
@@ -47,7 +53,20 @@ std::vector<ProviderInfo> ListProviders() {
   list.insert(list.begin(), soft);
   return list;
 #else
-  return {soft};
+  std::vector<ProviderInfo> list{soft};
+#ifdef NETDIRECT_HAVE_VERBS
+  IND2Provider* verbs = nullptr;
+  std::string why;
+  if (SUCCEEDED(verbs::get_provider(&verbs, &why))) {
+    verbs->Release();
+    ProviderInfo v;
+    v.name = kVerbsName;
+    v.kind = "builtin";
+    v.guid = GuidString(verbs::NETDIRECT_VERBS_PROVIDER_ID);
+    list.push_back(v);
+  }
+#endif
+  return list;
 #endif
 }
 
@@ -62,6 +81,19 @@ HRESULT GetProvider(const std::string& spec, NdPtr<IND2Provider>* provider, std:
     *resolvedName = kSoftName;
     return ND_SUCCESS;
   }
+#ifdef NETDIRECT_HAVE_VERBS
+  if (spec == kVerbsName) {
+    IND2Provider* p = nullptr;
+    HRESULT hr = verbs::get_provider(&p, why);
+    *provider = NdPtr<IND2Provider>::Adopt(p);
+    if (FAILED(hr)) {
+      *why = "provider 'verbs': " + *why;
+      return hr;
+    }
+    *resolvedName = kVerbsName;
+    return ND_SUCCESS;
+  }
+#endif
 #ifdef _WIN32
   return GetSystemProvider(spec, provider, resolvedName, why);
 #else

@@ -8,6 +8,8 @@
 //
 // Output: one line per checked step on stdout, "nd_peer: ok" and exit 0, or "nd_peer: FAIL ..." and exit 1.
 // NETDIRECT_SOFT_CRC=0|1 (read by the provider) chooses whether we ask for MPA CRC.
+// ND_PEER_PROVIDER (e.g. 'verbs', docs/verbs.md) and ND_PEER_LOCAL (the local address to open the adapter on, and
+// the server's listening address) run it over another provider: the verbs provider in the siw-vm guest.
 import { decodeRemote, encodeRemote, openAdapter } from '../../dist/esm/index.mjs';
 
 const TIMEOUT_MS = 30_000;
@@ -60,7 +62,9 @@ function usage() {
 const args = process.argv.slice(2);
 const role = args[0];
 if (role !== 'server' && role !== 'client') usage();
-const [host, port, seed0, sizeList] = role === 'server' ? ['0.0.0.0', ...args.slice(1)] : args.slice(1);
+const LOCAL = process.env.ND_PEER_LOCAL;
+const PROVIDER = process.env.ND_PEER_PROVIDER;
+const [host, port, seed0, sizeList] = role === 'server' ? [LOCAL ?? '0.0.0.0', ...args.slice(1)] : args.slice(1);
 if (sizeList === undefined) usage();
 const sizes = sizeList.split(',').map(Number);
 if (sizes.some((n) => !Number.isInteger(n) || n < 1)) usage();
@@ -68,7 +72,7 @@ const max = Math.max(...sizes);
 
 async function main() {
   // The server listens through the loopback adapter on the wildcard, as `netdirect ping -s` does.
-  const adapter = await openAdapter(role === 'server' ? '127.0.0.1' : host);
+  const adapter = await openAdapter(LOCAL ?? (role === 'server' ? '127.0.0.1' : host), PROVIDER ? { provider: PROVIDER } : {});
   const cleanup = [];
   try {
     const cq = adapter.createCompletionQueue({ depth: 64 });

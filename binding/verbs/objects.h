@@ -1,0 +1,327 @@
+// The ND v2 objects of the verbs provider (docs/verbs.md): each wraps the rdma-core object of the same role.
+//
+// Threads and locks. One progress thread per adapter (or the consumer's event loop, through INDProgress) waits
+// on the adapter's epoll descriptor, which watches the adapter's completion channel and rdma_cm event channel,
+// and runs Progress(): CQ events fire the CQ's armed Notify requests, rdma_cm events advance connectors and
+// listeners. Progress runs under the adapter's progress lock (VerbsAdapter::progress_mu_), and every object that
+// rdma_cm or a completion channel can name (connector, listener, CQ) takes the same lock to unregister and
+// destroy its rdma-core object: an event is therefore never dispatched to a freed object. Lock order:
+// progress_mu_ before an object's own mu_; the adapter's QP table lock (qps_mu_) last. Data-path calls
+// (Send/Write/Read/Receive, GetResults) never take progress_mu_.
+#ifndef NETDIRECT_VERBS_OBJECTS_H_
+#define NETDIRECT_VERBS_OBJECTS_H_
+
+#include <atomic>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "nd/netdirect_ext.h"
+#include "ndkit/checked_mutex.h"
+#include "ndkit/object.h"
+#include "verbs/lib.h"
+
+namespace netdirect::verbs {
+
+// Answered only by this provider's objects (ndkit::ComObject's Marker).
+inline const GUID IID_NdVerbsObject = {0x6e657464, 0x6972, 0x6563, {0x74, 0x76, 0x72, 0x62, 0x73, 0x00, 0x00, 0x01}};
+
+template <typename Iface>
+using ComObject = ndkit::ComObject<Iface, IID_NdVerbsObject>;
+
+template <typename Impl, typename Iface>
+Impl* from_unknown(IUnknown* unk) {
+  return ndkit::from_unknown<Impl, Iface, IID_NdVerbsObject>(unk);
+}
+
+class VerbsQueuePair;
+class VerbsConnector;
+
+// What an rdma_cm id's context points to: the connector or listener its events are for (nullptr: nobody yet).
+struct CmHandler {
+  virtual void on_cm_event(const rdma_cm_event& ev) = 0;
+
+ protected:
+  ~CmHandler() = default;
+};
+
+enum class Transport { kIwarp, kInfiniBand, kRoce };
+const char* transport_name(Transport t);
+
+// ND status of a work completion status and of errno values from rdma-core (the table: docs/verbs.md §3).
+HRESULT status_of_wc(enum ibv_wc_status s);
+HRESULT status_of_errno(int err);
+
+class VerbsAdapter final : public ComObject<IND2Adapter>, public INDProgress {
+ public:
+  // `index`: the device's position in rdma_get_devices() (the adapter id the provider hands out).
+  static HRESULT open(UINT64 index, VerbsAdapter** out);
+
+  HRESULT ND_CALL QueryInterface(REFIID riid, VOID** ppv) override;
+  ULONG ND_CALL AddRef() override { return ComObject::AddRef(); }
+  ULONG ND_CALL Release() override { return ComObject::Release(); }
+  // INDProgress
+  HRESULT ND_CALL GetDescriptor(UINT64* pDescriptor) override;
+  HRESULT ND_CALL SetExternalDriver(BOOL external) override;
+  HRESULT ND_CALL Progress(ULONG flags, ULONG* pWork) override;
+  HRESULT ND_CALL Flush() override { return ND_SUCCESS; }
+  HRESULT ND_CALL GetNextTimeout(DWORD* pMilliseconds) override;
+  // IND2Adapter
+  HRESULT ND_CALL CreateOverlappedFile(HANDLE* phOverlappedFile) override;
+  HRESULT ND_CALL Query(ND2_ADAPTER_INFO* pInfo, ULONG* pcbInfo) override;
+  HRESULT ND_CALL QueryAddressList(SOCKET_ADDRESS_LIST* pAddressList, ULONG* pcbAddressList) override;
+  HRESULT ND_CALL CreateCompletionQueue(REFIID iid, HANDLE hOverlappedFile, ULONG queueDepth, USHORT group,
+                                        KAFFINITY affinity, VOID** ppCompletionQueue) override;
+  HRESULT ND_CALL CreateMemoryRegion(REFIID iid, HANDLE hOverlappedFile, VOID** ppMemoryRegion) override;
+  HRESULT ND_CALL CreateMemoryWindow(REFIID iid, VOID** ppMemoryWindow) override;
+  HRESULT ND_CALL CreateSharedReceiveQueue(REFIID iid, HANDLE hOverlappedFile, ULONG queueDepth, ULONG maxRequestSge,
+                                           ULONG notifyThreshold, USHORT group, KAFFINITY affinity,
+                                           VOID** ppSharedReceiveQueue) override;
+  HRESULT ND_CALL CreateQueuePair(REFIID iid, IUnknown* pReceiveCompletionQueue, IUnknown* pInitiatorCompletionQueue,
+                                  VOID* context, ULONG receiveQueueDepth, ULONG initiatorQueueDepth,
+                                  ULONG maxReceiveRequestSge, ULONG maxInitiatorRequestSge, ULONG inlineDataSize,
+                                  VOID** ppQueuePair) override;
+  HRESULT ND_CALL CreateQueuePairWithSrq(REFIID iid, IUnknown* pReceiveCompletionQueue,
+                                         IUnknown* pInitiatorCompletionQueue, IUnknown* pSharedReceiveQueue,
+                                         VOID* context, ULONG initiatorQueueDepth, ULONG maxInitiatorRequestSge,
+                                         ULONG inlineDataSize, VOID** ppQueuePair) override;
+  HRESULT ND_CALL CreateConnector(REFIID iid, HANDLE hOverlappedFile, VOID** ppConnector) override;
+  HRESULT ND_CALL CreateListener(REFIID iid, HANDLE hOverlappedFile, VOID** ppListener) override;
+
+  const Lib& lib() const { return *lib_; }
+  ibv_context* context() const { return ctx_; }
+  ibv_pd* pd() const { return pd_; }
+  ibv_comp_channel* channel() const { return cc_; }
+  rdma_event_channel* events() const { return ec_; }
+  Transport transport() const { return transport_; }
+  ULONG max_private_data() const;
+  std::mutex& progress_mu() { return progress_mu_; }
+  // qp_num -> queue pair, for completions (wc.qp_num).
+  void add_qp(uint32_t num, VerbsQueuePair* qp);
+  void remove_qp(uint32_t num);
+  VerbsQueuePair* find_qp_locked(uint32_t num);
+  std::mutex& qps_mu() { return qps_mu_; }
+
+ private:
+  VerbsAdapter() = default;
+  ~VerbsAdapter() override;
+  HRESULT init(UINT64 index);
+  void run_thread();
+  uint32_t progress_round();  // with progress_mu_ held
+  uint32_t drain_cq_events();
+  uint32_t drain_cm_events();
+
+  const Lib* lib_ = nullptr;
+  UINT64 index_ = 0;
+  ibv_context* ctx_ = nullptr;
+  ibv_pd* pd_ = nullptr;
+  ibv_comp_channel* cc_ = nullptr;
+  rdma_event_channel* ec_ = nullptr;
+  int epfd_ = -1;
+  int wakefd_ = -1;  // eventfd: wakes the progress thread to stop
+  Transport transport_ = Transport::kIwarp;
+  ibv_device_attr attr_{};
+  uint32_t max_msg_ = 0;
+  uint32_t max_inline_ = 0;
+  std::mutex progress_mu_;
+  std::thread thread_;
+  std::mutex thread_mu_;
+  std::condition_variable thread_cv_;
+  bool external_ = false;
+  bool stopping_ = false;
+  std::mutex qps_mu_;
+  std::unordered_map<uint32_t, VerbsQueuePair*> qps_;
+};
+
+class VerbsCompletionQueue final : public ComObject<IND2CompletionQueue> {
+ public:
+  static HRESULT create(VerbsAdapter* adapter, HANDLE file, ULONG depth, VerbsCompletionQueue** out);
+  HRESULT ND_CALL CancelOverlappedRequests() override;
+  HRESULT ND_CALL GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) override;
+  HRESULT ND_CALL GetNotifyAffinity(USHORT* pGroup, KAFFINITY* pAffinity) override;
+  HRESULT ND_CALL Resize(ULONG queueDepth) override;
+  HRESULT ND_CALL Notify(ULONG type, OVERLAPPED* pOverlapped) override;
+  ULONG ND_CALL GetResults(ND2_RESULT results[], ULONG nResults) override;
+
+  // Progress thread, progress_mu_ held: the completion channel reported this CQ.
+  void on_event();
+  ibv_cq* cq() const { return cq_; }
+  VerbsAdapter* adapter() const { return adapter_; }
+
+ private:
+  VerbsCompletionQueue(VerbsAdapter* adapter, HANDLE file) : adapter_(adapter), file_(file) { adapter_->AddRef(); }
+  ~VerbsCompletionQueue() override;
+  // Polls up to n work completions and turns them into ND results (silent successes dropped). mu_ held.
+  ULONG poll_locked(ND2_RESULT* out, ULONG n);
+  bool translate(const ibv_wc& wc, ND2_RESULT* r);
+
+  VerbsAdapter* adapter_;
+  HANDLE file_;
+  ibv_cq* cq_ = nullptr;
+  std::mutex mu_;
+  std::deque<ND2_RESULT> stash_;  // polled while arming a notification, handed out first by GetResults
+  std::vector<OVERLAPPED*> waiters_;
+  std::vector<ULONG> waiter_types_;
+};
+
+class VerbsMemoryRegion final : public ComObject<IND2MemoryRegion> {
+ public:
+  static HRESULT create(VerbsAdapter* adapter, HANDLE file, VerbsMemoryRegion** out);
+  HRESULT ND_CALL CancelOverlappedRequests() override { return ND_SUCCESS; }
+  HRESULT ND_CALL GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) override;
+  HRESULT ND_CALL Register(const VOID* pBuffer, SIZE_T cbBuffer, ULONG flags, OVERLAPPED* pOverlapped) override;
+  HRESULT ND_CALL Deregister(OVERLAPPED* pOverlapped) override;
+  UINT32 ND_CALL GetLocalToken() override;
+  UINT32 ND_CALL GetRemoteToken() override;
+
+ private:
+  explicit VerbsMemoryRegion(VerbsAdapter* adapter) : adapter_(adapter) { adapter_->AddRef(); }
+  ~VerbsMemoryRegion() override;
+  VerbsAdapter* adapter_;
+  std::mutex mu_;
+  ibv_mr* mr_ = nullptr;
+};
+
+// A request's ND identity while the hardware holds it: wr_id indexes one of these.
+struct Slot {
+  void* context = nullptr;
+  ND2_REQUEST_TYPE type = Nd2RequestTypeSend;
+  bool silent = false;
+};
+
+class VerbsQueuePair final : public ComObject<IND2QueuePair> {
+ public:
+  static HRESULT create(VerbsAdapter* adapter, VerbsCompletionQueue* rcq, VerbsCompletionQueue* icq, void* context,
+                        ULONG rqDepth, ULONG sqDepth, ULONG rqSge, ULONG sqSge, ULONG inlineSize,
+                        VerbsQueuePair** out);
+  HRESULT ND_CALL Flush() override;
+  HRESULT ND_CALL Send(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, ULONG flags) override;
+  HRESULT ND_CALL Receive(VOID* requestContext, const ND2_SGE sge[], ULONG nSge) override;
+  HRESULT ND_CALL Bind(VOID*, IUnknown*, IUnknown*, const VOID*, SIZE_T, ULONG) override { return ND_NOT_SUPPORTED; }
+  HRESULT ND_CALL Invalidate(VOID*, IUnknown*, ULONG) override { return ND_NOT_SUPPORTED; }
+  HRESULT ND_CALL Read(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, UINT64 remoteAddress,
+                       UINT32 remoteToken, ULONG flags) override;
+  HRESULT ND_CALL Write(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, UINT64 remoteAddress,
+                        UINT32 remoteToken, ULONG flags) override;
+
+  ibv_qp* qp() const { return qp_; }
+  void* context() const { return context_; }
+  VerbsAdapter* adapter() const { return adapter_; }
+  // Completion side (CQ poll, under the adapter's qps_mu_): the slot a wr_id names, released.
+  Slot take_slot(uint64_t wr_id);
+  // Connection side: moves the QP to the state rdma_cm computes (INIT/RTR/RTS) or to ERR.
+  HRESULT modify_by_cm(rdma_cm_id* id, ibv_qp_state state);
+  void to_error();
+
+ private:
+  VerbsQueuePair(VerbsAdapter* adapter, void* context) : adapter_(adapter), context_(context) { adapter_->AddRef(); }
+  ~VerbsQueuePair() override;
+  HRESULT post_send(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
+                    ibv_wr_opcode op, UINT64 remote, UINT32 rkey);
+  bool alloc_slot(bool send, void* ctx, ND2_REQUEST_TYPE type, bool silent, uint64_t* wr_id);
+  HRESULT fill_sges(const ND2_SGE* sge, ULONG nSge, ULONG max, ibv_sge* out, size_t* total);
+
+  VerbsAdapter* adapter_;
+  void* context_;
+  VerbsCompletionQueue* rcq_ = nullptr;
+  VerbsCompletionQueue* icq_ = nullptr;
+  ibv_qp* qp_ = nullptr;
+  ULONG sq_sge_ = 0, rq_sge_ = 0, inline_ = 0;
+  std::mutex slots_mu_;
+  std::vector<Slot> slots_;          // [0, sq) send slots, [sq, sq+rq) receive slots
+  std::vector<uint32_t> free_send_, free_recv_;
+};
+
+class VerbsConnector final : public ComObject<IND2Connector>, public CmHandler {
+ public:
+  static HRESULT create(VerbsAdapter* adapter, HANDLE file, VerbsConnector** out);
+  HRESULT ND_CALL CancelOverlappedRequests() override;
+  HRESULT ND_CALL GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) override;
+  HRESULT ND_CALL Bind(const struct sockaddr* pAddress, ULONG cbAddress) override;
+  HRESULT ND_CALL Connect(IUnknown* pQueuePair, const struct sockaddr* pDestinationAddress, ULONG cbDestinationAddress,
+                          ULONG inboundReadLimit, ULONG outboundReadLimit, const VOID* pPrivateData,
+                          ULONG cbPrivateData, OVERLAPPED* pOverlapped) override;
+  HRESULT ND_CALL CompleteConnect(OVERLAPPED* pOverlapped) override;
+  HRESULT ND_CALL Accept(IUnknown* pQueuePair, ULONG inboundReadLimit, ULONG outboundReadLimit,
+                         const VOID* pPrivateData, ULONG cbPrivateData, OVERLAPPED* pOverlapped) override;
+  HRESULT ND_CALL Reject(const VOID* pPrivateData, ULONG cbPrivateData) override;
+  HRESULT ND_CALL GetReadLimits(ULONG* pInboundReadLimit, ULONG* pOutboundReadLimit) override;
+  HRESULT ND_CALL GetPrivateData(VOID* pPrivateData, ULONG* pcbPrivateData) override;
+  HRESULT ND_CALL GetLocalAddress(struct sockaddr* pAddress, ULONG* pcbAddress) override;
+  HRESULT ND_CALL GetPeerAddress(struct sockaddr* pAddress, ULONG* pcbAddress) override;
+  HRESULT ND_CALL NotifyDisconnect(OVERLAPPED* pOverlapped) override;
+  HRESULT ND_CALL Disconnect(OVERLAPPED* pOverlapped) override;
+
+  // Progress thread, progress_mu_ held.
+  void on_cm_event(const rdma_cm_event& ev) override;
+  // Listener (progress_mu_ held): takes over an incoming connection's id.
+  void adopt(rdma_cm_id* id, const rdma_cm_event& ev);
+  VerbsAdapter* adapter() const { return adapter_; }
+
+ private:
+  enum class State { kIdle, kBound, kResolving, kConnecting, kConnected, kRequested, kAccepting, kEstablished,
+                     kDisconnected, kFailed };
+  VerbsConnector(VerbsAdapter* adapter, HANDLE file) : adapter_(adapter), file_(file) { adapter_->AddRef(); }
+  ~VerbsConnector() override;
+  HRESULT ensure_id_locked();
+  void complete(OVERLAPPED** ov, HRESULT status);
+  void save_conn_param(const rdma_cm_event& ev);
+  void start_connect_locked();
+  void fail_connect_locked(HRESULT status);
+  void on_disconnected_locked();
+
+  VerbsAdapter* adapter_;
+  HANDLE file_;
+  rdma_cm_id* id_ = nullptr;
+  State state_ = State::kIdle;
+  VerbsQueuePair* qp_ = nullptr;  // referenced while connecting/connected
+  OVERLAPPED* connect_ov_ = nullptr;
+  OVERLAPPED* accept_ov_ = nullptr;
+  OVERLAPPED* disconnect_ov_ = nullptr;
+  std::vector<OVERLAPPED*> notify_disc_;
+  std::vector<uint8_t> out_pdata_, in_pdata_;
+  ULONG ird_ = 0, ord_ = 0;            // ours, for Connect/Accept
+  ULONG peer_ird_ = 0, peer_ord_ = 0;  // the peer's, from the request/reply
+  bool disconnected_ = false;
+  sockaddr_storage dest_{};
+};
+
+class VerbsListener final : public ComObject<IND2Listener>, public CmHandler {
+ public:
+  static HRESULT create(VerbsAdapter* adapter, HANDLE file, VerbsListener** out);
+  HRESULT ND_CALL CancelOverlappedRequests() override;
+  HRESULT ND_CALL GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) override;
+  HRESULT ND_CALL Bind(const struct sockaddr* pAddress, ULONG cbAddress) override;
+  HRESULT ND_CALL Listen(ULONG backlog) override;
+  HRESULT ND_CALL GetLocalAddress(struct sockaddr* pAddress, ULONG* pcbAddress) override;
+  HRESULT ND_CALL GetConnectionRequest(IUnknown* pConnector, OVERLAPPED* pOverlapped) override;
+  void on_cm_event(const rdma_cm_event& ev) override;  // progress_mu_ held
+
+ private:
+  VerbsListener(VerbsAdapter* adapter, HANDLE file) : adapter_(adapter), file_(file) { adapter_->AddRef(); }
+  ~VerbsListener() override;
+  struct Incoming {
+    rdma_cm_id* id;
+    rdma_cm_event ev;
+    std::vector<uint8_t> pdata;  // ev.param.conn.private_data points nowhere once queued
+  };
+  void hand_over_locked();
+  VerbsAdapter* adapter_;
+  HANDLE file_;
+  rdma_cm_id* id_ = nullptr;
+  bool listening_ = false;
+  std::deque<Incoming> incoming_;
+  std::deque<std::pair<VerbsConnector*, OVERLAPPED*>> waiting_;
+};
+
+// Helpers shared by the objects.
+HRESULT copy_sockaddr(const sockaddr* from, sockaddr* to, ULONG* size);
+ULONG sockaddr_length(const sockaddr* a);
+
+}  // namespace netdirect::verbs
+
+#endif  // NETDIRECT_VERBS_OBJECTS_H_

@@ -1,0 +1,191 @@
+// VerbsQueuePair: an RC ibv_qp, moved to INIT at creation so that ND's Receive before connecting works; the
+// connector moves it on (RTR/RTS on IB and RoCE; the kernel's iWARP CM does it on iWARP). wr_id indexes a slot
+// that keeps the ND request context and type: a flushed work completion has no valid opcode, so the type cannot
+// come from the completion (docs/verbs.md §2).
+#include <new>
+
+#include "verbs/objects.h"
+
+namespace netdirect::verbs {
+
+namespace {
+constexpr uint64_t kRecvBit = uint64_t{1} << 32;
+}
+
+HRESULT VerbsQueuePair::create(VerbsAdapter* adapter, VerbsCompletionQueue* rcq, VerbsCompletionQueue* icq,
+                               void* context, ULONG rqDepth, ULONG sqDepth, ULONG rqSge, ULONG sqSge,
+                               ULONG inlineSize, VerbsQueuePair** out) {
+  auto* q = new (std::nothrow) VerbsQueuePair(adapter, context);
+  if (q == nullptr) return ND_NO_MEMORY;
+  ibv_qp_init_attr a{};
+  a.send_cq = icq->cq();
+  a.recv_cq = rcq->cq();
+  a.qp_type = IBV_QPT_RC;
+  a.sq_sig_all = 1;  // every request completes; silent successes are dropped when polled
+  a.cap.max_send_wr = sqDepth;
+  a.cap.max_recv_wr = rqDepth;
+  a.cap.max_send_sge = sqSge;
+  a.cap.max_recv_sge = rqSge;
+  a.cap.max_inline_data = inlineSize;
+  q->qp_ = adapter->lib().create_qp(adapter->pd(), &a);
+  if (q->qp_ == nullptr) {
+    const HRESULT hr = status_of_errno(errno);
+    q->Release();
+    return hr == ND_INVALID_PARAMETER ? ND_INSUFFICIENT_RESOURCES : hr;
+  }
+  q->rcq_ = rcq;
+  q->icq_ = icq;
+  rcq->AddRef();
+  icq->AddRef();
+  q->sq_sge_ = sqSge;
+  q->rq_sge_ = rqSge;
+  q->inline_ = inlineSize;
+  q->slots_.resize(sqDepth + rqDepth);
+  for (ULONG i = sqDepth; i > 0; --i) q->free_send_.push_back(i - 1);
+  for (ULONG i = sqDepth + rqDepth; i > sqDepth; --i) q->free_recv_.push_back(i - 1);
+  ibv_qp_attr init{};
+  init.qp_state = IBV_QPS_INIT;
+  init.pkey_index = 0;
+  init.port_num = 1;
+  init.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
+  if (adapter->lib().modify_qp(q->qp_, &init,
+                               IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
+    const HRESULT hr = status_of_errno(errno);
+    q->Release();
+    return hr;
+  }
+  adapter->add_qp(q->qp_->qp_num, q);
+  *out = q;
+  return ND_SUCCESS;
+}
+
+VerbsQueuePair::~VerbsQueuePair() {
+  if (qp_ != nullptr) {
+    adapter_->remove_qp(qp_->qp_num);
+    adapter_->lib().destroy_qp(qp_);
+  }
+  if (rcq_ != nullptr) rcq_->Release();
+  if (icq_ != nullptr) icq_->Release();
+  adapter_->Release();
+}
+
+HRESULT VerbsQueuePair::modify_by_cm(rdma_cm_id* id, ibv_qp_state state) {
+  ibv_qp_attr attr{};
+  int mask = 0;
+  attr.qp_state = state;
+  if (adapter_->lib().init_qp_attr(id, &attr, &mask) != 0) return status_of_errno(errno);
+  if (adapter_->lib().modify_qp(qp_, &attr, mask) != 0) return status_of_errno(errno);
+  return ND_SUCCESS;
+}
+
+void VerbsQueuePair::to_error() {
+  ibv_qp_attr attr{};
+  attr.qp_state = IBV_QPS_ERR;
+  adapter_->lib().modify_qp(qp_, &attr, IBV_QP_STATE);
+}
+
+HRESULT VerbsQueuePair::Flush() {
+  to_error();  // every outstanding request completes with IBV_WC_WR_FLUSH_ERR -> ND_CANCELED
+  return ND_SUCCESS;
+}
+
+bool VerbsQueuePair::alloc_slot(bool send, void* ctx, ND2_REQUEST_TYPE type, bool silent, uint64_t* wr_id) {
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  std::vector<uint32_t>& free = send ? free_send_ : free_recv_;
+  if (free.empty()) return false;
+  const uint32_t i = free.back();
+  free.pop_back();
+  slots_[i] = Slot{ctx, type, silent};
+  *wr_id = (send ? 0 : kRecvBit) | i;
+  return true;
+}
+
+Slot VerbsQueuePair::take_slot(uint64_t wr_id) {
+  std::lock_guard<std::mutex> lock(slots_mu_);
+  const uint32_t i = static_cast<uint32_t>(wr_id);
+  if (i >= slots_.size()) return Slot{};
+  (wr_id & kRecvBit ? free_recv_ : free_send_).push_back(i);
+  return slots_[i];
+}
+
+HRESULT VerbsQueuePair::fill_sges(const ND2_SGE* sge, ULONG nSge, ULONG max, ibv_sge* out, size_t* total) {
+  if (nSge > max) return ND_DATA_OVERRUN;
+  if (nSge > 0 && sge == nullptr) return ND_INVALID_PARAMETER_2;
+  *total = 0;
+  for (ULONG i = 0; i < nSge; ++i) {
+    out[i].addr = reinterpret_cast<uintptr_t>(sge[i].Buffer);
+    out[i].length = sge[i].BufferLength;
+    out[i].lkey = sge[i].MemoryRegionToken;
+    *total += sge[i].BufferLength;
+  }
+  return ND_SUCCESS;
+}
+
+HRESULT VerbsQueuePair::post_send(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
+                                  ibv_wr_opcode op, UINT64 remote, UINT32 rkey) {
+  const bool inl = (flags & ND_OP_FLAG_INLINE) != 0;
+  ibv_sge list[64];
+  size_t total = 0;
+  HRESULT hr = fill_sges(sge, nSge, std::min<ULONG>(sq_sge_, 64), list, &total);
+  if (hr != ND_SUCCESS) return hr;
+  if (inl && total > inline_) return ND_BUFFER_OVERFLOW;
+  ibv_send_wr wr{};
+  if (!alloc_slot(true, ctx, type, (flags & ND_OP_FLAG_SILENT_SUCCESS) != 0, &wr.wr_id)) return ND_NO_MORE_ENTRIES;
+  wr.sg_list = nSge > 0 ? list : nullptr;
+  wr.num_sge = static_cast<int>(nSge);
+  wr.opcode = op;
+  wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0) |
+                  ((flags & ND_OP_FLAG_READ_FENCE) ? IBV_SEND_FENCE : 0) |
+                  ((flags & ND_OP_FLAG_SEND_AND_SOLICIT_EVENT) ? IBV_SEND_SOLICITED : 0);
+  wr.wr.rdma.remote_addr = remote;
+  wr.wr.rdma.rkey = rkey;
+  ibv_send_wr* bad = nullptr;
+  const int err = ibv_post_send(qp_, &wr, &bad);
+  if (err != 0) {
+    take_slot(wr.wr_id);
+    return err == ENOMEM ? ND_NO_MORE_ENTRIES : (err == EINVAL ? ND_CONNECTION_INVALID : status_of_errno(err));
+  }
+  return ND_SUCCESS;
+}
+
+HRESULT VerbsQueuePair::Send(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, ULONG flags) {
+  if (flags & ~(ND_OP_FLAG_SILENT_SUCCESS | ND_OP_FLAG_READ_FENCE | ND_OP_FLAG_SEND_AND_SOLICIT_EVENT |
+                ND_OP_FLAG_INLINE)) {
+    return ND_INVALID_PARAMETER_4;
+  }
+  return post_send(requestContext, Nd2RequestTypeSend, sge, nSge, flags, IBV_WR_SEND, 0, 0);
+}
+
+HRESULT VerbsQueuePair::Write(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, UINT64 remoteAddress,
+                              UINT32 remoteToken, ULONG flags) {
+  if (flags & ~(ND_OP_FLAG_SILENT_SUCCESS | ND_OP_FLAG_READ_FENCE | ND_OP_FLAG_INLINE)) return ND_INVALID_PARAMETER_6;
+  return post_send(requestContext, Nd2RequestTypeWrite, sge, nSge, flags, IBV_WR_RDMA_WRITE, remoteAddress,
+                   remoteToken);
+}
+
+HRESULT VerbsQueuePair::Read(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, UINT64 remoteAddress,
+                             UINT32 remoteToken, ULONG flags) {
+  if (flags & ~(ND_OP_FLAG_SILENT_SUCCESS | ND_OP_FLAG_READ_FENCE)) return ND_INVALID_PARAMETER_6;
+  return post_send(requestContext, Nd2RequestTypeRead, sge, nSge, flags, IBV_WR_RDMA_READ, remoteAddress,
+                   remoteToken);
+}
+
+HRESULT VerbsQueuePair::Receive(VOID* requestContext, const ND2_SGE sge[], ULONG nSge) {
+  ibv_sge list[64];
+  size_t total = 0;
+  HRESULT hr = fill_sges(sge, nSge, std::min<ULONG>(rq_sge_, 64), list, &total);
+  if (hr != ND_SUCCESS) return hr;
+  ibv_recv_wr wr{};
+  if (!alloc_slot(false, requestContext, Nd2RequestTypeReceive, false, &wr.wr_id)) return ND_NO_MORE_ENTRIES;
+  wr.sg_list = nSge > 0 ? list : nullptr;
+  wr.num_sge = static_cast<int>(nSge);
+  ibv_recv_wr* bad = nullptr;
+  const int err = ibv_post_recv(qp_, &wr, &bad);
+  if (err != 0) {
+    take_slot(wr.wr_id);
+    return err == ENOMEM ? ND_NO_MORE_ENTRIES : (err == EINVAL ? ND_CONNECTION_INVALID : status_of_errno(err));
+  }
+  return ND_SUCCESS;
+}
+
+}  // namespace netdirect::verbs
