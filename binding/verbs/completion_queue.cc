@@ -125,11 +125,30 @@ void VerbsCompletionQueue::on_event() {
   for (OVERLAPPED* ov : fire) ndkit::complete_overlapped(file_, ov, ND_SUCCESS);
 }
 
+void VerbsCompletionQueue::drain_to_stash() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ND2_RESULT found[kPollBatch];
+  for (;;) {
+    const ULONG n = poll_locked(found, kPollBatch);
+    for (ULONG i = 0; i < n; ++i) stash_.push_back(found[i]);
+    if (n < kPollBatch) break;
+  }
+}
+
+void VerbsCompletionQueue::append_and_fire(const std::vector<ND2_RESULT>& extra) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& r : extra) stash_.push_back(r);
+  }
+  on_event();
+}
+
 bool VerbsCompletionQueue::translate(const ibv_wc& wc, ND2_RESULT* r) {
   std::lock_guard<std::mutex> lock(adapter_->qps_mu());
   VerbsQueuePair* qp = adapter_->find_qp_locked(wc.qp_num);
   if (qp == nullptr) return false;  // the QP was destroyed: nobody to report to
   const Slot slot = qp->take_slot(wc.wr_id);
+  if (!slot.live) return false;  // completed by a sweep already
   r->Status = status_of_wc(wc.status);
   r->QueuePairContext = qp->context();
   r->RequestContext = slot.context;

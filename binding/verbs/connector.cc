@@ -160,7 +160,7 @@ void VerbsConnector::save_conn_param(const rdma_cm_event& ev) {
 void VerbsConnector::on_disconnected_locked() {
   disconnected_ = true;
   state_ = State::kDisconnected;
-  if (qp_ != nullptr) qp_->to_error();  // outstanding requests complete ND_CANCELED
+  if (qp_ != nullptr) qp_->sweep();  // outstanding requests complete ND_CANCELED
   complete(&disconnect_ov_, ND_SUCCESS);
   for (OVERLAPPED* ov : notify_disc_) ndkit::complete_overlapped(file_, ov, ND_SUCCESS);
   notify_disc_.clear();

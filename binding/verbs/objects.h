@@ -149,6 +149,10 @@ class VerbsCompletionQueue final : public ComObject<IND2CompletionQueue> {
 
   // Progress thread, progress_mu_ held: the completion channel reported this CQ.
   void on_event();
+  // Queue pair sweep (VerbsQueuePair::sweep): everything the device has into the stash, then `extra` behind it
+  // and the armed notifications fired.
+  void drain_to_stash();
+  void append_and_fire(const std::vector<ND2_RESULT>& extra);
   ibv_cq* cq() const { return cq_; }
   VerbsAdapter* adapter() const { return adapter_; }
 
@@ -191,6 +195,7 @@ struct Slot {
   void* context = nullptr;
   ND2_REQUEST_TYPE type = Nd2RequestTypeSend;
   bool silent = false;
+  bool live = false;  // false: completed already (by a sweep); a late completion for it is dropped
 };
 
 class VerbsQueuePair final : public ComObject<IND2QueuePair> {
@@ -215,7 +220,10 @@ class VerbsQueuePair final : public ComObject<IND2QueuePair> {
   Slot take_slot(uint64_t wr_id);
   // Connection side: moves the QP to the state rdma_cm computes (INIT/RTR/RTS) or to ERR.
   HRESULT modify_by_cm(rdma_cm_id* id, ibv_qp_state state);
-  void to_error();
+  // Moves the QP to ERR and completes every request still outstanding with ND_CANCELED: the device flushes what
+  // it knows of, and a request a userspace provider queued in its ring after the kernel had moved the QP to
+  // ERR (siw does, on a peer's disconnect) is completed here (docs/verbs.md §5). Later posts fail at once.
+  void sweep();
 
  private:
   VerbsQueuePair(VerbsAdapter* adapter, void* context) : adapter_(adapter), context_(context) { adapter_->AddRef(); }
@@ -231,6 +239,7 @@ class VerbsQueuePair final : public ComObject<IND2QueuePair> {
   VerbsCompletionQueue* icq_ = nullptr;
   ibv_qp* qp_ = nullptr;
   ULONG sq_sge_ = 0, rq_sge_ = 0, inline_ = 0;
+  std::atomic<bool> errored_{false};
   std::mutex slots_mu_;
   std::vector<Slot> slots_;          // [0, sq) send slots, [sq, sq+rq) receive slots
   std::vector<uint32_t> free_send_, free_recv_;

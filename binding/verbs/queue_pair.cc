@@ -78,14 +78,34 @@ HRESULT VerbsQueuePair::modify_by_cm(rdma_cm_id* id, ibv_qp_state state) {
   return ND_SUCCESS;
 }
 
-void VerbsQueuePair::to_error() {
+void VerbsQueuePair::sweep() {
+  errored_.store(true);
   ibv_qp_attr attr{};
   attr.qp_state = IBV_QPS_ERR;
-  adapter_->lib().modify_qp(qp_, &attr, IBV_QP_STATE);
+  adapter_->lib().modify_qp(qp_, &attr, IBV_QP_STATE);  // the device flushes: IBV_WC_WR_FLUSH_ERR -> ND_CANCELED
+  rcq_->drain_to_stash();
+  if (icq_ != rcq_) icq_->drain_to_stash();
+  std::vector<ND2_RESULT> sends, recvs;
+  {
+    std::lock_guard<std::mutex> lock(slots_mu_);
+    for (size_t i = 0; i < slots_.size(); ++i) {
+      Slot& s = slots_[i];
+      if (!s.live) continue;
+      s.live = false;
+      ND2_RESULT r{};
+      r.Status = ND_CANCELED;
+      r.QueuePairContext = context_;
+      r.RequestContext = s.context;
+      r.RequestType = s.type;
+      (s.type == Nd2RequestTypeReceive ? recvs : sends).push_back(r);
+    }
+  }
+  if (!recvs.empty()) rcq_->append_and_fire(recvs);
+  if (!sends.empty()) icq_->append_and_fire(sends);
 }
 
 HRESULT VerbsQueuePair::Flush() {
-  to_error();  // every outstanding request completes with IBV_WC_WR_FLUSH_ERR -> ND_CANCELED
+  sweep();
   return ND_SUCCESS;
 }
 
@@ -95,7 +115,7 @@ bool VerbsQueuePair::alloc_slot(bool send, void* ctx, ND2_REQUEST_TYPE type, boo
   if (free.empty()) return false;
   const uint32_t i = free.back();
   free.pop_back();
-  slots_[i] = Slot{ctx, type, silent};
+  slots_[i] = Slot{ctx, type, silent, true};
   *wr_id = (send ? 0 : kRecvBit) | i;
   return true;
 }
@@ -104,8 +124,11 @@ Slot VerbsQueuePair::take_slot(uint64_t wr_id) {
   std::lock_guard<std::mutex> lock(slots_mu_);
   const uint32_t i = static_cast<uint32_t>(wr_id);
   if (i >= slots_.size()) return Slot{};
+  Slot s = slots_[i];
+  if (!s.live) return s;  // swept already; after a sweep no slot is handed out again
+  slots_[i].live = false;
   (wr_id & kRecvBit ? free_recv_ : free_send_).push_back(i);
-  return slots_[i];
+  return s;
 }
 
 HRESULT VerbsQueuePair::fill_sges(const ND2_SGE* sge, ULONG nSge, ULONG max, ibv_sge* out, size_t* total) {
@@ -123,6 +146,7 @@ HRESULT VerbsQueuePair::fill_sges(const ND2_SGE* sge, ULONG nSge, ULONG max, ibv
 
 HRESULT VerbsQueuePair::post_send(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
                                   ibv_wr_opcode op, UINT64 remote, UINT32 rkey) {
+  if (errored_.load()) return ND_CONNECTION_INVALID;
   const bool inl = (flags & ND_OP_FLAG_INLINE) != 0;
   ibv_sge list[64];
   size_t total = 0;
@@ -171,6 +195,7 @@ HRESULT VerbsQueuePair::Read(VOID* requestContext, const ND2_SGE sge[], ULONG nS
 }
 
 HRESULT VerbsQueuePair::Receive(VOID* requestContext, const ND2_SGE sge[], ULONG nSge) {
+  if (errored_.load()) return ND_CONNECTION_INVALID;
   ibv_sge list[64];
   size_t total = 0;
   HRESULT hr = fill_sges(sge, nSge, std::min<ULONG>(rq_sge_, 64), list, &total);

@@ -1,0 +1,135 @@
+// The verbs provider (binding/verbs/, docs/verbs.md, issue #14) on real Linux RDMA devices: the kernel's siw in
+// the siw-vm guest, with Node and this package inside the guest (test/interop/siw-vm/push-node).
+//   * discovery: listProviders() shows 'verbs', listAddresses({provider:'verbs'}) the device's address, and
+//     Adapter.info carries ibv_query_device's limits and the iWARP private data limit;
+//   * nd_peer.mjs over the verbs provider against verbs_peer.c (a plain rdma_cm + libibverbs program), both
+//     roles, completion 'loop' (libuv watches the adapter's epoll descriptor) and 'thread';
+//   * interop across the wire: the verbs provider on guest siw <-> the software provider on the host, both
+//     directions. Every byte is checked on the side it lands on (nd_peer.mjs / verbs_peer.c protocol).
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import type { SiwVmContext } from './global-setup';
+import { Background, freePort, runCmd } from './proc';
+import { GUEST_HOST_IP, GUEST_IP, repoRoot, SiwVm } from './siw-vm';
+
+const ctx = inject('siwVm') as SiwVmContext | undefined;
+const HAVE_HEADERS = fs.existsSync('/usr/include/infiniband/verbs.h') && fs.existsSync('/usr/include/rdma/rdma_cma.h');
+const ready = ctx?.ready === true && HAVE_HEADERS;
+const skipReason = !ctx
+  ? 'the interop tier is not set up here: run `npm run test:interop`'
+  : !ctx.ready
+    ? ctx.reason
+    : 'rdma-core headers missing (libibverbs-dev, librdmacm-dev)';
+if (!ready) process.stderr.write(`[interop] verbs provider: skipped: ${skipReason}\n`);
+
+const HERE = __dirname;
+const NODE = '/opt/nd/bin/node';
+const PKG = '/opt/nd/pkg';
+const PEER = '/opt/nd/extra/verbs_peer';
+const SIZES = '1,4096,65536,1048576';
+const VERBS_ENV = `ND_PEER_PROVIDER=verbs ND_PEER_LOCAL=${GUEST_IP}`;
+// Guest ports forwarded from the host (siw-vm common.sh): 7179-7183 are this file's.
+let nextGuestPort = 7179;
+
+describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
+  let vm: SiwVm;
+  const wall: string[] = [];
+
+  beforeAll(async () => {
+    vm = new SiwVm(ctx!.tools, (m) => process.stderr.write(`[interop] ${m}\n`));
+    for (const f of ['build/Release/netdirect.node', 'dist/esm/index.mjs']) {
+      if (!fs.existsSync(path.join(repoRoot, f))) throw new Error(`${f} missing: run npm run compile first`);
+    }
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'netdirect-verbs-'));
+    const bin = path.join(dir, 'verbs_peer');
+    const b = await runCmd(process.env.CC || 'cc', ['-O2', '-Wall', '-o', bin, path.join(HERE, 'verbs_peer.c'), '-lrdmacm', '-libverbs'], { timeoutMs: 60_000 });
+    if (b.code !== 0) throw new Error(`building verbs_peer failed:\n${b.stdout}${b.stderr}`);
+    const t0 = Date.now();
+    const push = await runCmd(path.join(ctx!.tools, 'push-node'), [bin], { timeoutMs: 300_000 });
+    if (push.code !== 0) throw new Error(`push-node failed (exit ${push.code}):\n${push.stdout}${push.stderr}`);
+    wall.push(`push-node ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+  }, 400_000);
+
+  afterAll(() => {
+    process.stderr.write(`[interop] verbs provider: ${wall.join(', ')}\n`);
+  });
+
+  const guestNode = (script: string): Promise<string> =>
+    vm.check(`cd ${PKG} && echo ${Buffer.from(script).toString('base64')} | base64 -d > t.js && ${NODE} t.js`, 60_000);
+
+  it('discovery: the verbs provider, its address and the device limits in Adapter.info', async () => {
+    const out = await guestNode(`
+      const nd = require('./dist/cjs/index.js');
+      (async () => {
+        const names = nd.listProviders().map((p) => p.name);
+        const addrs = await nd.listAddresses({ provider: 'verbs' });
+        const a = await nd.openAdapter('${GUEST_IP}', { provider: 'verbs' });
+        const i = a.info;
+        console.log(JSON.stringify({ names, addrs, provider: a.provider, caller: i.maxCallerData, sge: i.maxInitiatorSge, cq: i.maxCompletionQueueDepth, ird: i.maxInboundReadLimit }));
+        await a.close();
+      })().catch((e) => { console.error(e); process.exit(1); });`);
+    const r = JSON.parse(out.trim().split('\n').pop()!);
+    expect(r.names).toEqual(expect.arrayContaining(['soft', 'verbs']));
+    expect(r.addrs).toContain(GUEST_IP);
+    expect(r.provider).toBe('verbs');
+    expect(r.caller).toBe(255); // iWARP over librdmacm: the uint8_t private_data_len
+    expect(r.sge).toBeGreaterThan(0);
+    expect(r.cq).toBeGreaterThan(0);
+    expect(r.ird).toBeGreaterThan(0);
+  });
+
+  it('an address no RDMA device serves is refused by the verbs provider', async () => {
+    const r = await vm.run(`cd ${PKG} && ${NODE} -e "require('./dist/cjs/index.js').openAdapter('127.0.0.1',{provider:'verbs'}).then(()=>console.log('opened'),(e)=>console.log(e.code, e.status))"`, 60_000);
+    expect(r.output).toMatch(/ND_INVALID_ADDRESS/);
+  });
+
+  // 'manual' is not here: nd_peer.mjs awaits its requests' promises, which only cq.poll() settles in that mode.
+  for (const mode of ['loop', 'thread'] as const) {
+    it(`verbs provider as client, verbs_peer.c as server (completion ${mode})`, async () => {
+      const port = nextGuestPort++;
+      await vm.background('vps', `${PEER} server ${GUEST_IP} ${port} 11 ${SIZES}`);
+      await vm.waitListening(port);
+      const r = await vm.run(`cd ${PKG} && NETDIRECT_COMPLETION=${mode} ${VERBS_ENV} timeout 90 ${NODE} test/interop/nd_peer.mjs client ${GUEST_IP} ${port} 11 ${SIZES}`, 120_000);
+      const peer = await vm.waitBackground('vps', 60_000);
+      expect(r.output, r.output).toMatch(/nd_peer: ok \(4 rounds\)/);
+      expect(peer.log, peer.log).toMatch(/verbs_peer: ok \(4 rounds\)/);
+    }, 180_000);
+  }
+
+  it('verbs provider as server, verbs_peer.c as client', async () => {
+    const port = nextGuestPort++;
+    await vm.background('ndv', `cd ${PKG} && ${VERBS_ENV} timeout 90 ${NODE} test/interop/nd_peer.mjs server ${port} 12 ${SIZES}`);
+    await vm.check(`for i in $(seq 300); do grep -q listening /tmp/ndv.log 2>/dev/null && exit 0; sleep 0.1; done; exit 1`, 60_000);
+    const r = await vm.run(`timeout 90 ${PEER} client ${GUEST_IP} ${port} 12 ${SIZES}`, 120_000);
+    const nd = await vm.waitBackground('ndv', 60_000);
+    expect(r.output, r.output).toMatch(/verbs_peer: ok \(4 rounds\)/);
+    expect(nd.log, nd.log).toMatch(/nd_peer: ok \(4 rounds\)/);
+  }, 180_000);
+
+  it('interop: verbs provider (guest siw) connects to the software provider (host)', async () => {
+    const port = await freePort();
+    const host = new Background('node', [path.join(HERE, 'nd_peer.mjs'), 'server', String(port), '13', SIZES], { timeoutMs: 120_000 });
+    try {
+      await host.waitFor(/listening/, 30_000, 'the host nd_peer server listening');
+      const r = await vm.run(`cd ${PKG} && ${VERBS_ENV} timeout 90 ${NODE} test/interop/nd_peer.mjs client ${GUEST_HOST_IP} ${port} 13 ${SIZES}`, 120_000);
+      const h = await host.stop('SIGTERM', 30_000);
+      expect(r.output, r.output).toMatch(/nd_peer: ok \(4 rounds\)/);
+      expect(h.stdout, h.stdout + h.stderr).toMatch(/nd_peer: ok \(4 rounds\)/);
+    } finally {
+      await host.stop('SIGKILL', 1000).catch(() => undefined);
+    }
+  }, 180_000);
+
+  it('interop: the software provider (host) connects to the verbs provider (guest siw)', async () => {
+    const port = nextGuestPort++;
+    await vm.background('ndv', `cd ${PKG} && ${VERBS_ENV} timeout 90 ${NODE} test/interop/nd_peer.mjs server ${port} 14 ${SIZES}`);
+    await vm.check(`for i in $(seq 300); do grep -q listening /tmp/ndv.log 2>/dev/null && exit 0; sleep 0.1; done; exit 1`, 60_000);
+    const offset = Number(process.env.SIW_VM_PORT_OFFSET ?? 10000);
+    const r = await runCmd('node', [path.join(HERE, 'nd_peer.mjs'), 'client', '127.0.0.1', String(port + offset), '14', SIZES], { timeoutMs: 120_000 });
+    const nd = await vm.waitBackground('ndv', 60_000);
+    expect(r.stdout, r.stdout + r.stderr).toMatch(/nd_peer: ok \(4 rounds\)/);
+    expect(nd.log, nd.log).toMatch(/nd_peer: ok \(4 rounds\)/);
+  }, 180_000);
+});
