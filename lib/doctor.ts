@@ -71,6 +71,9 @@ export interface RdmaDeviceFact {
   driver?: string;
   nodeType?: string;
   parent?: string;
+  /** Port 1's state (ports/1/state, e.g. "4: ACTIVE") and link layer ("InfiniBand" | "Ethernet"). */
+  portState?: string;
+  linkLayer?: string;
 }
 
 export interface PeerFact {
@@ -107,6 +110,8 @@ export interface DoctorFacts {
   crc32cImplementation?: string;
   selfTest?: SelfTestFact;
   rdmaDevices?: RdmaDeviceFact[] | { error: string };
+  /** The verbs provider (docs/verbs.md): listed (rdma-core loads, a device exists) and the addresses it serves. */
+  verbsProvider?: { listed: boolean; addresses: string[]; error?: string };
   kernelModules?: { siw: boolean; rdma_rxe: boolean };
 }
 
@@ -313,8 +318,29 @@ function readRdmaDevices(root = '/sys/class/infiniband'): RdmaDeviceFact[] | { e
     if (nodeType !== undefined) device.nodeType = nodeType;
     const parent = read(path.join(dir, 'parent'));
     if (parent !== undefined) device.parent = parent;
+    const portState = read(path.join(dir, 'ports', '1', 'state'));
+    if (portState !== undefined) device.portState = portState;
+    const linkLayer = read(path.join(dir, 'ports', '1', 'link_layer'));
+    if (linkLayer !== undefined) device.linkLayer = linkLayer;
     return device;
   });
+}
+
+async function readVerbsProvider(): Promise<{ listed: boolean; addresses: string[]; error?: string }> {
+  try {
+    if (!listProviders().some((p) => p.name === 'verbs')) return { listed: false, addresses: [] };
+    return { listed: true, addresses: await listAddresses({ provider: 'verbs' }) };
+  } catch (err) {
+    return { listed: false, addresses: [], error: (err as Error).message };
+  }
+}
+
+/** iwarp | roce | infiniband from sysfs: node type 4 is an RNIC (iWARP); else the port's link layer decides. */
+function rdmaTransport(x: RdmaDeviceFact): string {
+  if (x.nodeType !== undefined && /^4\b|RNIC/.test(x.nodeType)) return 'iwarp';
+  if (x.linkLayer === 'Ethernet') return 'roce';
+  if (x.linkLayer === 'InfiniBand') return 'infiniband';
+  return 'transport unknown';
 }
 
 function localNetworks(): LocalNetworkFact[] {
@@ -394,6 +420,7 @@ export async function gatherDoctorFacts(options: DoctorOptions = {}): Promise<Do
   if (options.selfTest !== false) facts.selfTest = await runSelfTest(options.selfTestTimeoutMs ?? 5000);
   if (platform === 'linux') {
     facts.rdmaDevices = readRdmaDevices();
+    facts.verbsProvider = await readVerbsProvider();
     facts.kernelModules = { siw: existsSync('/sys/module/siw'), rdma_rxe: existsSync('/sys/module/rdma_rxe') };
   }
   return facts;
@@ -1038,11 +1065,21 @@ function otherChecks(facts: DoctorFacts): DoctorCheck[] {
   else if (d.length === 0) {
     out.push(check('rdma-devices', devicesTitle, 'ok', "none — not needed: netdirect's built-in provider runs iWARP over ordinary TCP sockets"));
   } else {
+    const v = facts.verbsProvider;
     const lines = d.map((x) => {
       const kind = x.driver ?? (/^siw/.test(x.name) ? 'siw (by name)' : /^rxe/.test(x.name) ? 'rxe (by name)' : 'driver unknown');
-      return `${x.name}: ${kind}${x.nodeType ? `, node type ${x.nodeType}` : ''}${x.parent ? `, on ${x.parent}` : ''}`;
+      const state = x.portState ? x.portState.replace(/^\d+:\s*/, '').toLowerCase() : 'state unknown';
+      const usable = !v?.listed
+        ? 'not usable: the verbs provider is not available (rdma-core missing?)'
+        : state === 'active'
+          ? "usable: openAdapter(address, { provider: 'verbs' })"
+          : 'not usable: port 1 is not active';
+      return `${x.name}: ${kind}, ${rdmaTransport(x)}, port 1 ${state}${x.parent ? `, on ${x.parent}` : ''} — ${usable}`;
     });
-    out.push(check('rdma-devices', devicesTitle, 'ok', [...lines, "(informational: netdirect's built-in provider does not use them)"].join('\n')));
+    const tail = v?.listed
+      ? `verbs provider addresses: ${v.addresses.length > 0 ? v.addresses.join(', ') : 'none (no IP address is bound to a device)'}`
+      : `verbs provider not listed${v?.error ? ` (${v.error})` : ''}: install rdma-core (apt install libibverbs1 librdmacm1 ibverbs-providers); netdirect's software provider works without it`;
+    out.push(check('rdma-devices', devicesTitle, 'ok', [...lines, tail].join('\n')));
   }
 
   const modulesTitle = 'Kernel soft-RDMA modules (siw, rdma_rxe)';

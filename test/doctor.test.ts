@@ -277,13 +277,25 @@ describe('diagnose() elsewhere (Linux facts)', () => {
       addresses: ['127.0.0.1', '::1'],
       hardwareCrc32c: false,
       env: { NETDIRECT_SOFT_CRC: '0' },
-      rdmaDevices: [{ name: 'siw_eth0', nodeType: '4: RNIC', parent: 'eth0' }, { name: 'irdma0', driver: 'irdma', nodeType: '4: RNIC' }],
+      rdmaDevices: [
+        { name: 'siw_eth0', nodeType: '4: RNIC', parent: 'eth0', portState: '4: ACTIVE', linkLayer: 'Ethernet' },
+        { name: 'irdma0', driver: 'irdma', nodeType: '4: RNIC', portState: '1: DOWN' },
+        { name: 'rxe0', nodeType: '1: CA', portState: '4: ACTIVE', linkLayer: 'Ethernet' },
+      ],
+      verbsProvider: { listed: true, addresses: ['10.0.2.15'] },
       kernelModules: { siw: true, rdma_rxe: false },
     };
     const checks = diagnose(facts);
     expect(statuses(checks)).toMatchObject({ addresses: 'warn', crc32c: 'warn', 'rdma-devices': 'ok', 'kernel-soft-rdma': 'ok' });
-    expect(byId(checks, 'rdma-devices').detail).toContain('siw_eth0: siw (by name), node type 4: RNIC, on eth0');
-    expect(byId(checks, 'rdma-devices').detail).toContain('irdma0: irdma');
+    const detail = byId(checks, 'rdma-devices').detail;
+    expect(detail).toContain("siw_eth0: siw (by name), iwarp, port 1 active, on eth0 — usable: openAdapter(address, { provider: 'verbs' })");
+    expect(detail).toContain('irdma0: irdma, iwarp, port 1 down — not usable: port 1 is not active');
+    expect(detail).toContain('rxe0: rxe (by name), roce, port 1 active');
+    expect(detail).toContain('verbs provider addresses: 10.0.2.15');
+    // Without the verbs provider (no rdma-core) the devices are listed as not usable, with what to install.
+    const none = byId(diagnose({ ...facts, verbsProvider: { listed: false, addresses: [] } }), 'rdma-devices').detail;
+    expect(none).toContain('not usable: the verbs provider is not available');
+    expect(none).toMatch(/apt install libibverbs1 librdmacm1/);
     expect(byId(checks, 'kernel-soft-rdma').detail).toMatch(/^siw loaded/);
     expect(byId(checks, 'soft-crc-env').detail).toMatch(/NETDIRECT_SOFT_CRC=0/);
   });

@@ -80,6 +80,12 @@ describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
     expect(r.ird).toBeGreaterThan(0);
   });
 
+  it('netdirect doctor reports siw0: transport, link state, usable by the verbs provider', async () => {
+    const r = await vm.run(`cd ${PKG} && ${NODE} dist/cjs/cli.js doctor`, 60_000);
+    expect(r.output, r.output).toMatch(/siw0: siw \(by name\), iwarp, port 1 active.*usable: openAdapter/);
+    expect(r.output).toContain(`verbs provider addresses: ${GUEST_IP}`);
+  });
+
   it('an address no RDMA device serves is refused by the verbs provider', async () => {
     const r = await vm.run(`cd ${PKG} && ${NODE} -e "require('./dist/cjs/index.js').openAdapter('127.0.0.1',{provider:'verbs'}).then(()=>console.log('opened'),(e)=>console.log(e.code, e.status))"`, 60_000);
     expect(r.output).toMatch(/ND_INVALID_ADDRESS/);
