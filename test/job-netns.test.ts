@@ -24,8 +24,12 @@ const nsexec = path.join(root, 'test/netns/nsexec');
 const rankScript = path.join(root, 'test/netns/rank.mjs');
 const mpiexec = ['mpiexec.hydra', 'mpiexec'].find((c) => /HYDRA/.test(spawnSync(c, ['--version'], { encoding: 'utf8' }).stdout ?? ''));
 
+// System tools (ip, tc, cc) run without the sanitizer tier's preloaded ASan runtime: they are not ours, and ASan
+// finds faults of their own (iproute2's `ip route show` trips its strncpy-overlap check).
+const toolEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'LD_PRELOAD'));
+
 function run(cmd: string, args: string[]): string {
-  return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env: toolEnv });
 }
 
 function tryRun(cmd: string, args: string[]): string | null {
