@@ -106,6 +106,9 @@ MpaLocal initiator_of(const MpaFrame& req) {
   l.ord = req.v2 ? req.params.ord : 1;
   l.max_ird = l.ird;
   l.max_ord = l.ord;
+  // An initiator that offers a Read RTR can issue that one Read, whatever ORD it asks for (ours raises ORD 0 to 1
+  // then, mpa_check_reply): modelling it with a device maximum of 0 made a consistent Reply look refused.
+  if (l.p2p && (l.rtr_types & kRtrRead) && l.max_ord == 0) l.max_ord = 1;
   return l;
 }
 
