@@ -141,7 +141,9 @@ describe('jobs under the explicit rendezvous', () => {
     for (const r of runs) expect(r.code, r.stderr).toBe(0);
     expect(runs.map((r) => r.stdout).join('')).toMatch(/ring of 4 ranks: every block arrived intact/);
   });
-  it('a rank killed in the middle of allreduces: every other rank gets an NdError naming it, nothing hangs', async () => {
+  // Under Wine the sockets of a killed process stay open (the Wine bug test/lifecycle.test.ts allows for), so the
+  // survivors are not told; on Linux and Windows the kernel closes them.
+  it.skipIf(!!process.env.NETDIRECT_UNDER_WINE)('a rank killed in the middle of allreduces: every other rank gets an NdError naming it, nothing hangs', async () => {
     const runs = await rendezvousJob(rankScript, 3, { JOB_SCENARIO: 'die' });
     expect(runs[2].signal).toBe('SIGKILL');
     for (const r of reports(runs.slice(0, 2))) {

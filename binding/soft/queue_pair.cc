@@ -1,5 +1,6 @@
 // IND2QueuePair: posts, request state, in-order completions, error state and connection teardown.
 // Transmit is in qp_tx.cc, receive/placement in qp_rx.cc (design: queue_pair.h).
+#include "soft/env.h"
 #include "soft/queue_pair.h"
 
 #include <algorithm>
@@ -37,7 +38,8 @@ uint64_t now_ns() {
 }  // namespace
 
 uint32_t response_timeout_ms() {
-  const char* v = std::getenv("NETDIRECT_SOFT_RESPONSE_TIMEOUT_MS");
+  std::string v_env;
+  const char* v = env_value("NETDIRECT_SOFT_RESPONSE_TIMEOUT_MS", v_env);
   if (v == nullptr || *v == '\0') return kResponseTimeoutMsDefault;
   char* end = nullptr;
   const unsigned long ms = std::strtoul(v, &end, 10);

@@ -1,3 +1,4 @@
+#include "soft/env.h"
 #include "soft/variance.h"
 
 #include <chrono>
@@ -40,14 +41,16 @@ struct Settings {
 Settings& settings() {
   static Settings* s = [] {
     auto* st = new Settings();  // never freed: the variance thread and late releases may use it at exit
-    const char* spec = std::getenv("NETDIRECT_SOFT_VARIANCE");
+    std::string spec_env;
+    const char* spec = env_value("NETDIRECT_SOFT_VARIANCE", spec_env);
     const char* bad = nullptr;
     st->bits = spec != nullptr ? parse(spec, &bad) : 0;
     if (bad != nullptr)
       std::fprintf(stderr, "netdirect: NETDIRECT_SOFT_VARIANCE: unknown behaviour in '%s' (known: pending, "
                            "fail-async, overflow, short-poll, spurious-notify, phased, all)\n", bad);
     if (st->bits != 0) {
-      const char* seed = std::getenv("NETDIRECT_SOFT_VARIANCE_SEED");
+      std::string seed_env;
+      const char* seed = env_value("NETDIRECT_SOFT_VARIANCE_SEED", seed_env);
       uint64_t v = seed != nullptr && *seed != '\0'
                        ? std::strtoull(seed, nullptr, 0)
                        : static_cast<uint64_t>(Clock::now().time_since_epoch().count()) % 1000000007u;

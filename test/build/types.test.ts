@@ -70,7 +70,12 @@ type RemoteMemory = nd.RemoteMemory;
 void bench.parseArgs;`,
 );
 
+// The Windows tier (node.exe under Wine) cannot make the consumer's symlink (ENOTSUP); the declarations are the
+// same files on every platform and this file runs on Linux.
+const onWindows = process.platform === 'win32';
+
 beforeAll(() => {
+  if (onWindows) return;
   consumer = mkdtempSync(path.join(tmpdir(), 'netdirect-types-'));
   mkdirSync(path.join(consumer, 'node_modules'));
   symlinkSync(root, path.join(consumer, 'node_modules', 'netdirect'), 'junction');
@@ -104,7 +109,7 @@ function compile(tsc: string, file: string) {
   return { status: r.status, out: `${r.stdout}${r.stderr}` };
 }
 
-describe('the declarations compile in a strict consumer', () => {
+describe.skipIf(onWindows)('the declarations compile in a strict consumer', () => {
   for (const [compiler, tsc] of Object.entries(COMPILERS)) {
     for (const file of ['use.mts', 'use.cts']) {
       it(`${compiler}, ${file.endsWith('.mts') ? 'ESM' : 'CommonJS'}`, { timeout: 240_000 }, () => {

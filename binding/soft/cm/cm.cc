@@ -1,3 +1,4 @@
+#include "soft/env.h"
 #include "soft/cm/cm.h"
 
 #ifndef _WIN32
@@ -19,14 +20,16 @@ namespace {
 uint16_t clamp_limit(ULONG v) { return static_cast<uint16_t>(std::min<ULONG>(v, limits::kMaxReadLimit)); }
 
 bool read_crc_env() {
-  const char* v = std::getenv("NETDIRECT_SOFT_CRC");
+  std::string v_env;
+  const char* v = env_value("NETDIRECT_SOFT_CRC", v_env);
   if (v == nullptr || *v == '\0') return true;
   return !(v[0] == '0' && v[1] == '\0');
 }
 
 // NETDIRECT_SOFT_TCP_TIMEOUT_MS: a decimal number of milliseconds (0 = the OS defaults); anything else = the default.
 uint32_t read_tcp_timeout_env() {
-  const char* v = std::getenv("NETDIRECT_SOFT_TCP_TIMEOUT_MS");
+  std::string v_env;
+  const char* v = env_value("NETDIRECT_SOFT_TCP_TIMEOUT_MS", v_env);
   if (v == nullptr || *v == '\0') return kTcpTimeoutMs;
   char* end = nullptr;
   const unsigned long ms = std::strtoul(v, &end, 10);
@@ -49,7 +52,8 @@ uint32_t tcp_timeout_default() {
 }
 
 uint32_t handshake_timeout_from_env() {
-  const char* v = std::getenv("NETDIRECT_HANDSHAKE_TIMEOUT_MS");
+  std::string v_env;
+  const char* v = env_value("NETDIRECT_HANDSHAKE_TIMEOUT_MS", v_env);
   if (v == nullptr || *v == '\0') return kHandshakeTimeoutMs;
   char* end = nullptr;
   const unsigned long ms = std::strtoul(v, &end, 10);
