@@ -10,36 +10,19 @@
 // has it); a rank killed in the middle of an allreduce, with Hydra's cleanup off (the others report) and on
 // (mpiexec ends them). Needs root, `ip`, and MPICH's mpiexec: skipped with the reason otherwise. Names (namespaces,
 // links, bridge) and the subnet are unique per run. Runs once, in the default project.
-import { execFileSync, spawn, spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { root } from './helpers';
-import { buildLinkem, startLinkem, type Linkem } from './netfault/linkem';
+import { buildLinkem, run, startLinkem, tryRun, type Linkem } from './netfault/linkem';
 
 const RANKS = 4;
 const tag = `${process.pid % 100000}`;
 const nsexec = path.join(root, 'test/netns/nsexec');
 const rankScript = path.join(root, 'test/netns/rank.mjs');
 const mpiexec = ['mpiexec.hydra', 'mpiexec'].find((c) => /HYDRA/.test(spawnSync(c, ['--version'], { encoding: 'utf8' }).stdout ?? ''));
-
-// System tools (ip, tc, cc) run without the sanitizer tier's preloaded ASan runtime: they are not ours, and ASan
-// finds faults of their own (iproute2's `ip route show` trips its strncpy-overlap check).
-const toolEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'LD_PRELOAD'));
-
-function run(cmd: string, args: string[]): string {
-  return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env: toolEnv });
-}
-
-function tryRun(cmd: string, args: string[]): string | null {
-  try {
-    run(cmd, args);
-    return null;
-  } catch (err: any) {
-    return String(err?.stderr || err?.message || err).trim().split('\n')[0];
-  }
-}
 
 /** Why this machine cannot run the tier, or null. */
 function skipReason(): string | null {

@@ -6,14 +6,14 @@
 // The link is `tc netem` on a veth pair where the kernel has sch_netem, otherwise test/netfault/linkem.c (two TUN
 // devices and a forwarder that applies the same faults), built here with cc. Needs root (CI runs as root): skipped
 // with the reason otherwise. Runs once, in the default completion mode (it is not one of the per-mode suites).
-import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { root } from './helpers';
-import { buildLinkem, startLinkem } from './netfault/linkem';
+import { buildLinkem, run, startLinkem, tryRun } from './netfault/linkem';
 
 // Dead-peer bound of the provider in these processes (docs/liveness.md): a cut link must end every pending
 // request within it, plus the keepalive interval (timeout / 6), plus slack for a loaded 2-core machine.
@@ -23,19 +23,6 @@ const CUT_BOUND_MS = TCP_TIMEOUT_MS + TCP_TIMEOUT_MS / 6 + 7000;
 const tag = `${process.pid % 100000}`;
 const ns = { a: `ndnf${tag}a`, b: `ndnf${tag}b` };
 const addr = { a: '10.231.0.1', b: '10.231.0.2' };
-
-function run(cmd: string, args: string[]): string {
-  return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
-}
-
-function tryRun(cmd: string, args: string[]): string | null {
-  try {
-    run(cmd, args);
-    return null;
-  } catch (err: any) {
-    return String(err?.stderr || err?.message || err).trim().split('\n')[0];
-  }
-}
 
 /** Why this machine cannot run the tier, or null. */
 function skipReason(): string | null {
