@@ -108,12 +108,16 @@ describe.runIf(LOOP)("completion: 'loop'", () => {
     }
   });
 
-  it('a synchronous loop over cq.poll() drives the provider itself: no yield to the event loop needed', async () => {
+  // A Write and a Read posted, then a synchronous loop over cq.poll() that never yields must see both complete.
+  // `settledFirst`: start from the continuation of a promise the event loop settled (inside that turn, before its
+  // deferred transmit is flushed).
+  async function spinPollDrives(pattern: number, settledFirst: boolean): Promise<void> {
     const { adapter, cq } = await openLocal('loop');
     try {
       const { qp } = await connectToPeer(adapter, cq, peer, address);
       const mr = await adapter.allocateMemory(4096);
-      fillSegments(mr.buffer, [{ offset: 0, length: 512 }], 11);
+      if (settledFirst) await qp.write(mr.slice(0, 1), remote);
+      fillSegments(mr.buffer, [{ offset: 0, length: 512 }], pattern);
       qp.post('write', mr.slice(0, 512), remote, { context: 'w' });
       qp.post('read', mr.slice(1024, 512), remote, { context: 'r' });
       const got: RawCompletion[] = [];
@@ -123,34 +127,16 @@ describe.runIf(LOOP)("completion: 'loop'", () => {
         ['w', 0, 512],
         ['r', 0, 512],
       ]);
-      expect(checkSegments(mr.buffer, [{ offset: 1024, length: 512 }], 11)).toBe(-1);
+      expect(checkSegments(mr.buffer, [{ offset: 1024, length: 512 }], pattern)).toBe(-1);
     } finally {
       await adapter.close();
     }
-  });
+  }
 
-  it('the same loop in a continuation of a completion (inside the event-loop turn that delivered it) drives the provider too', async () => {
-    const { adapter, cq } = await openLocal('loop');
-    try {
-      const { qp } = await connectToPeer(adapter, cq, peer, address);
-      const mr = await adapter.allocateMemory(4096);
-      // Settled by the event loop's batch: what follows runs inside that turn, before its deferred transmit is flushed.
-      await qp.write(mr.slice(0, 1), remote);
-      fillSegments(mr.buffer, [{ offset: 0, length: 512 }], 12);
-      qp.post('write', mr.slice(0, 512), remote, { context: 'w' });
-      qp.post('read', mr.slice(1024, 512), remote, { context: 'r' });
-      const got: RawCompletion[] = [];
-      const deadline = Date.now() + 10_000;
-      while (got.length < 2 && Date.now() < deadline) got.push(...cq.poll(16)); // never yields
-      expect(got.map((c) => [c.context, c.status, c.bytes])).toEqual([
-        ['w', 0, 512],
-        ['r', 0, 512],
-      ]);
-      expect(checkSegments(mr.buffer, [{ offset: 1024, length: 512 }], 12)).toBe(-1);
-    } finally {
-      await adapter.close();
-    }
-  });
+  it('a synchronous loop over cq.poll() drives the provider itself: no yield to the event loop needed', () => spinPollDrives(11, false));
+
+  it('the same loop in a continuation of a completion (inside the event-loop turn that delivered it) drives the provider too', () =>
+    spinPollDrives(12, true));
 
   it('an unknown mode, or one the environment names wrongly, is refused with the choices', async () => {
     expect((await ndError(openAdapter('127.0.0.1', { completion: 'poll' as never }))).message).toMatch(/'auto', 'loop', 'thread', 'manual'/);
