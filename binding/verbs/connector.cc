@@ -77,9 +77,7 @@ HRESULT VerbsConnector::GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait)
 }
 
 HRESULT VerbsConnector::Bind(const struct sockaddr* pAddress, ULONG cbAddress) {
-  if (pAddress == nullptr || sockaddr_length(pAddress) == 0 || cbAddress < sockaddr_length(pAddress)) {
-    return ND_INVALID_ADDRESS;
-  }
+  if (!valid_sockaddr(pAddress, cbAddress)) return ND_INVALID_ADDRESS;
   std::lock_guard<std::mutex> lock(adapter_->progress_mu());
   if (state_ != State::kIdle) return ND_INVALID_DEVICE_STATE;
   HRESULT hr = ensure_id_locked();
@@ -97,10 +95,7 @@ HRESULT VerbsConnector::Connect(IUnknown* pQueuePair, const struct sockaddr* pDe
                                 const VOID* pPrivateData, ULONG cbPrivateData, OVERLAPPED* pOverlapped) {
   auto* qp = from_unknown<VerbsQueuePair, IND2QueuePair>(pQueuePair);
   if (qp == nullptr || qp->adapter() != adapter_) return ND_INVALID_PARAMETER_1;
-  if (pDestinationAddress == nullptr || sockaddr_length(pDestinationAddress) == 0 ||
-      cbDestinationAddress < sockaddr_length(pDestinationAddress)) {
-    return ND_INVALID_ADDRESS;
-  }
+  if (!valid_sockaddr(pDestinationAddress, cbDestinationAddress)) return ND_INVALID_ADDRESS;
   if (cbPrivateData > adapter_->max_private_data()) return ND_INVALID_BUFFER_SIZE;
   if (cbPrivateData != 0 && pPrivateData == nullptr) return ND_INVALID_PARAMETER_6;
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_8;
@@ -375,9 +370,7 @@ HRESULT VerbsListener::GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) 
 }
 
 HRESULT VerbsListener::Bind(const struct sockaddr* pAddress, ULONG cbAddress) {
-  if (pAddress == nullptr || sockaddr_length(pAddress) == 0 || cbAddress < sockaddr_length(pAddress)) {
-    return ND_INVALID_ADDRESS;
-  }
+  if (!valid_sockaddr(pAddress, cbAddress)) return ND_INVALID_ADDRESS;
   std::lock_guard<std::mutex> lock(adapter_->progress_mu());
   if (id_ != nullptr) return ND_INVALID_DEVICE_STATE;
   if (adapter_->lib().create_id(adapter_->events(), &id_, static_cast<CmHandler*>(this), RDMA_PS_TCP) != 0) {

@@ -330,6 +330,8 @@ class VerbsListener final : public ComObject<IND2Listener>, public CmHandler {
 // Helpers shared by the objects.
 HRESULT copy_sockaddr(const sockaddr* from, sockaddr* to, ULONG* size);
 ULONG sockaddr_length(const sockaddr* a);
+// A caller's address of a family we know, with `len` covering it.
+inline bool valid_sockaddr(const sockaddr* a, ULONG len) { return sockaddr_length(a) != 0 && len >= sockaddr_length(a); }
 
 }  // namespace netdirect::verbs
 

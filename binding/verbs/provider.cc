@@ -126,7 +126,7 @@ class VerbsProvider final : public ComObject<IND2Provider> {
 
   HRESULT ND_CALL ResolveAddress(const sockaddr* pAddress, ULONG cbAddress, UINT64* pAdapterId) override {
     if (pAdapterId == nullptr) return ND_INVALID_PARAMETER_3;
-    if (pAddress == nullptr || sockaddr_length(pAddress) == 0 || cbAddress < sockaddr_length(pAddress)) {
+    if (!valid_sockaddr(pAddress, cbAddress)) {
       return ND_INVALID_ADDRESS;
     }
     const int dev = device_of(*lib_, pAddress);
