@@ -1,36 +1,25 @@
 // The ndbench command end to end (dist/cjs/bench/cli.js, built by `npm test`'s pretest): tiny --loopback runs of
 // every test in every completion mode, the baselines, every output format, --json and --plot. Figures are never
 // asserted (benchmarks are not tests): only that they exist, are positive and are laid out as promised.
-import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { runNdbench, tableRows } from './ndbench';
 import { RESULT_LINE, validateReport } from '../../lib/bench/report';
 import { parseXml } from './xml';
 
 const root = path.resolve(__dirname, '..', '..');
-const cli = process.env.NDBENCH_TEST_CLI ?? path.join(root, 'dist', 'cjs', 'bench', 'cli.js');
 const dir = mkdtempSync(path.join(tmpdir(), 'ndbench-test-'));
 
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function ndbench(...args: string[]) {
-  const r = spawnSync(process.execPath, [cli, ...args], { cwd: root, encoding: 'utf8', timeout: 90_000 });
-  return { status: r.status, signal: r.signal, stdout: r.stdout, stderr: r.stderr, out: `${r.stdout}\n${r.stderr}` };
+  return runNdbench(root, args);
 }
 
-/** Numeric rows of a perftest table: the lines after the column header (starting ' #bytes'), to RESULT_LINE. */
 function rows(stdout: string): number[][] {
-  const lines = stdout.split('\n');
-  const h = lines.findIndex((l) => l.startsWith(' #bytes'));
-  expect(h, stdout).toBeGreaterThan(0);
-  const out: number[][] = [];
-  for (const l of lines.slice(h + 1)) {
-    if (l === RESULT_LINE) break;
-    out.push(l.trim().split(/\s+/).map(Number));
-  }
-  return out;
+  return tableRows(stdout, 'first');
 }
 
 describe('ndbench command line', { timeout: 120_000 }, () => {

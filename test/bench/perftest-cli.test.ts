@@ -6,33 +6,21 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
+import { cli, runNdbench, tableRows } from './ndbench';
 import { parseArgs, type BenchOptions } from '../../lib/bench/options';
 import { RESULT_LINE } from '../../lib/bench/report';
 import { meter } from '../../lib/bench/nd';
 import { PROGRESS_AFTER_MS, progressLine } from '../../lib/bench/run';
 
-const root = path.resolve(__dirname, '..', '..');
-const cli = process.env.NDBENCH_TEST_CLI ?? path.join(root, 'dist', 'cjs', 'bench', 'cli.js');
 const dir = mkdtempSync(path.join(tmpdir(), 'ndbench-perftest-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 function ndbench(...args: string[]) {
-  const r = spawnSync(process.execPath, [cli, ...args], { cwd: dir, encoding: 'utf8', timeout: 90_000 });
-  return { status: r.status, stdout: r.stdout, stderr: r.stderr, out: `${r.stdout}\n${r.stderr}` };
+  return runNdbench(dir, args);
 }
 
-/** The summary rows: the lines after the last column header (' #bytes'), up to RESULT_LINE. */
 function rows(stdout: string): number[][] {
-  const lines = stdout.split('\n');
-  let h = -1;
-  lines.forEach((l, i) => l.startsWith(' #bytes') && (h = i));
-  expect(h, stdout).toBeGreaterThan(0);
-  const out: number[][] = [];
-  for (const l of lines.slice(h + 1)) {
-    if (l === RESULT_LINE) break;
-    out.push(l.trim().split(/\s+/).map(Number));
-  }
-  return out;
+  return tableRows(stdout, 'last');
 }
 
 /** perftest's "#, usec" listing that starts at line `from`: the values, checked to be numbered 1, 2, … */
