@@ -208,7 +208,14 @@ function mpirun(dir: string, t: Topology, extraArgs: string[], env: NodeJS.Proce
   fs.writeFileSync(hostfile, t.hosts.map((h) => `${h}:1\n`).join(''));
   const args = ['-f', hostfile, '-n', String(RANKS), '-localhost', t.rootAddress, '-launcher', 'ssh', '-launcher-exec', nsexec, ...extraArgs, process.execPath, rankScript];
   const started = Date.now();
-  const child = spawn(mpiexec!, args, { cwd: root, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // SIGPIPE ignored, as in a shell with `trap '' PIPE`: under -disable-auto-cleanup Hydra may write to the
+  // connection of a proxy whose rank was killed, and with the default action mpiexec itself then dies of SIGPIPE
+  // (seen once in ~10 runs on a loaded machine), taking the surviving ranks' reports with it (docs/job.md).
+  const child = spawn('/bin/sh', ['-c', `trap '' PIPE; exec "$@"`, 'sh', mpiexec!, ...args], {
+    cwd: root,
+    env: { ...process.env, ...env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
