@@ -4,6 +4,7 @@ import * as path from 'node:path';
 import { expect } from 'vitest';
 import { NdError, openAdapter, type Adapter, type CompletionOption, type CompletionQueue, type Connector, type QueuePair } from '../lib/index';
 import { driveManual } from './fixtures/manual-driver.mjs';
+import { describeAdapter, track } from './hang-report';
 
 export const fixtures = path.join(__dirname, 'fixtures');
 export const root = path.resolve(__dirname, '..');
@@ -41,8 +42,13 @@ export class Peer {
       if (m.ok) call.resolve(m.value);
       else call.reject(Object.assign(new Error(`peer ${call.cmd}: ${m.error.message}`), m.error));
     });
+    const untrack = track(`peer ${script} (pid ${this.child.pid})`, () => {
+      const calls = [...this.calls.values()].map((c) => c.cmd).join(', ') || 'none';
+      return `pending calls: ${calls}; stderr tail: ${JSON.stringify(this.stderr.slice(-400))}`;
+    });
     this.exited = new Promise((resolve) => {
       this.child.on('exit', (code, signal) => {
+        untrack();
         for (const call of this.calls.values()) call.reject(new Error(`peer exited (${code ?? signal}) during ${call.cmd}\n${this.stderr}`));
         this.calls.clear();
         resolve({ code, signal, stderr: this.stderr, stdout: this.stdout });
@@ -117,6 +123,7 @@ export async function connectToPeer(
 export async function openLocal(completion?: CompletionOption): Promise<{ adapter: Adapter; cq: CompletionQueue }> {
   const adapter = await openAdapter('127.0.0.1', completion === undefined ? {} : { completion });
   if (completion === undefined) driveManual(adapter);
+  track(`adapter ${adapter.address}`, () => describeAdapter(adapter));
   const cq = adapter.createCompletionQueue({ depth: 2048 });
   return { adapter, cq };
 }
