@@ -392,10 +392,12 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
           c.socket = ch->release_socket();
           c.mss = net::tcp_mss(c.socket);
           channel_.reset();
-          qp->attach(c, this);
-          if (established) {
+          const bool taken = qp->attach(c, this);
+          lock.lock();
+          if (!taken) {
+            refused_by_qp(accept_ov_);
+          } else if (established) {
             // Only now: the application may post as soon as Accept completes (as in do_complete_connect).
-            lock.lock();
             complete(accept_ov_, ND_SUCCESS);
           }
           return;
@@ -486,9 +488,22 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
     c.socket = channel_->release_socket();
     c.mss = net::tcp_mss(c.socket);
     channel_.reset();
-    qp->attach(c, this);  // sends the RTR as the first FPDU (P2P)
+    const bool taken = qp->attach(c, this);  // sends the RTR as the first FPDU (P2P)
     lock.lock();
-    complete(complete_ov_, ND_SUCCESS);
+    if (taken)
+      complete(complete_ov_, ND_SUCCESS);
+    else
+      refused_by_qp(complete_ov_);
+  }
+
+  // The QP was flushed while the connection was set up and refused it (SoftQueuePair::attach): the request that
+  // would have established it is cancelled, the connection is over and no QP event will report it.
+  void refused_by_qp(OVERLAPPED*& slot) {  // mu_ held
+    attached_ = false;
+    disarm_deadline();
+    st_ = St::kClosed;
+    complete(slot, ND_CANCELED);
+    complete_all(notify_ovs_, ND_SUCCESS);
   }
 
   // Engine thread. The Accept's part of the handshake deadline (docs/security.md "Handshake deadline"):

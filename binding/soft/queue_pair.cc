@@ -481,7 +481,14 @@ void SoftQueuePair::abort_connect() {
   if (state_ == State::kConnecting) state_ = State::kIdle;
 }
 
-void SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
+// A connection attach() refuses: no event of ours will ever concern it, so the connector is forgotten again.
+void SoftQueuePair::refuse(net::Socket s) {
+  net::close_socket(s, true);
+  std::lock_guard<std::recursive_mutex> ev(events_mu_);
+  events_ = nullptr;
+}
+
+bool SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
   {
     std::lock_guard<std::recursive_mutex> ev(events_mu_);  // events_mu_ before mu_ (docs/threads.md)
     events_ = events;
@@ -490,16 +497,16 @@ void SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
   if (state_ != State::kConnecting && state_ != State::kIdle) {
     // Flushed while the connection was being set up: refuse it.
     lock.unlock();
-    net::close_socket(c.socket, true);
-    return;
+    refuse(c.socket);
+    return false;
   }
   try {
     orq_.assign(std::max<uint32_t>(c.mpa.ord, 1), OutRead{});
     irq_.assign(std::max<uint32_t>(c.mpa.ird, 1), InRead{});
   } catch (...) {
     lock.unlock();
-    net::close_socket(c.socket, true);
-    return;
+    refuse(c.socket);
+    return false;
   }
   sock_ = c.socket;
   crc_ = c.mpa.crc;
@@ -523,13 +530,14 @@ void SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
     peer_eof_ = true;
     lock.unlock();
     kick_teardown();
-    return;
+    return true;  // attached, and failed at once: the connection-closed event reports it
   }
   add_progress_sources();
   lock.lock();
   tx_progress_locked();
   lock.unlock();
   kick_teardown();
+  return true;
 }
 
 void SoftQueuePair::add_progress_sources() {

@@ -156,7 +156,9 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   // Engine thread: takes ownership of c.socket and starts RX/TX. An initiator with c.mpa.p2p sends the RTR
   // (c.mpa.rtr) as its first FPDU; a P2P responder transmits nothing until that RTR arrived, then calls
   // events->on_rtr_received().
-  void attach(const Connection& c, ConnectionEvents* events);
+  // false: the QP was flushed while the connection was set up (or memory ran out); the socket is closed and
+  // the connection refused, and no event will follow for it.
+  bool attach(const Connection& c, ConnectionEvents* events);
   // Any thread. Graceful close: every outstanding request completes ND_CANCELED, the socket is shut down
   // and closed; done() runs on the engine thread afterwards (at once if not connected).
   void disconnect(std::function<void()> done);
@@ -241,6 +243,7 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   void schedule_teardown_locked();
   void close_socket_now();  // engine thread, mu_ not held
   void fire_events();       // engine thread, mu_ not held
+  void refuse(net::Socket s);  // attach() turns the connection down; mu_ not held
 
   // ---- qp_tx.cc ----
   void tx_progress_or_defer_locked();  // tx_progress_locked, or after the driver's flush (qp_tx.cc)

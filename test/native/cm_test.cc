@@ -633,6 +633,44 @@ void test_refused_and_cancel(Env& e) {
   l->Release();
   free_qp(q2);
 }
+
+// A QP flushed between Connect and CompleteConnect cannot take the connection: CompleteConnect fails
+// ND_CANCELED instead of reporting a connection that was never set up, and the connector is over (NotifyDisconnect
+// answers at once, a Disconnect has nothing to do). Before the fix CompleteConnect said ND_SUCCESS and
+// NotifyDisconnect stayed pending for good. The server's Accept sees the connection end.
+void test_flushed_before_complete_connect(Env& e) {
+  uint16_t port = 0;
+  IND2Listener* l = new_listener(e, &port);
+  IND2Connector* server = new_connector(e);
+  IND2Connector* client = new_connector(e);
+  Qp sq = new_qp(e), cq = new_qp(e);
+  if (!l || !server || !client || !sq.qp || !cq.qp) return;
+  Ov req, conn, acc, comp, notify;
+  CHECK_HR(l->GetConnectionRequest(server, &req.ov), ND_PENDING);
+  sockaddr_in dest = loopback(port);
+  CHECK_HR(client->Connect(cq.qp, reinterpret_cast<sockaddr*>(&dest), sizeof dest, 1, 1, nullptr, 0, &conn.ov),
+           ND_PENDING);
+  CHECK_HR(wait(l, req), ND_SUCCESS);
+  CHECK_HR(server->Accept(sq.qp, 1, 1, nullptr, 0, &acc.ov), ND_PENDING);
+  CHECK_HR(wait(client, conn), ND_SUCCESS);
+  CHECK_HR(cq.qp->Flush(), ND_SUCCESS);
+  CHECK_HR(client->CompleteConnect(&comp.ov), ND_PENDING);
+  CHECK_HR(wait(client, comp), ND_CANCELED);
+  const HRESULT n = client->NotifyDisconnect(&notify.ov);
+  CHECK(n == ND_SUCCESS || n == ND_PENDING);
+  if (n == ND_PENDING) CHECK_HR(wait(client, notify), ND_SUCCESS);
+  Ov disc;
+  const HRESULT d = client->Disconnect(&disc.ov);
+  CHECK(d == ND_SUCCESS || d == ND_CONNECTION_INVALID || d == ND_PENDING);
+  if (d == ND_PENDING) CHECK_HR(wait(client, disc), ND_SUCCESS);
+  const HRESULT a = wait(server, acc, 15000);  // the RTR never comes: the connection's end, at the latest the deadline
+  CHECK(FAILED(a) && a != ND_PENDING);
+  client->Release();
+  server->Release();
+  l->Release();
+  free_qp(sq);
+  free_qp(cq);
+}
 #endif  // CM_TEST_WITH_QP
 
 }  // namespace
@@ -683,6 +721,7 @@ int main() {
     test_connect_accept(e);
     test_reject(e);
     test_refused_and_cancel(e);
+    test_flushed_before_complete_connect(e);
 #else
     std::printf("note: end-to-end cases with a QP skipped (CM_TEST_WITH_QP=0)\n");
 #endif
