@@ -8,6 +8,7 @@
 #endif
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <deque>
 #include <mutex>
@@ -23,6 +24,13 @@ namespace netdirect::soft {
 namespace {
 constexpr int kPortAttempts = 16;  // wildcard with port 0: retries until one port is free on every address
 constexpr uint32_t kAcceptPauseMs = 100;  // out of descriptors without a spare: stop accepting this long
+
+// The bound on connections in setup per listener (docs/nd2.md "Listen backlog"): Listen's backlog, clamped to
+// kMaxSetupLimit; backlog 0 ("no limit" in the SDK docs, which let a provider apply its own) is kDefaultSetupLimit,
+// the default backlog of the Linux iWARP connection manager.
+constexpr ULONG kDefaultSetupLimit = 256;
+constexpr ULONG kMaxSetupLimit = 4096;
+ULONG setup_limit(ULONG backlog) { return backlog == 0 ? kDefaultSetupLimit : std::min(backlog, kMaxSetupLimit); }
 
 // Errors of accept() that mean "no descriptor or memory for the connection" rather than "none waiting":
 // the connection stays queued, so a level-triggered listener would be reported ready again at once.
@@ -103,12 +111,16 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
     // Once only, as kernel providers answer a listener's second listen request (docs/nd2.md, section 2):
     // a consumer that calls it twice has lost track of the listener's state, and a silent success would hide it.
     if (listening_) return ND_INVALID_DEVICE_STATE;
-    const int kernel_backlog = backlog == 0 || backlog > SOMAXCONN ? SOMAXCONN : static_cast<int>(backlog);
+    // The kernel's accept queue stays at its maximum whatever the backlog: on_accept drains it at once (refusing
+    // beyond the bound), so it holds only the connections of a burst that has not been looked at yet. A small
+    // kernel queue would have Linux drop SYNs of a burst, and the initiators wait seconds for a retransmission.
+    const ULONG limit = setup_limit(backlog);
+    const int kernel_backlog = SOMAXCONN;
     for (auto& ls : socks_) {
       const int r = net::listen_on(ls->socket, kernel_backlog);
       if (r != 0) return net::status_from_errno(r);
     }
-    backlog_ = backlog;
+    setup_limit_ = limit;
     listening_ = true;
     auto self = shared_from_this();
     engine().post([self] {
@@ -181,8 +193,8 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
       bool refuse = false;
       {
         std::lock_guard<std::mutex> lock(mu_);
-        // The backlog bounds requests waiting for a GetConnectionRequest; beyond it, refuse.
-        refuse = !listening_ || (backlog_ != 0 && waiters_.empty() && queue_.size() >= backlog_);
+        // Requests wait for a GetConnectionRequest in arrival order; how many can wait is bounded in on_accept.
+        refuse = !listening_;
         if (!refuse) queue_.push_back(std::move(req));
       }
       if (refuse) {
@@ -295,6 +307,13 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
         }
         return;  // EAGAIN: nothing waiting
       }
+      if (in_setup() >= setup_limit_) {
+        // Backlog full: refuse at once (a reset; the initiator's Connect completes ND_CONNECTION_REFUSED, which
+        // the SDK docs name for backlog limits) rather than let it wait past its Reply timeout.
+        net::close_socket(s, true);
+        refused_.fetch_add(1, std::memory_order_relaxed);
+        continue;
+      }
       std::unique_ptr<cm::Channel> ch(
           new (std::nothrow) cm::Channel(engine(), s, this, adapter_->handshake_timeout_ms()));
       if (!ch) {
@@ -303,9 +322,32 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
       }
       cm::Channel* raw = ch.get();
       handshaking_.push_back(std::move(ch));
+      note_setup_peak();
       raw->start_accept();
     }
   }
+
+  // Connections in setup (engine thread): accepted and waiting for their Request, Requests waiting for a
+  // GetConnectionRequest, refused ones still sending their reject Reply. Bounded by setup_limit_.
+  size_t in_setup() {
+    size_t queued;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      queued = queue_.size();
+    }
+    return handshaking_.size() + queued + closing_.size();
+  }
+
+  void note_setup_peak() {
+    const ULONG n = static_cast<ULONG>(in_setup());
+    if (n > setup_peak_.load(std::memory_order_relaxed)) setup_peak_.store(n, std::memory_order_relaxed);
+  }
+
+ public:
+  ULONG setup_peak() const { return setup_peak_.load(std::memory_order_relaxed); }
+  ULONG refused() const { return refused_.load(std::memory_order_relaxed); }
+
+ private:
 
   // Out of descriptors (EMFILE/ENFILE) or memory with connections queued (engine thread). The listener is
   // level-triggered: leaving them queued would have the engine report it ready again at once and spin a core.
@@ -370,7 +412,9 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
   std::mutex mu_;
   bool bound_ = false;
   bool listening_ = false;
-  ULONG backlog_ = 0;
+  ULONG setup_limit_ = kDefaultSetupLimit;  // set by listen before the engine accepts anything
+  std::atomic<ULONG> setup_peak_{0};        // most connections in setup at once (tests)
+  std::atomic<ULONG> refused_{0};           // connections refused because the backlog was full (tests)
   net::Address bound_addr_;
   uint16_t port_ = 0;
   std::vector<std::unique_ptr<ListenSocket>> socks_;            // mu_
@@ -410,6 +454,9 @@ HRESULT SoftListener::GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_1;
   return variance::overlapped_result(this, file_, pOverlapped, bWait);
 }
+
+ULONG SoftListener::setup_peak() const { return core_->setup_peak(); }
+ULONG SoftListener::refused() const { return core_->refused(); }
 
 HRESULT SoftListener::Bind(const sockaddr* pAddress, ULONG cbAddress) { return core_->bind(pAddress, cbAddress); }
 

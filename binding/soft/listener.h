@@ -1,7 +1,8 @@
 // IND2Listener of the software provider: TCP listening sockets (one per address of the adapter for a
 // wildcard bind, like siw, all on the same port), the responder's wait for a valid MPA Request on every
-// accepted connection, a queue of such requests up to the backlog, and GetConnectionRequest handing the
-// next one to a fresh connector.
+// accepted connection, a queue of such requests, and GetConnectionRequest handing the next one to a fresh
+// connector. Connections in setup (accepted, not yet handed to a connector) are bounded by Listen's backlog;
+// beyond it a connection is refused (docs/nd2.md "Listen backlog").
 #ifndef NETDIRECT_SOFT_LISTENER_H_
 #define NETDIRECT_SOFT_LISTENER_H_
 
@@ -26,6 +27,10 @@ class SoftListener final : public ComObject<IND2Listener> {
   HRESULT ND_CALL Listen(ULONG backlog) override;
   HRESULT ND_CALL GetLocalAddress(sockaddr* pAddress, ULONG* pcbAddress) override;
   HRESULT ND_CALL GetConnectionRequest(IUnknown* pConnector, OVERLAPPED* pOverlapped) override;
+
+  // Tests: the most connections that were in setup at once, and how many were refused for a full backlog.
+  ULONG setup_peak() const;
+  ULONG refused() const;
 
  private:
   SoftListener() = default;

@@ -7,9 +7,11 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -22,6 +24,7 @@
 #include "nd/nd2.h"
 #include "soft/adapter.h"
 #include "soft/cm/cm.h"
+#include "soft/listener.h"
 #include "soft/provider.h"
 
 #ifndef CM_TEST_WITH_QP
@@ -671,6 +674,136 @@ void test_flushed_before_complete_connect(Env& e) {
   free_qp(sq);
   free_qp(cq);
 }
+
+// A flood of connects on a listener whose backlog is small (docs/nd2.md "Listen backlog"): every Connect completes
+// quickly with ND_SUCCESS or ND_CONNECTION_REFUSED (never ND_IO_TIMEOUT, nothing left pending), the server accepts
+// every request it is handed in order, and no more than the backlog are ever in setup at the listener (before the
+// bound: every connection was taken into setup at once, and a slow server left initiators to time out).
+struct FloodClient {
+  IND2Connector* conn = nullptr;
+  IND2QueuePair* qp = nullptr;
+  Ov connect, complete;
+  HRESULT status = ND_PENDING;
+  bool completing = false;
+};
+
+struct FloodServer {
+  IND2Connector* conn = nullptr;
+  IND2QueuePair* qp = nullptr;
+  Ov request, accept;
+};
+
+IND2QueuePair* flood_qp(Env& e, IND2CompletionQueue* cq) {
+  void* p = nullptr;
+  CHECK_HR(e.adapter->CreateQueuePair(IID_IND2QueuePair, cq, cq, nullptr, 1, 1, 1, 1, 0, &p), ND_SUCCESS);
+  return static_cast<IND2QueuePair*>(p);
+}
+
+void raise_fd_limit(rlim_t want) {
+  rlimit rl{};
+  if (::getrlimit(RLIMIT_NOFILE, &rl) != 0 || rl.rlim_cur >= want) return;
+  rl.rlim_cur = rl.rlim_max == RLIM_INFINITY ? want : std::min(want, rl.rlim_max);
+  ::setrlimit(RLIMIT_NOFILE, &rl);
+}
+
+void test_backlog_flood(Env& e) {
+  constexpr int kClients = 500;
+  constexpr ULONG kBacklog = 8;
+  raise_fd_limit(4 * kClients);  // each accepted connection holds a socket on both sides
+  void* p = nullptr;
+  CHECK_HR(e.adapter->CreateListener(IID_IND2Listener, e.file, &p), ND_SUCCESS);
+  auto* l = static_cast<IND2Listener*>(p);
+  CHECK_HR(e.adapter->CreateCompletionQueue(IID_IND2CompletionQueue, e.file, 8 * kClients, 0, 0, &p), ND_SUCCESS);
+  auto* cq = static_cast<IND2CompletionQueue*>(p);
+  if (l == nullptr || cq == nullptr) return;
+  sockaddr_in a = loopback(0);
+  CHECK_HR(l->Bind(reinterpret_cast<sockaddr*>(&a), sizeof a), ND_SUCCESS);
+  CHECK_HR(l->Listen(kBacklog), ND_SUCCESS);
+  ULONG cb = sizeof a;
+  CHECK_HR(l->GetLocalAddress(reinterpret_cast<sockaddr*>(&a), &cb), ND_SUCCESS);
+
+  std::vector<FloodClient> clients(kClients);
+  for (auto& c : clients) {
+    c.conn = new_connector(e);
+    c.qp = flood_qp(e, cq);
+    if (c.conn == nullptr || c.qp == nullptr) return;
+  }
+  const auto start = std::chrono::steady_clock::now();
+  for (auto& c : clients) {
+    CHECK_HR(c.conn->Connect(c.qp, reinterpret_cast<sockaddr*>(&a), sizeof a, 0, 0, nullptr, 0, &c.connect.ov),
+             ND_PENDING);
+  }
+
+  // The server takes requests one at a time, as the SDK's ndconn does; the clients finish their connects.
+  std::vector<FloodServer*> servers;
+  FloodServer* next = nullptr;
+  int resolved = 0, connected = 0, refused = 0, other = 0;
+  const auto until = start + std::chrono::seconds(60);
+  while (resolved < kClients && std::chrono::steady_clock::now() < until) {
+    if (next == nullptr) {
+      next = new FloodServer;
+      next->conn = new_connector(e);
+      next->qp = flood_qp(e, cq);
+      CHECK_HR(l->GetConnectionRequest(next->conn, &next->request.ov), ND_PENDING);
+    }
+    if (l->GetOverlappedResult(&next->request.ov, FALSE) == ND_SUCCESS) {
+      const HRESULT hr = next->conn->Accept(next->qp, 0, 0, nullptr, 0, &next->accept.ov);
+      CHECK(hr == ND_PENDING || hr == ND_SUCCESS);
+      servers.push_back(next);
+      next = nullptr;
+    }
+    for (auto& c : clients) {
+      if (c.status != ND_PENDING) continue;
+      c.status = c.conn->GetOverlappedResult(&c.connect.ov, FALSE);
+      if (c.status == ND_PENDING) continue;
+      ++resolved;
+      if (c.status == ND_SUCCESS) {
+        ++connected;
+        const HRESULT hr = c.conn->CompleteConnect(&c.complete.ov);
+        CHECK(hr == ND_PENDING || hr == ND_SUCCESS);
+        c.completing = true;
+      } else if (c.status == ND_CONNECTION_REFUSED) {
+        ++refused;
+      } else {
+        ++other;
+        CHECK_HR(c.status, ND_CONNECTION_REFUSED);  // reports the unexpected status once per client
+      }
+    }
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  CHECK(resolved == kClients);
+  CHECK(other == 0);
+  CHECK(connected + refused == kClients);
+  CHECK(connected >= 1);
+  CHECK(static_cast<int>(servers.size()) == connected);
+  int accepted = 0;
+  for (auto& c : clients) {
+    if (c.completing) CHECK_HR(wait(c.conn, c.complete), ND_SUCCESS);
+  }
+  for (FloodServer* s : servers) accepted += wait(s->conn, s->accept) == ND_SUCCESS;
+  CHECK(accepted == connected);
+  auto* soft = static_cast<SoftListener*>(l);
+  CHECK(soft->setup_peak() <= kBacklog);
+  CHECK(static_cast<int>(soft->refused()) == refused);
+  std::printf("backlog flood: %d connects, %d connected, %d refused, at most %lu in setup (backlog %lu), %.2f s\n",
+              kClients, connected, refused, static_cast<unsigned long>(soft->setup_peak()),
+              static_cast<unsigned long>(kBacklog), secs);
+
+  if (next != nullptr) servers.push_back(next);
+  l->CancelOverlappedRequests();
+  for (FloodServer* s : servers) {
+    s->conn->Release();
+    s->qp->Release();
+    delete s;
+  }
+  for (auto& c : clients) {
+    c.conn->Release();
+    c.qp->Release();
+  }
+  l->Release();
+  cq->Release();
+}
 #endif  // CM_TEST_WITH_QP
 
 }  // namespace
@@ -722,6 +855,7 @@ int main() {
     test_reject(e);
     test_refused_and_cancel(e);
     test_flushed_before_complete_connect(e);
+    test_backlog_flood(e);
 #else
     std::printf("note: end-to-end cases with a QP skipped (CM_TEST_WITH_QP=0)\n");
 #endif
