@@ -15,6 +15,7 @@ HRESULT SoftCompletionQueue::create(SoftAdapter* adapter, HANDLE file, ULONG dep
   if (cq == nullptr) return ND_NO_MEMORY;
   try {
     cq->ring_.resize(depth);
+    cq->depth_ = depth;
     cq->waiters_.reserve(4);
   } catch (...) {
     cq->Release();
@@ -68,6 +69,7 @@ HRESULT SoftCompletionQueue::Resize(ULONG queueDepth) {
   for (size_t i = 0; i < count_; ++i) ring[i] = ring_[(head_ + i) % ring_.size()];
   ring_.swap(ring);
   head_ = 0;
+  depth_ = queueDepth;
   return ND_SUCCESS;
 }
 
@@ -146,10 +148,26 @@ void SoftCompletionQueue::fire_locked(HRESULT status, bool solicited_event, bool
   waiters_.clear();
 }
 
-bool SoftCompletionQueue::append_locked(const ND2_RESULT& result, bool solicited) {
+bool SoftCompletionQueue::grow_locked() {
+  mu_.assert_held();
+  std::vector<Entry> ring;
+  try {
+    ring.resize(ring_.size() * 2);
+  } catch (...) {
+    return false;
+  }
+  for (size_t i = 0; i < count_; ++i) ring[i] = ring_[(head_ + i) % ring_.size()];
+  ring_.swap(ring);
+  head_ = 0;
+  return true;
+}
+
+bool SoftCompletionQueue::append_locked(const ND2_RESULT& result, bool solicited, bool flush) {
   mu_.assert_held();
   if (overrun_.load(std::memory_order_relaxed)) return false;
-  if (count_ == ring_.size()) {
+  // Traffic overruns at the consumer's depth; a flush only if the ring cannot grow (no memory).
+  const bool full = flush ? count_ == ring_.size() && !grow_locked() : count_ >= depth_;
+  if (full) {
     overrun_.store(true, std::memory_order_release);
     fire_locked(ND_BUFFER_OVERFLOW, true, true);
     return false;
@@ -159,9 +177,9 @@ bool SoftCompletionQueue::append_locked(const ND2_RESULT& result, bool solicited
   return true;
 }
 
-bool SoftCompletionQueue::push(const ND2_RESULT& result, bool solicited) {
+bool SoftCompletionQueue::push(const ND2_RESULT& result, bool solicited, bool flush) {
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
-  if (!append_locked(result, solicited)) return false;
+  if (!append_locked(result, solicited, flush)) return false;
   fire_locked(ND_SUCCESS, solicited || FAILED(result.Status), false);
   return true;
 }
@@ -170,7 +188,7 @@ bool SoftCompletionQueue::push_many(const ND2_RESULT* results, size_t n) {
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   bool failed = false;
   for (size_t i = 0; i < n; ++i) {
-    if (!append_locked(results[i], false)) return false;
+    if (!append_locked(results[i], false, false)) return false;
     failed = failed || FAILED(results[i].Status);
   }
   if (n > 0) fire_locked(ND_SUCCESS, failed, false);

@@ -6,8 +6,11 @@
 //  * All outstanding Notify requests complete on one event.
 //  * Arming while a matching completion is already queued returns ND_SUCCESS at once (the consumer then
 //    drains again) — this closes the drain/arm race; nothing is armed in that case.
-//  * Overrun (a push into a full ring): the CQ enters the error state, pending and later Notify requests
-//    complete ND_BUFFER_OVERFLOW, and every QP using it fails at its next activity.
+//  * Overrun (a completion of traffic finding `depth` entries queued): the CQ enters the error state, pending and
+//    later Notify requests complete ND_BUFFER_OVERFLOW, and every QP using it fails at its next activity.
+//  * A QP's flush (its posted requests completing ND_CANCELED when it fails or disconnects) never overruns: the
+//    ring grows for them beyond `depth` (docs/nd2.md §7.3 "CQ depth and flushes"). They are requests the
+//    consumer posted within its queues' depths, so the growth is bounded by the depths of the attached queues.
 #ifndef NETDIRECT_SOFT_COMPLETION_QUEUE_H_
 #define NETDIRECT_SOFT_COMPLETION_QUEUE_H_
 
@@ -47,7 +50,8 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public 
   // Provider side. Appends one completion; `solicited` marks a Receive of a Send with Solicited Event.
   // Returns false on overrun (the entry is dropped and the CQ is in the error state). Never calls back
   // into a queue pair, so callers may hold their own locks (lock order: docs/threads.md).
-  bool push(const ND2_RESULT& result, bool solicited);
+  // `flush`: a completion of the QP's own flush (see above), queued even beyond the depth.
+  bool push(const ND2_RESULT& result, bool solicited, bool flush = false);
   // Appends n unsolicited completions at once: a consumer sees all of them or none, and an armed notification
   // fires once (a Read Response that confirms a batch of Writes completes them in one go).
   bool push_many(const ND2_RESULT* results, size_t n);
@@ -93,13 +97,15 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public 
   HRESULT notify_now(ULONG type, OVERLAPPED* ov);  // Notify as decided here (Notify adds soft/variance.h)
   void fire_spurious(OVERLAPPED* ov);             // variance: completes one armed Notify with nothing new
   bool matches_queued_locked(ULONG type) const;
-  bool append_locked(const ND2_RESULT& result, bool solicited);  // false on overrun
+  bool append_locked(const ND2_RESULT& result, bool solicited, bool flush);  // false on overrun
+  bool grow_locked();  // doubles the ring for a flush; false without memory
   void fire_locked(HRESULT status, bool solicited_event, bool error_event);
 
   SoftAdapter* adapter_;
   HANDLE file_;
   mutable ndkit::CheckedMutex mu_;
-  std::vector<Entry> ring_;
+  std::vector<Entry> ring_;  // at least depth_ entries; more after a flush needed room
+  size_t depth_ = 0;         // the consumer's depth (CreateCompletionQueue / Resize)
   size_t head_ = 0;
   size_t count_ = 0;
   std::vector<Waiter> waiters_;

@@ -355,7 +355,7 @@ void SoftQueuePair::push_cqe_locked(SoftCompletionQueue* cq, void* ctx, ND2_REQU
   r.QueuePairContext = context_;
   r.RequestContext = ctx;
   r.RequestType = type;
-  cq->push(r, solicited);  // an overrun is noticed through cq->failed() at the next activity
+  cq->push(r, solicited, flushing_);  // an overrun is noticed through cq->failed() at the next activity
 }
 
 void SoftQueuePair::complete_sq_head_locked(HRESULT status) {
@@ -424,6 +424,8 @@ void SoftQueuePair::fail_locked(HRESULT event_status, bool report, bool success_
   mu_.assert_held();
   const bool was_connected = state_ == State::kConnected;
   state_ = State::kError;
+  // Every completion below is of a request the consumer posted within the queues' depths: the CQ makes room.
+  flushing_ = true;
   // Send queue, in order: earlier transmitted requests the peer processed, the offender, the rest.
   while (sq_head_ < sq_tail_) {
     const SqRequest& r = sq_at(sq_head_);
@@ -444,6 +446,7 @@ void SoftQueuePair::fail_locked(HRESULT event_status, bool report, bool success_
     complete_recv_locked(rq_[rq_head_ % rq_depth_], ND_CANCELED, 0, false);
     ++rq_head_;
   }
+  flushing_ = false;
   // Inbound Reads will not be answered; outbound ones are gone with the send queue.
   while (irq_count_ > 0) {
     InRead& in = irq_[irq_head_];

@@ -376,6 +376,7 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   bool teardown_scheduled_ = false;
   bool teardown_kick_ = false;          // teardown scheduled but not yet posted
   bool ever_attached_ = false;
+  bool flushing_ = false;  // mu_: fail_locked is completing the queues (CQ pushes may grow the CQ, docs/nd2.md §7.3)
   bool peer_eof_ = false;               // the peer closed / the socket failed: close without lingering
   bool linger_ = false;                 // closing: shut down, drain until EOF
   uint64_t linger_timer_ = 0;

@@ -1148,6 +1148,61 @@ void test_peer_closed() {
   cq->Release();
 }
 
+// A QP flushing its own requests never overruns its CQ (docs/nd2.md §7.3 "CQ depth and flushes"). As the SDK's
+// ndpingpong sizes it: one CQ of depth N for a QP whose receive and send queues are N deep each, N receives posted
+// and one Send completed but not yet polled when the peer goes away. The flush adds N entries to the one queued:
+// N + 1 on a CQ of depth N, every one delivered (before the fix: an overrun, the CQ unusable).
+void test_flush_fills_cq() {
+  g_test = "flush_fills_cq";
+  constexpr ULONG kN = 64;
+  int sv[2];
+  socketpair(AF_UNIX, SOCK_STREAM, 0, sv);
+  SoftCompletionQueue* cq = make_cq(kN);
+  SoftQueuePair* a = nullptr;
+  CHECK_ST(SoftQueuePair::create(g_adapter, cq, cq, nullptr, nullptr, kN, kN, 1, 1, 0, &a), ND_SUCCESS);
+  Events ev;
+  nonblock(sv[0]);
+  Connection c;
+  c.socket = sv[0];
+  c.initiator = true;
+  c.mpa.crc = true;
+  c.mpa.ord = 0;  // a Send completes once transmitted (no Read to confirm it)
+  c.mpa.ird = 0;
+  a->begin_connect();
+  on_engine([&] { a->attach(c, &ev); });
+  Region rx(4096, kAll);
+  ND2_SGE rs = rx.sge(0, 64);
+  for (ULONG i = 0; i < kN; ++i) CHECK_ST(a->Receive(reinterpret_cast<void*>(uintptr_t{100} + i), &rs, 1), ND_SUCCESS);
+  CHECK_ST(a->Send(reinterpret_cast<void*>(1), &rs, 1, 0), ND_SUCCESS);
+  uint8_t junk[256];
+  CHECK(wait_for([&] { return read(sv[1], junk, sizeof junk) > 0; }));
+  CHECK(wait_for([&] { return cq->count() == 1; }));  // the Send's completion, left unpolled
+  close(sv[1]);  // the peer goes away
+  CHECK(wait_for([&] { return ev.closed.load() == 1; }));
+  CHECK(wait_for([&] { return cq->count() == kN + 1; }));
+  CHECK(!cq->failed());
+  std::vector<ND2_RESULT> r(kN + 2);
+  CHECK(cq->GetResults(r.data(), kN + 2) == kN + 1);
+  CHECK_ST(r[0].Status, ND_SUCCESS);
+  CHECK(r[0].RequestContext == reinterpret_cast<void*>(1));
+  ULONG canceled = 0;
+  for (ULONG i = 1; i <= kN; ++i) {
+    canceled += r[i].Status == ND_CANCELED && r[i].RequestType == Nd2RequestTypeReceive &&
+                r[i].RequestContext == reinterpret_cast<void*>(uintptr_t{100} + i - 1);
+  }
+  CHECK(canceled == kN);
+  // The CQ stays usable: its notifications still work, and traffic beyond its depth would still overrun it.
+  OVERLAPPED o{};
+  CHECK_ST(cq->Notify(ND_CQ_NOTIFY_ANY, &o), ND_PENDING);
+  CHECK_ST(cq->CancelOverlappedRequests(), ND_SUCCESS);
+  CHECK_ST(cq->GetOverlappedResult(&o, FALSE), ND_CANCELED);
+  a->detach_events();
+  a->Release();
+  on_engine([] {});
+  on_engine([] {});
+  cq->Release();
+}
+
 void test_flush_and_deregister_wait() {
   g_test = "flush";
   Pair p;
@@ -1467,6 +1522,7 @@ int main() {
   test_crc_consumer_rewrites_target(65535);
   test_crc_consumer_rewrites_target(1460);
   test_peer_closed();
+  test_flush_fills_cq();
   test_flush_and_deregister_wait();
   test_flags();
   test_p2p(wire::kRtrWrite);
