@@ -173,7 +173,8 @@ RC=0
 
 # ---- conformance: our own ND v2 program drives the DLL through DllGetClassObject/IND2* only -----------------
 # test/windows/conformance/conformance.cc, cross-built here (~40 s on a loaded 2-core machine), ~4-8 s under Wine:
-# completion-port packets that carry failures, skip-on-success, connect/reject/disconnect cycles, explicit ports,
+# completion-port packets that carry failures, skip-on-success, connect/reject/disconnect cycles, connect floods
+# on a small backlog and on a closed port, explicit ports,
 # access violations, registration loops; each status checked against docs/nd2.md section 8.
 if [[ ${NETDIRECT_WINE_SKIP_CONFORMANCE:-0} != 1 && $# == 0 ]]; then
   say "conformance: test/windows/conformance against $NETDIRECT_PROVIDER"

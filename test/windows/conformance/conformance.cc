@@ -557,6 +557,121 @@ void case_access_violation(Side* server, Side* client, bool write) {
   release(l);
 }
 
+// A flood of Connects (docs/nd2.md "Listen backlog"): n at once to a listener with backlog 8 that takes requests
+// one at a time (as the SDK's ndconn server does), or to a port nobody listens on. Every Connect completes
+// ND_SUCCESS or ND_CONNECTION_REFUSED within the "does not hang" bound; none times out. Polls the requests
+// (GetOverlappedResult(FALSE)), so it runs on the event-style side. Prints the outcome.
+struct FloodEnd {
+  IND2Connector* conn = nullptr;
+  IND2QueuePair* qp = nullptr;
+  OVERLAPPED op{}, done{};  // Connect or GetConnectionRequest; CompleteConnect or Accept
+  HRESULT st = ND_PENDING;
+  bool second = false;  // `done` is in use
+};
+
+bool flood_end(Side* s, IND2CompletionQueue* cq, FloodEnd* e) {
+  void* obj = nullptr;
+  CHECK_ST(s->adapter->CreateConnector(IID_IND2Connector, s->file, &obj), ND_SUCCESS);
+  e->conn = static_cast<IND2Connector*>(obj);
+  CHECK_ST(s->adapter->CreateQueuePair(IID_IND2QueuePair, cq, cq, e, 1, 1, 1, 1, 0, &obj), ND_SUCCESS);
+  e->qp = static_cast<IND2QueuePair*>(obj);
+  return e->conn != nullptr && e->qp != nullptr;
+}
+
+// Polls an overlapped request until it ends (kWaitMs at most).
+HRESULT flood_wait(IND2Overlapped* obj, OVERLAPPED* o) {
+  const auto deadline = Clock::now() + std::chrono::milliseconds(kWaitMs);
+  HRESULT hr = obj->GetOverlappedResult(o, FALSE);
+  while (hr == ND_PENDING && Clock::now() < deadline) {
+    Sleep(1);
+    hr = obj->GetOverlappedResult(o, FALSE);
+  }
+  return hr;
+}
+
+void case_connect_flood(Side* s, int n, bool listening) {
+  void* obj = nullptr;
+  CHECK_ST(s->adapter->CreateCompletionQueue(IID_IND2CompletionQueue, s->file, 8 * n, 0, 0, &obj), ND_SUCCESS);
+  auto* cq = static_cast<IND2CompletionQueue*>(obj);
+  if (cq == nullptr) return;
+  IND2Listener* l = nullptr;
+  sockaddr_in dest = loopback(free_port());
+  if (listening) {
+    CHECK_ST(s->adapter->CreateListener(IID_IND2Listener, s->file, &obj), ND_SUCCESS);
+    l = static_cast<IND2Listener*>(obj);
+    sockaddr_in a = loopback(0);
+    ULONG cb = sizeof a;
+    if (l == nullptr || !CHECK_ST(l->Bind(sa(a), sizeof a), ND_SUCCESS) || !CHECK_ST(l->Listen(8), ND_SUCCESS) ||
+        !CHECK_ST(l->GetLocalAddress(reinterpret_cast<sockaddr*>(&dest), &cb), ND_SUCCESS)) {
+      release(l);
+      release(cq);
+      return;
+    }
+  }
+  std::vector<FloodEnd> clients(n);
+  std::vector<FloodEnd*> servers;
+  bool made = true;
+  for (auto& c : clients) made = made && flood_end(s, cq, &c);
+  const auto t0 = Clock::now();
+  for (auto& c : clients) {
+    if (!made) break;
+    CHECK_ST(c.conn->Connect(c.qp, sa(dest), sizeof dest, 0, 0, nullptr, 0, &c.op), ND_PENDING);
+  }
+  int resolved = 0, connected = 0, refused = 0;
+  FloodEnd* next = nullptr;
+  const auto deadline = t0 + std::chrono::seconds(60);
+  while (made && resolved < n && Clock::now() < deadline) {
+    if (l != nullptr && next == nullptr) {
+      next = new FloodEnd;
+      if (!flood_end(s, cq, next)) break;
+      CHECK_ST(l->GetConnectionRequest(next->conn, &next->op), ND_PENDING);
+    }
+    if (next != nullptr && l->GetOverlappedResult(&next->op, FALSE) == ND_SUCCESS) {
+      const HRESULT a = next->conn->Accept(next->qp, 0, 0, nullptr, 0, &next->done);
+      CHECK(a == ND_PENDING || a == ND_SUCCESS);
+      servers.push_back(next);
+      next = nullptr;
+    }
+    for (auto& c : clients) {
+      if (c.st != ND_PENDING || (c.st = c.conn->GetOverlappedResult(&c.op, FALSE)) == ND_PENDING) continue;
+      ++resolved;
+      if (c.st == ND_SUCCESS) {
+        ++connected;
+        const HRESULT cc = c.conn->CompleteConnect(&c.done);
+        CHECK(cc == ND_PENDING || cc == ND_SUCCESS);
+        c.second = true;
+      } else if (CHECK_ST(c.st, ND_CONNECTION_REFUSED)) {
+        ++refused;
+      }
+    }
+    Sleep(1);
+  }
+  const double secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  CHECK(resolved == n);
+  CHECK(connected + refused == n);
+  CHECK(listening ? connected >= 1 : connected == 0);
+  CHECK(static_cast<int>(servers.size()) == connected);
+  for (auto& c : clients) {
+    if (c.second) CHECK_ST(flood_wait(c.conn, &c.done), ND_SUCCESS);
+  }
+  for (FloodEnd* e : servers) CHECK_ST(flood_wait(e->conn, &e->done), ND_SUCCESS);
+  std::printf("  %d Connects %s: %d connected, %d refused, all done in %.2f s\n", n,
+              listening ? "to backlog 8" : "to a closed port", connected, refused, secs);
+  if (next != nullptr) servers.push_back(next);
+  if (l != nullptr) l->CancelOverlappedRequests();
+  for (FloodEnd* e : servers) {
+    release(e->conn);
+    release(e->qp);
+    delete e;
+  }
+  for (auto& c : clients) {
+    release(c.conn);
+    release(c.qp);
+  }
+  release(l);
+  release(cq);
+}
+
 // Register/Deregister in a tight loop, either completion style: every request ends ND_SUCCESS, a synchronous
 // one leaves its OVERLAPPED saying so and posts nothing. Prints the rate.
 void case_mr_loop(Side* s, int n) {
@@ -629,6 +744,8 @@ int wmain(int argc, wchar_t** argv) {
     run_case("explicit ports in use", [&] { case_port_in_use(&port); });
     run_case("write access violation", [&] { case_access_violation(&port, &block, true); });
     run_case("read access violation", [&] { case_access_violation(&block, &port, false); });
+    run_case("connect flood (backlog 8)", [&] { case_connect_flood(&block, 200, true); });
+    run_case("connect flood (closed port)", [&] { case_connect_flood(&block, 200, false); });
     run_case("register loop (port)", [&] { case_mr_loop(&port, 1000); });
     run_case("register loop (block)", [&] { case_mr_loop(&block, 1000); });
   }
