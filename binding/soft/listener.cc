@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cerrno>
 #include <deque>
 #include <mutex>
@@ -31,6 +32,8 @@ constexpr uint32_t kAcceptPauseMs = 100;  // out of descriptors without a spare:
 constexpr ULONG kDefaultSetupLimit = 256;
 constexpr ULONG kMaxSetupLimit = 4096;
 ULONG setup_limit(ULONG backlog) { return backlog == 0 ? kDefaultSetupLimit : std::min(backlog, kMaxSetupLimit); }
+
+using Clock = std::chrono::steady_clock;
 
 // Errors of accept() that mean "no descriptor or memory for the connection" rather than "none waiting":
 // the connection stays queued, so a level-triggered listener would be reported ready again at once.
@@ -59,10 +62,12 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
   ListenerCore(SoftAdapter* adapter, HANDLE file) : adapter_(adapter), file_(file) { adapter_->AddRef(); }
 
   ~ListenerCore() {
+    if (sweep_timer_ != 0) engine().cancel_timer(sweep_timer_);
     stop_sockets();
     close_spare(spare_fd_);
     handshaking_.clear();
     queue_.clear();
+    queued_at_.clear();
     adapter_->Release();  // last: the engine must outlive this destructor
   }
 
@@ -121,6 +126,10 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
       if (r != 0) return net::status_from_errno(r);
     }
     setup_limit_ = limit;
+    // A request waits in the backlog at most half the time an initiator waits for its Reply (ours: the Reply
+    // timeout capped by the handshake deadline), so that a refusal reaches it before its own timer expires and
+    // an application never accepts a connection its initiator gave up (docs/nd2.md "Listen backlog").
+    queued_limit_ms_ = std::max<uint32_t>(1, std::min(cm::kReplyTimeoutMs, adapter_->handshake_timeout_ms()) / 2);
     listening_ = true;
     auto self = shared_from_this();
     engine().post([self] {
@@ -180,7 +189,12 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
     engine().post([self] {
       self->stop_sockets();
       self->handshaking_.clear();  // abortive: initiators see a refused connection
-      self->queue_.clear();
+      std::deque<std::unique_ptr<cm::Channel>> queued;
+      {
+        std::lock_guard<std::mutex> lock(self->mu_);
+        queued.swap(self->queue_);
+        self->queued_at_.clear();
+      }
     });
   }
 
@@ -195,15 +209,17 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
         std::lock_guard<std::mutex> lock(mu_);
         // Requests wait for a GetConnectionRequest in arrival order; how many can wait is bounded in on_accept.
         refuse = !listening_;
-        if (!refuse) queue_.push_back(std::move(req));
+        if (!refuse) {
+          queue_.push_back(std::move(req));
+          queued_at_.push_back(Clock::now());
+        }
       }
       if (refuse) {
-        req->setup().refuse();
-        req->flush();  // sends a reject Reply and closes (initiator: ND_CONNECTION_REFUSED)
-        if (!req->closed()) closing_.push_back(std::move(req));
+        refuse_request(std::move(req));
         return;
       }
       match();
+      arm_sweep();
       return;
     }
     if (ev == cm::MpaEvent::kFailed) {
@@ -211,7 +227,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
       std::unique_ptr<cm::Channel> dead = take(handshaking_, ch);
       if (!dead) {
         std::lock_guard<std::mutex> lock(mu_);
-        dead = take(queue_, ch);
+        dead = take_queued(ch);
       }
     }
   }
@@ -240,6 +256,60 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
       }
     }
     return nullptr;
+  }
+
+  // A request in the queue (mu_ held), taken out with its arrival time.
+  std::unique_ptr<cm::Channel> take_queued(cm::Channel* ch) {
+    for (size_t i = 0; i < queue_.size(); ++i) {
+      if (queue_[i].get() != ch) continue;
+      std::unique_ptr<cm::Channel> out = std::move(queue_[i]);
+      queue_.erase(queue_.begin() + static_cast<std::ptrdiff_t>(i));
+      queued_at_.erase(queued_at_.begin() + static_cast<std::ptrdiff_t>(i));
+      return out;
+    }
+    return nullptr;
+  }
+
+  // Sends a reject Reply and closes (the initiator's Connect completes ND_CONNECTION_REFUSED). Engine thread.
+  void refuse_request(std::unique_ptr<cm::Channel> req) {
+    req->setup().refuse();
+    req->flush();
+    if (!req->closed()) closing_.push_back(std::move(req));
+  }
+
+  // Engine thread: a timer for the oldest queued request's expiry, if there is one and none is set.
+  void arm_sweep() {
+    if (sweep_timer_ != 0) return;
+    Clock::time_point oldest;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (queued_at_.empty()) return;
+      oldest = queued_at_.front();
+    }
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - oldest).count();
+    const uint32_t ms = waited >= queued_limit_ms_ ? 1 : static_cast<uint32_t>(queued_limit_ms_ - waited);
+    std::weak_ptr<ListenerCore> weak = weak_from_this();
+    sweep_timer_ = engine().add_timer(ms, [weak] {
+      if (auto self = weak.lock()) self->sweep();
+    });
+  }
+
+  // Engine thread: refuses the requests that waited longer than queued_limit_ms_ for a GetConnectionRequest.
+  void sweep() {
+    sweep_timer_ = 0;
+    std::vector<std::unique_ptr<cm::Channel>> expired;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const auto cutoff = Clock::now() - std::chrono::milliseconds(queued_limit_ms_);
+      while (!queued_at_.empty() && queued_at_.front() <= cutoff) {
+        expired.push_back(std::move(queue_.front()));
+        queue_.pop_front();
+        queued_at_.pop_front();
+      }
+    }
+    expired_.fetch_add(static_cast<ULONG>(expired.size()), std::memory_order_relaxed);
+    for (auto& req : expired) refuse_request(std::move(req));
+    arm_sweep();
   }
 
   HRESULT open_all(const std::vector<net::Address>& ips, uint16_t port) {  // mu_ held
@@ -346,6 +416,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
  public:
   ULONG setup_peak() const { return setup_peak_.load(std::memory_order_relaxed); }
   ULONG refused() const { return refused_.load(std::memory_order_relaxed); }
+  ULONG expired() const { return expired_.load(std::memory_order_relaxed); }
 
  private:
 
@@ -400,6 +471,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
         waiters_.pop_front();
         ch = std::move(queue_.front());
         queue_.pop_front();
+        queued_at_.pop_front();
       }
       w.conn->adopt_incoming(std::move(ch));
       complete_overlapped(file_, w.ov, ND_SUCCESS);
@@ -415,11 +487,15 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
   ULONG setup_limit_ = kDefaultSetupLimit;  // set by listen before the engine accepts anything
   std::atomic<ULONG> setup_peak_{0};        // most connections in setup at once (tests)
   std::atomic<ULONG> refused_{0};           // connections refused because the backlog was full (tests)
+  std::atomic<ULONG> expired_{0};           // requests refused after waiting queued_limit_ms_ (tests)
   net::Address bound_addr_;
   uint16_t port_ = 0;
   std::vector<std::unique_ptr<ListenSocket>> socks_;            // mu_
   std::deque<Waiter> waiters_;                                  // mu_
   std::deque<std::unique_ptr<cm::Channel>> queue_;              // mu_ (channels: engine thread)
+  std::deque<Clock::time_point> queued_at_;                     // mu_: when each of queue_ arrived
+  uint32_t queued_limit_ms_ = cm::kReplyTimeoutMs / 2;           // set by listen
+  uint64_t sweep_timer_ = 0;                                    // engine thread
   std::vector<std::unique_ptr<cm::Channel>> handshaking_;       // engine thread
   std::vector<std::unique_ptr<cm::Channel>> closing_;           // engine thread
   int spare_fd_ = -1;                                           // engine thread: the reserve descriptor
@@ -457,6 +533,7 @@ HRESULT SoftListener::GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) {
 
 ULONG SoftListener::setup_peak() const { return core_->setup_peak(); }
 ULONG SoftListener::refused() const { return core_->refused(); }
+ULONG SoftListener::expired() const { return core_->expired(); }
 
 HRESULT SoftListener::Bind(const sockaddr* pAddress, ULONG cbAddress) { return core_->bind(pAddress, cbAddress); }
 

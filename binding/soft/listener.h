@@ -2,7 +2,8 @@
 // wildcard bind, like siw, all on the same port), the responder's wait for a valid MPA Request on every
 // accepted connection, a queue of such requests, and GetConnectionRequest handing the next one to a fresh
 // connector. Connections in setup (accepted, not yet handed to a connector) are bounded by Listen's backlog;
-// beyond it a connection is refused (docs/nd2.md "Listen backlog").
+// beyond it a connection is refused, and so is a request that waited half an initiator's Reply timeout
+// (docs/nd2.md "Listen backlog").
 #ifndef NETDIRECT_SOFT_LISTENER_H_
 #define NETDIRECT_SOFT_LISTENER_H_
 
@@ -28,9 +29,11 @@ class SoftListener final : public ComObject<IND2Listener> {
   HRESULT ND_CALL GetLocalAddress(sockaddr* pAddress, ULONG* pcbAddress) override;
   HRESULT ND_CALL GetConnectionRequest(IUnknown* pConnector, OVERLAPPED* pOverlapped) override;
 
-  // Tests: the most connections that were in setup at once, and how many were refused for a full backlog.
+  // Tests: the most connections that were in setup at once, how many were refused for a full backlog, and how
+  // many requests were refused after waiting too long for a GetConnectionRequest.
   ULONG setup_peak() const;
   ULONG refused() const;
+  ULONG expired() const;
 
  private:
   SoftListener() = default;

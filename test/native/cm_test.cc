@@ -804,6 +804,52 @@ void test_backlog_flood(Env& e) {
   l->Release();
   cq->Release();
 }
+
+// A request nobody takes (no GetConnectionRequest) is refused once it has waited half its initiator's Reply
+// timeout (docs/nd2.md "Listen backlog"): the Connect completes ND_CONNECTION_REFUSED, not ND_IO_TIMEOUT, and a
+// later GetConnectionRequest does not get the stale request. An adapter with a 1 s handshake deadline keeps it
+// short (before: the initiator's own timer fired at 1 s, ND_IO_TIMEOUT).
+void test_queued_request_expires() {
+  setenv("NETDIRECT_HANDSHAKE_TIMEOUT_MS", "1000", 1);
+  void* p = nullptr;
+  CHECK_HR(NdSoftGetProvider(IID_IND2Provider, &p), ND_SUCCESS);
+  auto* provider = static_cast<IND2Provider*>(p);
+  sockaddr_in a = loopback(0);
+  UINT64 id = 0;
+  CHECK_HR(provider->ResolveAddress(reinterpret_cast<sockaddr*>(&a), sizeof a, &id), ND_SUCCESS);
+  CHECK_HR(provider->OpenAdapter(IID_IND2Adapter, id, &p), ND_SUCCESS);
+  provider->Release();
+  unsetenv("NETDIRECT_HANDSHAKE_TIMEOUT_MS");
+  Env e;
+  e.adapter = static_cast<IND2Adapter*>(p);
+  CHECK_HR(e.adapter->CreateOverlappedFile(&e.file), ND_SUCCESS);
+  uint16_t port = 0;
+  IND2Listener* l = new_listener(e, &port);
+  Qp q = new_qp(e);
+  IND2Connector* c = new_connector(e);
+  IND2Connector* server = new_connector(e);
+  if (l != nullptr && q.qp != nullptr && c != nullptr && server != nullptr) {
+    sockaddr_in dest = loopback(port);
+    Ov conn, req;
+    const auto t0 = std::chrono::steady_clock::now();
+    CHECK_HR(c->Connect(q.qp, reinterpret_cast<sockaddr*>(&dest), sizeof dest, 0, 0, nullptr, 0, &conn.ov), ND_PENDING);
+    CHECK_HR(wait(c, conn, 10000), ND_CONNECTION_REFUSED);
+    const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    CHECK(static_cast<SoftListener*>(l)->expired() == 1);
+    std::printf("queued request refused after %.2f s (handshake deadline 1 s)\n", secs);
+    CHECK_HR(l->GetConnectionRequest(server, &req.ov), ND_PENDING);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    CHECK_HR(l->GetOverlappedResult(&req.ov, FALSE), ND_PENDING);  // nothing stale is handed out
+    CHECK_HR(l->CancelOverlappedRequests(), ND_SUCCESS);
+    CHECK_HR(wait(l, req), ND_CANCELED);
+  }
+  if (server != nullptr) server->Release();
+  if (c != nullptr) c->Release();
+  if (l != nullptr) l->Release();
+  free_qp(q);
+  CloseHandle(e.file);
+  e.adapter->Release();
+}
 #endif  // CM_TEST_WITH_QP
 
 }  // namespace
@@ -856,6 +902,7 @@ int main() {
     test_refused_and_cancel(e);
     test_flushed_before_complete_connect(e);
     test_backlog_flood(e);
+    test_queued_request_expires();
 #else
     std::printf("note: end-to-end cases with a QP skipped (CM_TEST_WITH_QP=0)\n");
 #endif
