@@ -2,9 +2,11 @@
 // Exit codes: 0 done, 1 the benchmark failed, 2 usage error.
 
 import { USAGE, UsageError, parseArgs } from './options.js';
+import { OSU_USAGE, isOsuTest, parseOsuArgs, runOsu } from './osu.js';
 import { defaultIo, packageVersion, runClient, runLoopback, runServer, type RunIo } from './run.js';
 
 export async function main(argv: string[], io: RunIo = defaultIo): Promise<number> {
+  if (isOsuTest(argv.find((a) => !a.startsWith('-')))) return osuMain(argv, io);
   let o;
   try {
     o = parseArgs(argv);
@@ -39,6 +41,32 @@ export async function main(argv: string[], io: RunIo = defaultIo): Promise<numbe
     } else {
       await runClient(o, io);
     }
+    return 0;
+  } catch (err) {
+    io.err(`ndbench: ${(err as Error).message}\n`);
+    if (process.env.NDBENCH_DEBUG) io.err(`${(err as Error).stack}\n`);
+    return 1;
+  }
+}
+
+/** `ndbench osu_*`: the OSU-named tests of a job of N ranks (lib/bench/osu.ts). */
+async function osuMain(argv: string[], io: RunIo): Promise<number> {
+  let o;
+  try {
+    o = parseOsuArgs(argv);
+  } catch (err) {
+    if (err instanceof UsageError) {
+      io.err(`ndbench: ${err.message}\n${OSU_USAGE}\n`);
+      return 2;
+    }
+    throw err;
+  }
+  if (o === null) {
+    io.out(OSU_USAGE);
+    return 0;
+  }
+  try {
+    await runOsu(o, io);
     return 0;
   } catch (err) {
     io.err(`ndbench: ${(err as Error).message}\n`);

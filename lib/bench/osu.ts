@@ -1,0 +1,543 @@
+// ndbench's OSU-named tests for jobs of N ranks: `mpiexec -n N ndbench osu_latency|osu_bw|osu_bibw|osu_barrier|
+// osu_bcast|osu_allreduce|osu_alltoall`. Every rank joins the job (netdirect/job: the launcher's PMI, the full
+// mesh, windows, collectives), measures the OSU Micro-Benchmarks' pattern over it, and rank 0 prints OSU's table.
+// `--compare mpi` runs the same pattern with MPI in the same command: rank 0 compiles scripts/osu-mpi.c with
+// mpicc into a temporary directory and starts it with mpiexec on as many ranks, between repetitions of the
+// netdirect pass (the other ranks wait in a barrier meanwhile); each row then has netdirect's figure, MPI's and
+// their ratio, medians over the repetitions. docs/ndbench.md has the patterns and the options.
+
+import { spawn, spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import type { Segment } from '../index.js';
+import { join, type Job } from '../job/index.js';
+import { UsageError } from './options.js';
+import type { RunIo } from './run.js';
+import { median } from './stats.js';
+
+export const OSU_TESTS = ['osu_latency', 'osu_bw', 'osu_bibw', 'osu_barrier', 'osu_bcast', 'osu_allreduce', 'osu_alltoall'] as const;
+export type OsuTest = (typeof OSU_TESTS)[number];
+
+/** OSU's boundary between small and large messages: above it, fewer iterations and warm-ups by default. */
+export const OSU_LARGE = 8192;
+
+export interface OsuOptions {
+  test: OsuTest;
+  sizes: number[];
+  iters: number;
+  itersLarge: number;
+  warmup: number;
+  warmupLarge: number;
+  /** osu_bw/osu_bibw: transfers in flight per iteration (OSU's -W). */
+  window: number;
+  /** Repetitions of the whole size sweep; each row's figures are medians over them. */
+  reps: number;
+  compareMpi: boolean;
+  format: 'osu' | 'json';
+  provider: string;
+  completion: 'auto' | 'loop' | 'thread' | 'manual';
+  /** Seconds before the MPI run is given up. */
+  timeout: number;
+  mpicc: string;
+  mpiexec?: string;
+}
+
+export const OSU_USAGE = `usage: mpiexec -n <ranks> ndbench <osu test> [options]
+  tests: osu_latency osu_bw osu_bibw (2 ranks)   osu_barrier osu_bcast osu_allreduce osu_alltoall (2 or more ranks)
+  -m, --message-size [min:]max   sizes min … max, doubling (default 1:4194304 for the pairs, 1:1048576 for
+                           collectives; osu_allreduce starts at 4 bytes, a float)
+  -i, --iterations <n>     timed iterations per size (default 1000; 100 above ${OSU_LARGE} bytes unless given)
+  -x, --warmup <n>         untimed iterations before each size (default 100; 10 above ${OSU_LARGE} bytes unless given)
+  -W, --window-size <n>    osu_bw/osu_bibw: transfers in flight per iteration (default 64)
+  -f, --full               accepted: the collectives always print average, minimum and maximum over the ranks
+  --compare mpi            also run the pattern with MPI (scripts/osu-mpi.c built with mpicc at run time, started
+                           with mpiexec on as many ranks); each row gains MPI's figure and netdirect/MPI
+  --reps <n>               repeat the sweep <n> times, figures are medians (default 1; 3 with --compare mpi)
+  --format osu|json        OSU's columns (default) or a JSON report on stdout
+  --provider <name|dll>    ND v2 provider (default auto);  --completion auto|loop|thread|manual (default auto)
+  --mpicc <path>           MPI compiler (default $MPICC or mpicc);  --mpiexec <path> launcher for the MPI run
+                           (default $NDBENCH_MPIEXEC, else mpiexec.hydra under Hydra, else mpiexec)
+  --timeout <s>            give up the MPI run after <s> seconds (default 600)`;
+
+const PAIR_TESTS: readonly OsuTest[] = ['osu_latency', 'osu_bw', 'osu_bibw'];
+export const isPairTest = (t: OsuTest): boolean => PAIR_TESTS.includes(t);
+const isBandwidth = (t: OsuTest): boolean => t === 'osu_bw' || t === 'osu_bibw';
+
+function intArg(name: string, value: string | undefined, min: number): number {
+  if (value === undefined || !/^\d+$/.test(value)) throw new UsageError(`${name} needs a whole number, got ${JSON.stringify(value ?? '')}`);
+  const n = Number(value);
+  if (n < min) throw new UsageError(`${name} must be at least ${min}, got ${n}`);
+  return n;
+}
+
+/** OSU's -m: "max", "min:max", ":max" or "min:". */
+function sizeRange(value: string | undefined, test: OsuTest): number[] {
+  const m = value === undefined ? null : /^(\d*)(:?)(\d*)$/.exec(value);
+  if (!m || (m[1] === '' && m[3] === '')) throw new UsageError(`-m takes OSU's [min:]max message sizes in bytes, got ${JSON.stringify(value ?? '')}`);
+  const floor = test === 'osu_allreduce' ? 4 : 1;
+  const fallbackMax = isPairTest(test) ? 1 << 22 : 1 << 20;
+  const min = Math.max(floor, m[2] === ':' && m[1] !== '' ? Number(m[1]) : floor);
+  const max = m[2] === ':' ? (m[3] === '' ? fallbackMax : Number(m[3])) : Number(m[1]);
+  if (max < min || max > 2 ** 30) throw new UsageError(`-m ${value}: need ${floor} <= min <= max <= ${2 ** 30}`);
+  return doubling(min, max);
+}
+
+function doubling(min: number, max: number): number[] {
+  const out: number[] = [];
+  for (let s = min; s <= max; s *= 2) out.push(s);
+  return out;
+}
+
+export function isOsuTest(name: string | undefined): name is OsuTest {
+  return (OSU_TESTS as readonly string[]).includes(name ?? '');
+}
+
+/** Parses `ndbench osu_* ...` (argv without node and the script). Returns null for --help. */
+export function parseOsuArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): OsuOptions | null {
+  const positional: string[] = [];
+  const o: Partial<OsuOptions> & { range?: string } = {};
+  for (let i = 0; i < argv.length; i++) {
+    let a = argv[i];
+    let inline: string | undefined;
+    const glued = /^-([mixW])(.+)$/.exec(a);
+    if (glued) [a, inline] = [`-${glued[1]}`, glued[2]];
+    const eq = a.startsWith('--') ? a.indexOf('=') : -1;
+    if (eq > 0) [a, inline] = [a.slice(0, eq), a.slice(eq + 1)];
+    const value = (): string | undefined => inline ?? argv[++i];
+    switch (a) {
+      case '-h':
+      case '--help':
+        return null;
+      case '-m':
+      case '--message-size':
+        o.range = value() ?? '';
+        break;
+      case '-i':
+      case '--iterations':
+        o.iters = intArg(a, value(), 1);
+        break;
+      case '-x':
+      case '--warmup':
+        o.warmup = intArg(a, value(), 0);
+        break;
+      case '-W':
+      case '--window-size':
+        o.window = intArg(a, value(), 1);
+        if (o.window > 256) throw new UsageError(`${a} ${o.window}: at most 256 transfers in flight (the job's queue pairs hold that many)`);
+        break;
+      case '-f':
+      case '--full':
+        break;
+      case '--reps':
+        o.reps = intArg(a, value(), 1);
+        break;
+      case '--compare': {
+        const v = value();
+        if (v !== 'mpi') throw new UsageError(`--compare for the osu_* tests takes mpi (MPICH's figures in the same run), got ${JSON.stringify(v ?? '')}`);
+        o.compareMpi = true;
+        break;
+      }
+      case '--format': {
+        const v = value();
+        if (v !== 'osu' && v !== 'json') throw new UsageError(`--format for the osu_* tests is osu or json, got ${JSON.stringify(v ?? '')}`);
+        o.format = v;
+        break;
+      }
+      case '--provider':
+        o.provider = value();
+        if (!o.provider) throw new UsageError('--provider needs a value');
+        break;
+      case '--completion': {
+        const v = value();
+        if (v !== 'auto' && v !== 'loop' && v !== 'thread' && v !== 'manual') throw new UsageError(`--completion must be auto|loop|thread|manual, got ${JSON.stringify(v ?? '')}`);
+        o.completion = v;
+        break;
+      }
+      case '--mpicc':
+        o.mpicc = value();
+        if (!o.mpicc) throw new UsageError('--mpicc needs a path');
+        break;
+      case '--mpiexec':
+        o.mpiexec = value();
+        if (!o.mpiexec) throw new UsageError('--mpiexec needs a path');
+        break;
+      case '--timeout':
+        o.timeout = intArg(a, value(), 1);
+        break;
+      default:
+        if (a.startsWith('-')) throw new UsageError(`unknown option ${a} for the osu_* tests`);
+        positional.push(a);
+    }
+  }
+  if (positional.length !== 1 || !isOsuTest(positional[0])) {
+    throw new UsageError(`${positional.length === 1 ? `unknown test ${JSON.stringify(positional[0])}` : `one test and no host (the launcher places the ranks), got ${JSON.stringify(positional)}`}: one of ${OSU_TESTS.join(' ')}`);
+  }
+  const test = positional[0];
+  const compareMpi = o.compareMpi ?? false;
+  return {
+    test,
+    sizes: test === 'osu_barrier' ? [0] : sizeRange(o.range ?? `:${isPairTest(test) ? 1 << 22 : 1 << 20}`, test),
+    iters: o.iters ?? 1000,
+    itersLarge: o.iters ?? 100,
+    warmup: o.warmup ?? 100,
+    warmupLarge: o.warmup ?? 10,
+    window: o.window ?? 64,
+    reps: o.reps ?? (compareMpi ? 3 : 1),
+    compareMpi,
+    format: o.format ?? 'osu',
+    provider: o.provider ?? 'auto',
+    completion: o.completion ?? 'auto',
+    timeout: o.timeout ?? 600,
+    mpicc: o.mpicc ?? env.MPICC ?? 'mpicc',
+    mpiexec: o.mpiexec ?? env.NDBENCH_MPIEXEC,
+  };
+}
+
+const itersOf = (o: OsuOptions, size: number) => (size > OSU_LARGE ? o.itersLarge : o.iters);
+const warmupOf = (o: OsuOptions, size: number) => (size > OSU_LARGE ? o.warmupLarge : o.warmup);
+
+/** One size's figure in one repetition: microseconds (MB/s for osu_bw/osu_bibw); avg/min/max over the ranks. */
+export interface Figure {
+  avg: number;
+  min: number;
+  max: number;
+}
+
+export interface OsuRow {
+  size: number;
+  iterations: number;
+  netdirect: Figure;
+  mpi?: Figure;
+  /** netdirect / MPI of the average (above 1: netdirect slower for latency, faster for bandwidth). */
+  ratio?: number;
+  /** Every repetition's figures, in order. */
+  reps: { netdirect: Figure[]; mpi: Figure[] };
+}
+
+// ---- netdirect's side: the patterns over netdirect/job ----
+
+interface Pass {
+  job: Job;
+  o: OsuOptions;
+}
+
+/**
+ * osu_latency: a ping-pong of notified puts (an RDMA Write into the peer's window, then the notify Send on the
+ * same queue pair: docs/job.md), which is how a job's rank hands another one data; the figure is half the round
+ * trip, as OSU's.
+ */
+async function pairLatency({ job, o }: Pass, size: number, src: Segment): Promise<number> {
+  const w = await job.allocateWindow(Math.max(size, 1));
+  const peer = 1 - job.rank;
+  const n = itersOf(o, size);
+  const warm = warmupOf(o, size);
+  await job.barrier();
+  let t0 = 0;
+  for (let i = 0; i < n + warm; i++) {
+    if (i === warm) t0 = performance.now();
+    if (job.rank === 0) {
+      const sent = w.put(peer, 0, src, { notify: true });
+      await w.waitNotifications(peer, 1);
+      await sent;
+    } else {
+      await w.waitNotifications(peer, 1);
+      await w.put(peer, 0, src, { notify: true });
+    }
+  }
+  const us = ((performance.now() - t0) * 1000) / (2 * n);
+  await w.free();
+  return us;
+}
+
+/**
+ * osu_bw / osu_bibw: per iteration a window of puts (the last one notified: it lands after the others, RFC 5040
+ * §5.5), then the receiver's 4-byte notified put as the reply (osu_bw), or both ranks at once (osu_bibw). MB/s.
+ */
+async function pairBandwidth({ job, o }: Pass, size: number, src: Segment, ack: Segment): Promise<number> {
+  const w = await job.allocateWindow(Math.max(size, 4));
+  const peer = 1 - job.rank;
+  const both = o.test === 'osu_bibw';
+  const n = itersOf(o, size);
+  const warm = warmupOf(o, size);
+  const burst = () => Promise.all(Array.from({ length: o.window }, (_, k) => w.put(peer, 0, src, { notify: k === o.window - 1 })));
+  await job.barrier();
+  let t0 = 0;
+  for (let i = 0; i < n + warm; i++) {
+    if (i === warm) t0 = performance.now();
+    if (both) {
+      await Promise.all([burst(), w.waitNotifications(peer, 1)]);
+    } else if (job.rank === 0) {
+      await burst();
+      await w.waitNotifications(peer, 1);
+    } else {
+      await w.waitNotifications(peer, 1);
+      await w.put(peer, 0, ack, { notify: true });
+    }
+  }
+  const seconds = (performance.now() - t0) / 1000;
+  await w.free();
+  return (size * o.window * n * (both ? 2 : 1)) / seconds / 1e6;
+}
+
+/** The collectives: this rank's average time per call (microseconds), then avg/min/max over the ranks. */
+async function collective({ job, o }: Pass, size: number): Promise<Figure> {
+  const n = itersOf(o, size);
+  const warm = warmupOf(o, size);
+  const call = collectiveCall(job, o.test, size);
+  await job.barrier();
+  let t0 = 0;
+  for (let i = 0; i < n + warm; i++) {
+    if (i === warm) t0 = performance.now();
+    await call();
+  }
+  const mine = ((performance.now() - t0) * 1000) / n;
+  const [sum] = await job.allreduce(new Float64Array([mine]), 'sum');
+  const [max, negMin] = await job.allreduce(new Float64Array([mine, -mine]), 'max');
+  return { avg: sum / job.size, min: -negMin, max };
+}
+
+function collectiveCall(job: Job, test: OsuTest, size: number): () => Promise<unknown> {
+  switch (test) {
+    case 'osu_barrier':
+      return () => job.barrier();
+    case 'osu_bcast': {
+      const data = new Uint8Array(size);
+      return () => job.broadcast(data, 0);
+    }
+    case 'osu_allreduce': {
+      const data = new Float32Array(Math.floor(size / 4)); // zeros: the sum stays finite however many calls
+      return () => job.allreduce(data, 'sum');
+    }
+    default: {
+      const send = new Uint8Array(size * job.size);
+      const recv = new Uint8Array(size * job.size);
+      return () => job.alltoall(send, recv);
+    }
+  }
+}
+
+/** One sweep over the sizes; every rank runs it, rank 0's figures are the result. */
+async function netdirectPass(p: Pass): Promise<Figure[]> {
+  const { job, o } = p;
+  const out: Figure[] = [];
+  if (!isPairTest(o.test)) {
+    for (const size of o.sizes) out.push(await collective(p, size));
+    return out;
+  }
+  const max = Math.max(...o.sizes, 4);
+  const region = await job.adapter.allocateMemory(max);
+  try {
+    for (const size of o.sizes) {
+      const src = region.slice(0, size);
+      const v = o.test === 'osu_latency' ? await pairLatency(p, size, src) : await pairBandwidth(p, size, src, region.slice(0, 4));
+      out.push({ avg: v, min: v, max: v });
+    }
+  } finally {
+    await region.deregister();
+  }
+  return out;
+}
+
+// ---- MPI's side: scripts/osu-mpi.c built with mpicc, run with mpiexec ----
+
+/** The C source of the MPI side, found from this module (dist/cjs/bench) up to the package root. */
+export function mpiSource(): string | undefined {
+  for (let dir = __dirname; path.dirname(dir) !== dir; dir = path.dirname(dir)) {
+    const f = path.join(dir, 'scripts', 'osu-mpi.c');
+    if (existsSync(f)) return f;
+  }
+  return undefined;
+}
+
+export interface MpiRunner {
+  /** "MPICH Version: 4.0.2", from the MPI library (after the first run). */
+  library: string;
+  run(o: OsuOptions, ranks: number): Promise<Figure[]>;
+  dispose(): void;
+}
+
+/** Compiles the MPI side, or says why the comparison cannot run (the run goes on without it). */
+export function buildMpi(o: OsuOptions, launcher: string): MpiRunner | string {
+  const source = mpiSource();
+  if (source === undefined) return 'scripts/osu-mpi.c is not in this installation of netdirect';
+  const dir = mkdtempSync(path.join(tmpdir(), 'ndbench-osu-'));
+  const exe = path.join(dir, 'osu-mpi');
+  const cc = spawnSync(o.mpicc, ['-O2', '-o', exe, source], { encoding: 'utf8' });
+  if (cc.error || cc.status !== 0) {
+    rmSync(dir, { recursive: true, force: true });
+    if ((cc.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') {
+      return `${o.mpicc} not found: install an MPI with its compiler wrapper (Debian/Ubuntu: apt-get install mpich) or name it with --mpicc / MPICC`;
+    }
+    return `${o.mpicc} could not compile ${source}: ${(cc.stderr || String(cc.error)).trim().split('\n').slice(-3).join(' | ')}`;
+  }
+  const mpiexec = o.mpiexec ?? (launcher === 'hydra' && onPath('mpiexec.hydra') ? 'mpiexec.hydra' : 'mpiexec');
+  const runner: MpiRunner = {
+    library: '',
+    run: async (opts, ranks) => {
+      const out = await runMpi(mpiexec, exe, opts, ranks);
+      runner.library ||= out.library;
+      return out.figures;
+    },
+    dispose: () => rmSync(dir, { recursive: true, force: true }),
+  };
+  return runner;
+}
+
+function onPath(command: string): boolean {
+  return (process.env.PATH ?? '').split(path.delimiter).some((d) => d !== '' && existsSync(path.join(d, command)));
+}
+
+/**
+ * The environment for the MPI run: this rank's own launcher variables removed (PMI_FD and the rest belong to this
+ * process's connection to its launcher; the MPI ranks get their own from the mpiexec ndbench starts).
+ */
+export function mpiEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
+  const out: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(env)) {
+    if (/^(PMI_|PMIX_|MPI_LOCAL|MPIR_CVAR_|OMPI_|HYDI_)/.test(k)) continue;
+    out[k] = v;
+  }
+  return out;
+}
+
+async function runMpi(mpiexec: string, exe: string, o: OsuOptions, ranks: number): Promise<{ library: string; figures: Figure[] }> {
+  const min = Math.min(...o.sizes);
+  const max = Math.max(...o.sizes);
+  const args = ['-n', String(ranks), exe, o.test, String(min), String(max), String(o.iters), String(o.itersLarge), String(o.warmup), String(o.warmupLarge), String(o.window)];
+  const child = spawn(mpiexec, args, { env: mpiEnvironment(process.env), stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d) => (stdout += d));
+  child.stderr.on('data', (d) => (stderr += d));
+  const timer = setTimeout(() => child.kill('SIGKILL'), o.timeout * 1000);
+  const code = await new Promise<number | string>((resolve) => {
+    child.on('error', (err) => resolve((err as NodeJS.ErrnoException).code === 'ENOENT' ? `${mpiexec} not found (name the launcher with --mpiexec or NDBENCH_MPIEXEC)` : err.message));
+    child.on('exit', (c, signal) => resolve(signal ? `killed by ${signal}${signal === 'SIGKILL' ? ` after --timeout ${o.timeout} s` : ''}` : (c ?? 1)));
+  });
+  clearTimeout(timer);
+  if (code !== 0) throw new Error(`${mpiexec} -n ${ranks} ${path.basename(exe)} ${o.test}: ${typeof code === 'string' ? code : `exit ${code}`}${stderr.trim() ? `: ${stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`);
+  let library = '';
+  const bySize = new Map<number, Figure>();
+  for (const line of stdout.split('\n')) {
+    if (line.startsWith('# ')) library ||= line.slice(2).replace(/\s+/g, ' ').trim();
+    const m = /^(\d+) (\S+) (\S+) (\S+) \d+$/.exec(line.trim());
+    if (m) bySize.set(Number(m[1]), { avg: Number(m[2]), min: Number(m[3]), max: Number(m[4]) });
+  }
+  const figures = o.sizes.map((s) => bySize.get(s));
+  if (figures.some((f) => f === undefined)) throw new Error(`the MPI run printed no figure for some sizes: ${stdout.trim().split('\n').slice(-3).join(' | ')}`);
+  return { library, figures: figures as Figure[] };
+}
+
+// ---- the table ----
+
+const col = (s: string) => s.padStart(20);
+const f2 = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : 'n/a');
+
+export function osuHeader(o: OsuOptions, ranks: number, info: { provider: string; completion: string; launcher: string; mpi?: string }): string {
+  const titles: Record<OsuTest, string> = {
+    osu_latency: 'Latency Test',
+    osu_bw: 'Bandwidth Test',
+    osu_bibw: 'Bi-Directional Bandwidth Test',
+    osu_barrier: 'Barrier Latency Test',
+    osu_bcast: 'Broadcast Latency Test',
+    osu_allreduce: 'Allreduce Latency Test',
+    osu_alltoall: 'All-to-All Personalized Exchange Latency Test',
+  };
+  const lines = [
+    `# ndbench ${o.test}: OSU ${titles[o.test]} over netdirect/job`,
+    `# ${ranks} ranks (launcher ${info.launcher}), provider ${info.provider}, completion ${info.completion}; ${patternNote(o.test)}`,
+  ];
+  if (o.compareMpi) lines.push(`# MPI: ${info.mpi ?? 'not run'}; nd/MPI = netdirect's figure over MPI's; median of ${o.reps} repetitions`);
+  else if (o.reps > 1) lines.push(`# median of ${o.reps} repetitions`);
+  const mpiCols = (unit: string) => (info.mpi !== undefined ? col(`MPI ${unit}`) + col('nd/MPI') : '');
+  if (isPairTest(o.test)) {
+    const unit = isBandwidth(o.test) ? '(MB/s)' : '(us)';
+    lines.push(`${'# Size'.padEnd(10)}${col(isBandwidth(o.test) ? 'Bandwidth (MB/s)' : 'Latency (us)')}${mpiCols(unit)}`);
+  } else {
+    const first = o.test === 'osu_barrier' ? '#' : '# Size'.padEnd(10);
+    lines.push(`${first}${col('Avg Latency(us)')}${col('Min Latency(us)')}${col('Max Latency(us)')}${col('Iterations')}${mpiCols('Avg(us)')}`);
+  }
+  return lines.join('\n');
+}
+
+function patternNote(test: OsuTest): string {
+  if (test === 'osu_latency') return 'netdirect: notified puts (RDMA Write + notify Send), half round trip';
+  if (isBandwidth(test)) return 'netdirect: a window of puts, the last notified; MB = 10^6 bytes';
+  return 'latency of one call: average, minimum and maximum of the ranks\' own averages';
+}
+
+export function osuRow(o: OsuOptions, r: OsuRow, withMpi: boolean): string {
+  const mpi = withMpi ? col(r.mpi ? f2(r.mpi.avg) : 'n/a') + col(r.ratio !== undefined ? r.ratio.toFixed(2) : 'n/a') : '';
+  if (isPairTest(o.test)) return `${String(r.size).padEnd(10)}${col(f2(r.netdirect.avg))}${mpi}`;
+  const first = o.test === 'osu_barrier' ? ' ' : String(r.size).padEnd(10);
+  return `${first}${col(f2(r.netdirect.avg))}${col(f2(r.netdirect.min))}${col(f2(r.netdirect.max))}${col(String(r.iterations))}${mpi}`;
+}
+
+function medianFigure(list: Figure[]): Figure {
+  return { avg: median(list.map((f) => f.avg)), min: median(list.map((f) => f.min)), max: median(list.map((f) => f.max)) };
+}
+
+export function rowsOf(o: OsuOptions, nd: Figure[][], mpi: Figure[][]): OsuRow[] {
+  return o.sizes.map((size, i) => {
+    const netdirect = medianFigure(nd.map((rep) => rep[i]));
+    const row: OsuRow = { size, iterations: itersOf(o, size), netdirect, reps: { netdirect: nd.map((rep) => rep[i]), mpi: mpi.map((rep) => rep[i]) } };
+    if (mpi.length > 0) {
+      row.mpi = medianFigure(mpi.map((rep) => rep[i]));
+      row.ratio = netdirect.avg / row.mpi.avg;
+    }
+    return row;
+  });
+}
+
+// ---- the command ----
+
+export async function runOsu(o: OsuOptions, io: RunIo): Promise<void> {
+  const job = await join({ provider: o.provider === 'auto' ? undefined : o.provider, completion: o.completion });
+  try {
+    if (job.size < 2 || (isPairTest(o.test) && job.size !== 2)) {
+      const want = isPairTest(o.test) ? 'exactly 2 ranks' : '2 or more ranks';
+      const how = job.launcher === 'singleton' ? ' (no launcher started this process)' : '';
+      throw new Error(`${o.test} needs ${want}, this job has ${job.size}${how}: run it as \`mpiexec -n ${isPairTest(o.test) ? 2 : 4} ndbench ${o.test}\``);
+    }
+    let mpi: MpiRunner | undefined;
+    if (o.compareMpi && job.rank === 0) {
+      const built = buildMpi(o, job.launcher);
+      if (typeof built === 'string') io.err(`ndbench: --compare mpi: ${built}; the run goes on without the MPI comparison\n`);
+      else mpi = built;
+    }
+    const nd: Figure[][] = [];
+    const mpiFigures: Figure[][] = [];
+    try {
+      for (let rep = 0; rep < o.reps; rep++) {
+        nd.push(await netdirectPass({ job, o }));
+        // Rank 0 runs MPI's pass while the others wait here (blocked, not polling: the machine is MPI's meanwhile).
+        if (mpi !== undefined) {
+          try {
+            mpiFigures.push(await mpi.run(o, job.size));
+          } catch (err) {
+            io.err(`ndbench: --compare mpi: the MPI run failed (${(err as Error).message}); the run goes on without the MPI comparison\n`);
+            mpi.dispose();
+            mpi = undefined;
+            mpiFigures.length = 0;
+          }
+        }
+        if (o.compareMpi) await job.barrier();
+      }
+    } finally {
+      mpi?.dispose();
+    }
+    if (job.rank !== 0) return;
+    const rows = rowsOf(o, nd, mpiFigures);
+    const withMpi = mpiFigures.length > 0;
+    const info = { provider: job.adapter.provider ?? o.provider, completion: job.adapter.completion, launcher: job.launcher, mpi: withMpi ? mpi?.library || 'MPI' : undefined };
+    if (o.format === 'json') {
+      io.out(JSON.stringify({ schema: 'ndbench-osu/1', tool: 'ndbench', test: o.test, ranks: job.size, ...info, units: isBandwidth(o.test) ? 'MB/s' : 'us', options: { ...o }, results: rows }, null, 2));
+      return;
+    }
+    io.out(osuHeader(o, job.size, info));
+    for (const r of rows) io.out(osuRow(o, r, withMpi));
+  } finally {
+    await job.close();
+  }
+}

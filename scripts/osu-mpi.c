@@ -1,0 +1,155 @@
+/*
+ * The MPI side of `ndbench osu_* --compare mpi` (lib/bench/osu.ts; docs/ndbench.md). ndbench compiles this file
+ * with mpicc at run time and starts it with mpiexec, with the same ranks, sizes and counts as its own run over
+ * netdirect/job, so the two figures of a row come from one command. It measures the OSU Micro-Benchmarks'
+ * patterns with plain MPI calls (written for ndbench, not taken from OSU):
+ *
+ *   osu_latency     ping-pong of MPI_Send/MPI_Recv between ranks 0 and 1: half the round trip
+ *   osu_bw          rank 0 posts a window of MPI_Isend, rank 1 the matching MPI_Irecv, then a 4-byte reply
+ *   osu_bibw        both ranks send a window to each other at once, then wait for both
+ *   osu_barrier     MPI_Barrier
+ *   osu_bcast       MPI_Bcast of <size> bytes from rank 0
+ *   osu_allreduce   MPI_Allreduce of <size>/4 floats, sum
+ *   osu_alltoall    MPI_Alltoall of <size> bytes per pair of ranks
+ *
+ * usage: osu-mpi <test> <min size> <max size> <iterations> <iterations above 8 KiB> <warm-up> <warm-up above 8 KiB> <window>
+ * Rank 0 prints the MPI library's version ("# ..."), then one line per size: "<size> <avg> <min> <max> <iterations>", figures in microseconds (MB/s for
+ * osu_bw and osu_bibw, 10^6 bytes); for the collectives avg/min/max are over the ranks' own averages per call.
+ */
+#include <mpi.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define LARGE 8192
+
+static int rank, size;
+
+struct params {
+  const char *test;
+  long min, max;
+  int iters, iters_large, warmup, warmup_large, window;
+};
+
+static int iters_for(const struct params *p, long bytes) { return bytes > LARGE ? p->iters_large : p->iters; }
+static int warmup_for(const struct params *p, long bytes) { return bytes > LARGE ? p->warmup_large : p->warmup; }
+
+static void *alloc_or_die(size_t bytes) {
+  void *b = malloc(bytes ? bytes : 1);
+  if (b == NULL) {
+    fprintf(stderr, "osu-mpi: out of memory (%zu bytes)\n", bytes);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+  memset(b, rank + 1, bytes);
+  return b;
+}
+
+/* Half a round trip of a blocking ping-pong, microseconds. */
+static double latency(char *buf, long bytes, int n, int warm) {
+  double t0 = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int i = 0; i < n + warm; i++) {
+    if (i == warm) t0 = MPI_Wtime();
+    if (rank == 0) {
+      MPI_Send(buf, (int)bytes, MPI_CHAR, 1, 1, MPI_COMM_WORLD);
+      MPI_Recv(buf, (int)bytes, MPI_CHAR, 1, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+    } else if (rank == 1) {
+      MPI_Recv(buf, (int)bytes, MPI_CHAR, 0, 1, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      MPI_Send(buf, (int)bytes, MPI_CHAR, 0, 1, MPI_COMM_WORLD);
+    }
+  }
+  return (MPI_Wtime() - t0) * 1e6 / (2.0 * n);
+}
+
+/* A window of non-blocking transfers per iteration (one way, or both ways at once), MB/s (10^6 bytes). */
+static double bandwidth(char *sbuf, char *rbuf, long bytes, int n, int warm, int window, int both) {
+  MPI_Request *req = alloc_or_die(sizeof(MPI_Request) * 2 * (size_t)window);
+  int peer = rank == 0 ? 1 : 0;
+  char ack[4] = {0};
+  double t0 = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int i = 0; i < n + warm; i++) {
+    if (i == warm) t0 = MPI_Wtime();
+    int k = 0;
+    if (both || rank == 1)
+      for (int w = 0; w < window; w++) MPI_Irecv(rbuf, (int)bytes, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &req[k++]);
+    if (both || rank == 0)
+      for (int w = 0; w < window; w++) MPI_Isend(sbuf, (int)bytes, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &req[k++]);
+    MPI_Waitall(k, req, MPI_STATUSES_IGNORE);
+    if (!both) {
+      if (rank == 0) MPI_Recv(ack, 4, MPI_CHAR, 1, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+      else MPI_Send(ack, 4, MPI_CHAR, 0, 3, MPI_COMM_WORLD);
+    }
+  }
+  double elapsed = MPI_Wtime() - t0;
+  free(req);
+  return (double)bytes * window * n * (both ? 2 : 1) / elapsed / 1e6;
+}
+
+/* This rank's average time of one collective call, microseconds. */
+static double collective(const struct params *p, char *sbuf, char *rbuf, long bytes, int n, int warm) {
+  double t0 = 0;
+  MPI_Barrier(MPI_COMM_WORLD);
+  for (int i = 0; i < n + warm; i++) {
+    if (i == warm) t0 = MPI_Wtime();
+    if (strcmp(p->test, "osu_barrier") == 0) MPI_Barrier(MPI_COMM_WORLD);
+    else if (strcmp(p->test, "osu_bcast") == 0) MPI_Bcast(sbuf, (int)bytes, MPI_CHAR, 0, MPI_COMM_WORLD);
+    else if (strcmp(p->test, "osu_allreduce") == 0) MPI_Allreduce(sbuf, rbuf, (int)(bytes / 4), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
+    else MPI_Alltoall(sbuf, (int)bytes, MPI_CHAR, rbuf, (int)bytes, MPI_CHAR, MPI_COMM_WORLD);
+  }
+  return (MPI_Wtime() - t0) * 1e6 / n;
+}
+
+static void one_size(const struct params *p, long bytes, char *sbuf, char *rbuf) {
+  int n = iters_for(p, bytes), warm = warmup_for(p, bytes);
+  const char *t = p->test;
+  if (strcmp(t, "osu_latency") == 0 || strcmp(t, "osu_bw") == 0 || strcmp(t, "osu_bibw") == 0) {
+    double v = 0;
+    if (rank <= 1) {
+      if (strcmp(t, "osu_latency") == 0) v = latency(sbuf, bytes, n, warm);
+      else v = bandwidth(sbuf, rbuf, bytes, n, warm, p->window, strcmp(t, "osu_bibw") == 0);
+    } else {
+      MPI_Barrier(MPI_COMM_WORLD); /* the ranks beyond the pair only keep the barriers in step */
+    }
+    if (rank == 0) printf("%ld %.3f %.3f %.3f %d\n", bytes, v, v, v, n);
+    return;
+  }
+  double mine = collective(p, sbuf, rbuf, bytes, n, warm), lo, hi, sum;
+  MPI_Reduce(&mine, &lo, 1, MPI_DOUBLE, MPI_MIN, 0, MPI_COMM_WORLD);
+  MPI_Reduce(&mine, &hi, 1, MPI_DOUBLE, MPI_MAX, 0, MPI_COMM_WORLD);
+  MPI_Reduce(&mine, &sum, 1, MPI_DOUBLE, MPI_SUM, 0, MPI_COMM_WORLD);
+  if (rank == 0) printf("%ld %.3f %.3f %.3f %d\n", bytes, sum / size, lo, hi, n);
+}
+
+int main(int argc, char **argv) {
+  MPI_Init(&argc, &argv);
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &size);
+  if (argc != 9) {
+    if (rank == 0) fprintf(stderr, "usage: osu-mpi <test> <min> <max> <iters> <iters-large> <warm-up> <warm-up-large> <window>\n");
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  struct params p = {argv[1], atol(argv[2]), atol(argv[3]), atoi(argv[4]), atoi(argv[5]), atoi(argv[6]), atoi(argv[7]), atoi(argv[8])};
+  int pair = strcmp(p.test, "osu_latency") == 0 || strcmp(p.test, "osu_bw") == 0 || strcmp(p.test, "osu_bibw") == 0;
+  if (size < 2 || (pair && size != 2)) {
+    if (rank == 0) fprintf(stderr, "osu-mpi: %s needs %s ranks, got %d\n", p.test, pair ? "exactly 2" : "at least 2", size);
+    MPI_Abort(MPI_COMM_WORLD, 2);
+  }
+  if (rank == 0) {
+    char version[MPI_MAX_LIBRARY_VERSION_STRING];
+    int length = 0;
+    MPI_Get_library_version(version, &length);
+    version[strcspn(version, "\n")] = 0;
+    printf("# %s\n", version);
+  }
+  long per = strcmp(p.test, "osu_alltoall") == 0 ? p.max * size : p.max;
+  char *sbuf = alloc_or_die((size_t)per), *rbuf = alloc_or_die((size_t)per);
+  if (strcmp(p.test, "osu_barrier") == 0) one_size(&p, 0, sbuf, rbuf);
+  else
+    for (long bytes = p.min; bytes <= p.max; bytes = bytes ? bytes * 2 : 1) one_size(&p, bytes, sbuf, rbuf);
+  fflush(stdout);
+  free(sbuf);
+  free(rbuf);
+  MPI_Finalize();
+  return 0;
+}
