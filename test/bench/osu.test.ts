@@ -1,0 +1,191 @@
+// ndbench's OSU-named tests for jobs (lib/bench/osu.ts) end to end under MPICH's real mpiexec (Hydra): the table's
+// shape (OSU's columns, one row per size, positive figures; min <= avg <= max over the ranks for collectives),
+// JSON, and --compare mpi (scripts/osu-mpi.c built with mpicc at run time) with MPI's figure and the ratio beside
+// netdirect's. Short iteration counts: these check what is printed, never how fast (figures go to docs/ndbench.md).
+import { spawn, spawnSync } from 'node:child_process';
+import { describe, expect, it } from 'vitest';
+import { parseOsuArgs, rowsOf, type OsuOptions } from '../../lib/bench/osu';
+import { UsageError } from '../../lib/bench/options';
+import { cli, runNdbench } from './ndbench';
+
+const mpiexec = ['mpiexec.hydra', 'mpiexec'].find((c) => /HYDRA/.test(spawnSync(c, ['--version'], { encoding: 'utf8' }).stdout ?? ''));
+const hasMpicc = spawnSync('mpicc', ['-show'], { encoding: 'utf8' }).status === 0;
+const quick = ['-i', '5', '-x', '1'];
+
+/** `mpiexec -n <ranks> ndbench args...`, with the environment of a plain shell (no launcher variables). */
+function underMpiexec(ranks: number, args: string[], timeoutMs = 120_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(mpiexec!, ['-n', String(ranks), process.execPath, cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+  child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+  const timer = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+  return new Promise((resolve) =>
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolve({ code, stdout, stderr });
+    }),
+  );
+}
+
+/** The table: '#' lines (title, notes, then the column header last), then rows of numbers. */
+function table(stdout: string): { header: string; notes: string[]; rows: number[][] } {
+  const lines = stdout.trimEnd().split('\n');
+  const hashes = lines.filter((l) => l.startsWith('#'));
+  const rows = lines.filter((l) => !l.startsWith('#')).map((l) => l.trim().split(/\s+/).map(Number));
+  return { header: hashes[hashes.length - 1], notes: hashes.slice(0, -1), rows };
+}
+
+function expectPositive(rows: number[][]): void {
+  for (const r of rows) for (const v of r) expect(Number.isFinite(v) && v >= 0, `row ${r.join(' ')}`).toBe(true);
+  for (const r of rows) expect(r[1], `row ${r.join(' ')}`).toBeGreaterThan(0);
+}
+
+describe('ndbench osu_* options', () => {
+  const parse = (...argv: string[]) => parseOsuArgs(argv, {}) as OsuOptions;
+  it('OSU defaults: sizes per kind of test, 1000/100 iterations and 100/10 warm-ups around 8 KiB, window 64', () => {
+    const lat = parse('osu_latency');
+    expect(lat.sizes[0]).toBe(1);
+    expect(lat.sizes.at(-1)).toBe(4 * 1024 * 1024);
+    expect([lat.iters, lat.itersLarge, lat.warmup, lat.warmupLarge, lat.window, lat.reps]).toEqual([1000, 100, 100, 10, 64, 1]);
+    expect(parse('osu_bcast').sizes.at(-1)).toBe(1024 * 1024);
+    expect(parse('osu_allreduce', '-m', '1:16').sizes).toEqual([4, 8, 16]); // a float at least
+    expect(parse('osu_barrier').sizes).toEqual([0]);
+  });
+  it('-m [min:]max, -i and -x set both small and large counts, glued values, --compare mpi repeats 3 times', () => {
+    const o = parse('osu_bw', '-m', '8:64', '-i20', '--warmup=3', '-W', '16', '--compare', 'mpi');
+    expect(o.sizes).toEqual([8, 16, 32, 64]);
+    expect([o.iters, o.itersLarge, o.warmup, o.warmupLarge, o.window, o.reps, o.compareMpi]).toEqual([20, 20, 3, 3, 16, 3, true]);
+    expect(parse('osu_latency', '-m', '256').sizes).toEqual([1, 2, 4, 8, 16, 32, 64, 128, 256]);
+    expect(parse('osu_latency', '--compare', 'mpi', '--reps', '5').reps).toBe(5);
+  });
+  it('refuses what it cannot do, with the reason', () => {
+    expect(() => parse('osu_latency', '--compare', 'tcp')).toThrow(/--compare for the osu_\* tests takes mpi/);
+    expect(() => parse('osu_latency', 'somehost')).toThrow(/one test and no host/);
+    expect(() => parse('osu_latency', '-m', '64:8')).toThrow(UsageError);
+    expect(() => parse('osu_latency', '-q', '2')).toThrow(/unknown option -q/);
+    expect(() => parse('osu_bw', '-W', '1000')).toThrow(/at most 256/);
+    expect(parseOsuArgs(['osu_bw', '--help'], {})).toBeNull();
+  });
+  it('rows: medians over the repetitions, the ratio netdirect over MPI', () => {
+    const o = parse('osu_allreduce', '-m', '4:8', '--compare', 'mpi');
+    const f = (v: number) => ({ avg: v, min: v / 2, max: v * 2 });
+    const rows = rowsOf(o, [[f(10), f(20)], [f(30), f(10)], [f(20), f(90)]], [[f(5), f(10)], [f(10), f(10)], [f(40), f(10)]]);
+    expect(rows.map((r) => [r.size, r.netdirect.avg, r.mpi!.avg, r.ratio])).toEqual([[4, 20, 10, 2], [8, 20, 10, 2]]);
+    expect(rows[0].reps.netdirect).toHaveLength(3);
+  });
+});
+
+describe('ndbench osu_* without a launcher', () => {
+  it('a plain command is a job of one rank: it says which launch the test needs', () => {
+    const r = runNdbench(process.cwd(), ['osu_latency', ...quick]);
+    expect(r.status, r.out).toBe(1);
+    expect(r.stderr).toMatch(/osu_latency needs exactly 2 ranks, this job has 1 \(no launcher started this process\): run it as `mpiexec -n 2 ndbench osu_latency`/);
+  });
+});
+
+describe.skipIf(!mpiexec)('ndbench osu_* under mpiexec (Hydra)', () => {
+  // Bandwidth from 256 bytes: a few bytes at a time move well under 0.005 MB/s here, which OSU's two decimals print as 0.00.
+  it.each([
+    ['osu_latency', 'Latency (us)', 1],
+    ['osu_bw', 'Bandwidth (MB/s)', 256],
+    ['osu_bibw', 'Bandwidth (MB/s)', 256],
+  ])('mpiexec -n 2 ndbench %s: OSU\'s two columns, a row per size', async (test, column, min) => {
+    const r = await underMpiexec(2, [test, '-m', `${min}:${min * 64}`, ...quick, '-W', '8']);
+    expect(r.code, r.stderr).toBe(0);
+    const t = table(r.stdout);
+    expect(t.notes[0]).toMatch(new RegExp(`^# ndbench ${test}: OSU .* over netdirect/job`));
+    expect(t.notes[1]).toMatch(/^# 2 ranks \(launcher hydra\)/);
+    expect(t.header).toMatch(new RegExp(`^# Size\\s+${column.replace(/[()/]/g, '\\$&')}$`));
+    expect(t.rows.map((row) => row[0])).toEqual([1, 2, 4, 8, 16, 32, 64].map((k) => k * min));
+    for (const row of t.rows) expect(row).toHaveLength(2);
+    expectPositive(t.rows);
+  });
+
+  it.each(['osu_bcast', 'osu_allreduce', 'osu_alltoall'])('mpiexec -n 4 ndbench %s: avg, min, max over the ranks and the iterations', async (test) => {
+    const r = await underMpiexec(4, [test, '-m', '4:1024', ...quick]);
+    expect(r.code, r.stderr).toBe(0);
+    const t = table(r.stdout);
+    expect(t.notes[1]).toMatch(/^# 4 ranks \(launcher hydra\)/);
+    expect(t.header).toMatch(/^# Size\s+Avg Latency\(us\)\s+Min Latency\(us\)\s+Max Latency\(us\)\s+Iterations$/);
+    expect(t.rows.map((row) => row[0])).toEqual([4, 8, 16, 32, 64, 128, 256, 512, 1024]);
+    for (const [, avg, min, max, iterations] of t.rows) {
+      expect(min).toBeLessThanOrEqual(avg + 0.01);
+      expect(avg).toBeLessThanOrEqual(max + 0.01);
+      expect(iterations).toBe(5);
+    }
+    expectPositive(t.rows);
+  });
+
+  it('mpiexec -n 4 ndbench osu_barrier: one row without a size', async () => {
+    const r = await underMpiexec(4, ['osu_barrier', ...quick]);
+    expect(r.code, r.stderr).toBe(0);
+    const t = table(r.stdout);
+    expect(t.header).toMatch(/^#\s+Avg Latency\(us\)\s+Min Latency\(us\)\s+Max Latency\(us\)\s+Iterations$/);
+    expect(t.rows).toHaveLength(1);
+    expect(t.rows[0]).toHaveLength(4);
+    expectPositive(t.rows);
+  });
+
+  it('--format json: every size with its repetitions', async () => {
+    const r = await underMpiexec(2, ['osu_latency', '-m', '1:4', ...quick, '--reps', '2', '--format', 'json']);
+    expect(r.code, r.stderr).toBe(0);
+    const report = JSON.parse(r.stdout);
+    expect(report).toMatchObject({ schema: 'ndbench-osu/1', tool: 'ndbench', test: 'osu_latency', ranks: 2, launcher: 'hydra', units: 'us' });
+    expect(report.results.map((x: { size: number }) => x.size)).toEqual([1, 2, 4]);
+    for (const x of report.results) {
+      expect(x.reps.netdirect).toHaveLength(2);
+      expect(x.netdirect.avg).toBeGreaterThan(0);
+    }
+  });
+
+  it('-n 3 for a two-rank test is refused with the launch to use', async () => {
+    const r = await underMpiexec(3, ['osu_latency', ...quick]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/osu_latency needs exactly 2 ranks, this job has 3: run it as `mpiexec -n 2 ndbench osu_latency`/);
+  });
+
+  it('--compare mpi without an MPI compiler says so and runs netdirect alone', async () => {
+    const r = await underMpiexec(2, ['osu_latency', '-m', '1:2', ...quick, '--compare', 'mpi', '--reps', '1', '--mpicc', '/nonexistent/mpicc']);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr).toMatch(/--compare mpi: \/nonexistent\/mpicc not found: install an MPI .*; the run goes on without the MPI comparison/);
+    const t = table(r.stdout);
+    expect(t.notes.join('\n')).toMatch(/# MPI: not run/);
+    expect(t.header).not.toMatch(/MPI/);
+    expect(t.rows.map((row) => row.length)).toEqual([2, 2]);
+  });
+});
+
+describe.skipIf(!mpiexec || !hasMpicc)('ndbench osu_* --compare mpi (mpicc at run time)', () => {
+  it('mpiexec -n 2 ndbench osu_latency --compare mpi: netdirect, MPI and the ratio per size', async () => {
+    const r = await underMpiexec(2, ['osu_latency', '-m', '1:16', ...quick, '--compare', 'mpi', '--reps', '2']);
+    expect(r.code, r.stderr).toBe(0);
+    const t = table(r.stdout);
+    expect(t.notes.join('\n')).toMatch(/# MPI: MPICH Version: \S+; nd\/MPI = netdirect's figure over MPI's; median of 2 repetitions/);
+    expect(t.header).toMatch(/^# Size\s+Latency \(us\)\s+MPI \(us\)\s+nd\/MPI$/);
+    expect(t.rows.map((row) => row[0])).toEqual([1, 2, 4, 8, 16]);
+    for (const [, nd, mpi, ratio] of t.rows) {
+      expect(nd).toBeGreaterThan(0);
+      expect(mpi).toBeGreaterThan(0);
+      expect(ratio).toBeGreaterThan(0);
+      // The ratio is of the unrounded figures: within the rounding of the two printed ones.
+      expect(Math.abs(ratio - nd / mpi)).toBeLessThanOrEqual(0.02 + 0.02 * (nd / mpi));
+    }
+  });
+
+  it('mpiexec -n 4 ndbench osu_allreduce --compare mpi: MPI\'s average beside the ranks\' avg/min/max', async () => {
+    const r = await underMpiexec(4, ['osu_allreduce', '-m', '4:64', '-i', '3', '-x', '1', '--compare', 'mpi', '--reps', '1'], 180_000);
+    expect(r.code, r.stderr).toBe(0);
+    const t = table(r.stdout);
+    expect(t.header).toMatch(/^# Size\s+Avg Latency\(us\)\s+Min Latency\(us\)\s+Max Latency\(us\)\s+Iterations\s+MPI Avg\(us\)\s+nd\/MPI$/);
+    expect(t.rows.map((row) => row[0])).toEqual([4, 8, 16, 32, 64]);
+    for (const row of t.rows) {
+      expect(row).toHaveLength(7);
+      expect(row[5]).toBeGreaterThan(0);
+      expect(row[6]).toBeGreaterThan(0);
+    }
+  });
+});
+
+if (!mpiexec) console.warn('test/bench/osu.test.ts: MPICH\'s mpiexec (Hydra) not found (apt-get install mpich): the mpiexec cases are skipped');
+else if (!hasMpicc) console.warn('test/bench/osu.test.ts: mpicc not found (apt-get install mpich): the --compare mpi cases are skipped');
