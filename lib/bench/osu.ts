@@ -1,10 +1,11 @@
-// ndbench's OSU-named tests for jobs of N ranks: `mpiexec -n N ndbench osu_latency|osu_bw|osu_bibw|osu_barrier|
-// osu_bcast|osu_allreduce|osu_alltoall`. Every rank joins the job (netdirect/job: the launcher's PMI, the full
-// mesh, windows, collectives), measures the OSU Micro-Benchmarks' pattern over it, and rank 0 prints OSU's table.
-// `--compare mpi` runs the same pattern with MPI in the same command: rank 0 compiles scripts/osu-mpi.c with
-// mpicc into a temporary directory and starts it with mpiexec on as many ranks, between repetitions of the
-// netdirect pass (the other ranks wait in a barrier meanwhile); each row then has netdirect's figure, MPI's and
-// their ratio, medians over the repetitions. docs/ndbench.md has the patterns and the options.
+// ndbench's OSU-named tests for jobs of N ranks: `mpiexec -n N ndbench osu_latency|osu_bw|osu_bibw|osu_mbw_mr|
+// osu_multi_lat|osu_put_latency|osu_put_bw|osu_get_bw|osu_barrier|osu_bcast|osu_allreduce|osu_alltoall`. Every rank
+// joins the job (netdirect/job: the launcher's PMI, the full mesh, windows, collectives), measures the OSU
+// Micro-Benchmarks' pattern over it, and rank 0 prints OSU's table. `--compare mpi` runs the same pattern with MPI
+// in the same command: rank 0 compiles scripts/osu-mpi.c with mpicc into a temporary directory and starts it with
+// mpiexec on as many ranks, between repetitions of the netdirect pass (the other ranks wait in a barrier
+// meanwhile, blocked rather than polling); each row then has netdirect's figure, MPI's and their ratio, medians
+// over the repetitions. docs/ndbench.md has the patterns and the options.
 
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -16,7 +17,20 @@ import { UsageError } from './options.js';
 import type { RunIo } from './run.js';
 import { median } from './stats.js';
 
-export const OSU_TESTS = ['osu_latency', 'osu_bw', 'osu_bibw', 'osu_barrier', 'osu_bcast', 'osu_allreduce', 'osu_alltoall'] as const;
+export const OSU_TESTS = [
+  'osu_latency',
+  'osu_bw',
+  'osu_bibw',
+  'osu_mbw_mr',
+  'osu_multi_lat',
+  'osu_put_latency',
+  'osu_put_bw',
+  'osu_get_bw',
+  'osu_barrier',
+  'osu_bcast',
+  'osu_allreduce',
+  'osu_alltoall',
+] as const;
 export type OsuTest = (typeof OSU_TESTS)[number];
 
 /** OSU's boundary between small and large messages: above it, fewer iterations and warm-ups by default. */
@@ -29,7 +43,7 @@ export interface OsuOptions {
   itersLarge: number;
   warmup: number;
   warmupLarge: number;
-  /** osu_bw/osu_bibw: transfers in flight per iteration (OSU's -W). */
+  /** The bandwidth tests: transfers in flight per iteration (OSU's -W). */
   window: number;
   /** Repetitions of the whole size sweep; each row's figures are medians over them. */
   reps: number;
@@ -44,12 +58,14 @@ export interface OsuOptions {
 }
 
 export const OSU_USAGE = `usage: mpiexec -n <ranks> ndbench <osu test> [options]
-  tests: osu_latency osu_bw osu_bibw (2 ranks)   osu_barrier osu_bcast osu_allreduce osu_alltoall (2 or more ranks)
+  tests: osu_latency osu_bw osu_bibw osu_put_latency osu_put_bw osu_get_bw (2 ranks);  osu_mbw_mr osu_multi_lat
+         (an even number: rank r pairs with r + n/2);  osu_barrier osu_bcast osu_allreduce osu_alltoall (2 or more)
   -m, --message-size [min:]max   sizes min … max, doubling (default 1:4194304 for the pairs, 1:1048576 for
                            collectives; osu_allreduce starts at 4 bytes, a float)
   -i, --iterations <n>     timed iterations per size (default 1000; 100 above ${OSU_LARGE} bytes unless given)
   -x, --warmup <n>         untimed iterations before each size (default 100; 10 above ${OSU_LARGE} bytes unless given)
-  -W, --window-size <n>    osu_bw/osu_bibw: transfers in flight per iteration (default 64)
+  -W, --window-size <n>    osu_bw, osu_bibw, osu_mbw_mr, osu_put_bw, osu_get_bw: transfers in flight per iteration
+                           (default 64)
   -f, --full               accepted: the collectives always print average, minimum and maximum over the ranks
   --compare mpi            also run the pattern with MPI (scripts/osu-mpi.c built with mpicc at run time, started
                            with mpiexec on as many ranks); each row gains MPI's figure and netdirect/MPI
@@ -60,9 +76,33 @@ export const OSU_USAGE = `usage: mpiexec -n <ranks> ndbench <osu test> [options]
                            (default $NDBENCH_MPIEXEC, else mpiexec.hydra under Hydra, else mpiexec)
   --timeout <s>            give up the MPI run after <s> seconds (default 600)`;
 
-const PAIR_TESTS: readonly OsuTest[] = ['osu_latency', 'osu_bw', 'osu_bibw'];
-export const isPairTest = (t: OsuTest): boolean => PAIR_TESTS.includes(t);
-const isBandwidth = (t: OsuTest): boolean => t === 'osu_bw' || t === 'osu_bibw';
+/** How each test measures: a ping-pong, a stream of windows, one-sided from rank 0, or a collective. */
+const KIND: Record<OsuTest, 'latency' | 'bandwidth' | 'one-sided' | 'collective'> = {
+  osu_latency: 'latency',
+  osu_multi_lat: 'latency',
+  osu_bw: 'bandwidth',
+  osu_bibw: 'bandwidth',
+  osu_mbw_mr: 'bandwidth',
+  osu_put_latency: 'one-sided',
+  osu_put_bw: 'one-sided',
+  osu_get_bw: 'one-sided',
+  osu_barrier: 'collective',
+  osu_bcast: 'collective',
+  osu_allreduce: 'collective',
+  osu_alltoall: 'collective',
+};
+/** The tests between two ranks (exactly 2), and those between pairs (any even number). */
+const TWO_RANKS: readonly OsuTest[] = ['osu_latency', 'osu_bw', 'osu_bibw', 'osu_put_latency', 'osu_put_bw', 'osu_get_bw'];
+const PAIRS: readonly OsuTest[] = ['osu_mbw_mr', 'osu_multi_lat'];
+export const isPairTest = (t: OsuTest): boolean => KIND[t] !== 'collective';
+export const isBandwidth = (t: OsuTest): boolean => KIND[t] === 'bandwidth' || t === 'osu_put_bw' || t === 'osu_get_bw';
+
+/** What a job of `ranks` lacks for `test`, or undefined when it fits. */
+export function ranksProblem(test: OsuTest, ranks: number): string | undefined {
+  if (TWO_RANKS.includes(test)) return ranks === 2 ? undefined : 'exactly 2 ranks';
+  if (PAIRS.includes(test)) return ranks >= 2 && ranks % 2 === 0 ? undefined : 'an even number of ranks (pairs: rank r with r + n/2)';
+  return ranks >= 2 ? undefined : '2 or more ranks';
+}
 
 function intArg(name: string, value: string | undefined, min: number): number {
   if (value === undefined || !/^\d+$/.test(value)) throw new UsageError(`${name} needs a whole number, got ${JSON.stringify(value ?? '')}`);
@@ -222,21 +262,27 @@ interface Pass {
   o: OsuOptions;
 }
 
+/** The pair tests' partner: rank r of the first half with r + n/2 (OSU's pairing for osu_mbw_mr, osu_multi_lat). */
+function partnerOf(job: Job): { peer: number; first: boolean } {
+  const half = job.size / 2;
+  return job.rank < half ? { peer: job.rank + half, first: true } : { peer: job.rank - half, first: false };
+}
+
 /**
- * osu_latency: a ping-pong of notified puts (an RDMA Write into the peer's window, then the notify Send on the
- * same queue pair: docs/job.md), which is how a job's rank hands another one data; the figure is half the round
- * trip, as OSU's.
+ * osu_latency, osu_multi_lat: a ping-pong of notified puts (an RDMA Write into the peer's window, then the notify
+ * Send on the same queue pair: docs/job.md), which is how a job's rank hands another one data; the figure is half
+ * the round trip, as OSU's.
  */
-async function pairLatency({ job, o }: Pass, size: number, src: Segment): Promise<number> {
+async function pingPong({ job, o }: Pass, size: number, src: Segment): Promise<number> {
   const w = await job.allocateWindow(Math.max(size, 1));
-  const peer = 1 - job.rank;
+  const { peer, first } = partnerOf(job);
   const n = itersOf(o, size);
   const warm = warmupOf(o, size);
   await job.barrier();
   let t0 = 0;
   for (let i = 0; i < n + warm; i++) {
     if (i === warm) t0 = performance.now();
-    if (job.rank === 0) {
+    if (first) {
       const sent = w.put(peer, 0, src, { notify: true });
       await w.waitNotifications(peer, 1);
       await sent;
@@ -251,12 +297,13 @@ async function pairLatency({ job, o }: Pass, size: number, src: Segment): Promis
 }
 
 /**
- * osu_bw / osu_bibw: per iteration a window of puts (the last one notified: it lands after the others, RFC 5040
- * §5.5), then the receiver's 4-byte notified put as the reply (osu_bw), or both ranks at once (osu_bibw). MB/s.
+ * osu_bw, osu_bibw, osu_mbw_mr: per iteration a window of puts (the last one notified: it lands after the others,
+ * RFC 5040 §5.5), then the receiver's 4-byte notified put as the reply, or (osu_bibw) both ranks at once. This
+ * rank's MB/s (0 for a receiver).
  */
-async function pairBandwidth({ job, o }: Pass, size: number, src: Segment, ack: Segment): Promise<number> {
+async function streaming({ job, o }: Pass, size: number, src: Segment, ack: Segment): Promise<number> {
   const w = await job.allocateWindow(Math.max(size, 4));
-  const peer = 1 - job.rank;
+  const { peer, first } = partnerOf(job);
   const both = o.test === 'osu_bibw';
   const n = itersOf(o, size);
   const warm = warmupOf(o, size);
@@ -267,7 +314,7 @@ async function pairBandwidth({ job, o }: Pass, size: number, src: Segment, ack: 
     if (i === warm) t0 = performance.now();
     if (both) {
       await Promise.all([burst(), w.waitNotifications(peer, 1)]);
-    } else if (job.rank === 0) {
+    } else if (first) {
       await burst();
       await w.waitNotifications(peer, 1);
     } else {
@@ -277,7 +324,35 @@ async function pairBandwidth({ job, o }: Pass, size: number, src: Segment, ack: 
   }
   const seconds = (performance.now() - t0) / 1000;
   await w.free();
-  return (size * o.window * n * (both ? 2 : 1)) / seconds / 1e6;
+  return first || both ? (size * o.window * n) / seconds / 1e6 : 0;
+}
+
+/**
+ * osu_put_latency, osu_put_bw, osu_get_bw: rank 0 alone, one-sided. A put counts once it is at the target: each
+ * put (or window of puts) is followed by a 1-byte get, whose RDMA Read the target answers only after the Writes
+ * before it were placed (RFC 5040 §5.5): what MPI_Win_flush gives the MPI side. Gets complete with their data.
+ * Microseconds per put (osu_put_latency), MB/s otherwise.
+ */
+async function oneSided({ job, o }: Pass, size: number, src: Segment, probe: Segment): Promise<number> {
+  const w = await job.allocateWindow(Math.max(size, 1));
+  const n = itersOf(o, size);
+  const warm = warmupOf(o, size);
+  const latency = o.test === 'osu_put_latency';
+  const burst = latency ? 1 : o.window;
+  const op = o.test === 'osu_get_bw' ? () => w.get(1, 0, src) : () => w.put(1, 0, src);
+  await job.barrier();
+  let t0 = 0;
+  if (job.rank === 0) {
+    for (let i = 0; i < n + warm; i++) {
+      if (i === warm) t0 = performance.now();
+      await Promise.all(Array.from({ length: burst }, op));
+      if (o.test !== 'osu_get_bw') await w.get(1, 0, probe);
+    }
+  }
+  const elapsed = performance.now() - t0;
+  await w.free(); // a barrier: rank 1 stays until rank 0 is done with its window
+  if (job.rank !== 0) return 0;
+  return latency ? (elapsed * 1000) / n : (size * burst * n) / (elapsed / 1000) / 1e6;
 }
 
 /** The collectives: this rank's average time per call (microseconds), then avg/min/max over the ranks. */
@@ -321,22 +396,39 @@ function collectiveCall(job: Job, test: OsuTest, size: number): () => Promise<un
 async function netdirectPass(p: Pass): Promise<Figure[]> {
   const { job, o } = p;
   const out: Figure[] = [];
-  if (!isPairTest(o.test)) {
+  const kind = KIND[o.test];
+  if (kind === 'collective') {
     for (const size of o.sizes) out.push(await collective(p, size));
     return out;
   }
   const max = Math.max(...o.sizes, 4);
   const region = await job.adapter.allocateMemory(max);
+  const probe = await job.adapter.allocateMemory(4);
   try {
     for (const size of o.sizes) {
       const src = region.slice(0, size);
-      const v = o.test === 'osu_latency' ? await pairLatency(p, size, src) : await pairBandwidth(p, size, src, region.slice(0, 4));
-      out.push({ avg: v, min: v, max: v });
+      const mine =
+        kind === 'latency' ? await pingPong(p, size, src) : kind === 'bandwidth' ? await streaming(p, size, src, probe.slice(0, 4)) : await oneSided(p, size, src, probe.slice(0, 1));
+      out.push(await pairFigure(job, o.test, mine));
     }
   } finally {
     await region.deregister();
+    await probe.deregister();
   }
   return out;
+}
+
+/**
+ * A row's figure from every rank's own: latency averaged over the pairs (each pair's two ranks report the same
+ * ping-pong, so over all ranks), bandwidth summed over the ranks that send (osu_mbw_mr's aggregate), the
+ * one-sided tests rank 0's. min/max: the extremes over the ranks that measured.
+ */
+async function pairFigure(job: Job, test: OsuTest, mine: number): Promise<Figure> {
+  const [sum, count] = await job.allreduce(new Float64Array([mine, mine > 0 ? 1 : 0]), 'sum');
+  const [max, negMin] = await job.allreduce(new Float64Array([mine, mine > 0 ? -mine : -Infinity]), 'max');
+  const latency = KIND[test] === 'latency' || test === 'osu_put_latency';
+  const avg = latency ? sum / Math.max(1, count) : sum;
+  return { avg, min: count > 0 ? -negMin : 0, max };
 }
 
 // ---- MPI's side: scripts/osu-mpi.c built with mpicc, run with mpiexec ----
@@ -439,6 +531,11 @@ export function osuHeader(o: OsuOptions, ranks: number, info: { provider: string
     osu_latency: 'Latency Test',
     osu_bw: 'Bandwidth Test',
     osu_bibw: 'Bi-Directional Bandwidth Test',
+    osu_mbw_mr: 'Multiple Bandwidth / Message Rate Test',
+    osu_multi_lat: 'Multi-pair Latency Test',
+    osu_put_latency: 'One Sided MPI_Put Latency Test',
+    osu_put_bw: 'One Sided MPI_Put Bandwidth Test',
+    osu_get_bw: 'One Sided MPI_Get Bandwidth Test',
     osu_barrier: 'Barrier Latency Test',
     osu_bcast: 'Broadcast Latency Test',
     osu_allreduce: 'Allreduce Latency Test',
@@ -451,7 +548,9 @@ export function osuHeader(o: OsuOptions, ranks: number, info: { provider: string
   if (o.compareMpi) lines.push(`# MPI: ${info.mpi ?? 'not run'}; nd/MPI = netdirect's figure over MPI's; median of ${o.reps} repetitions`);
   else if (o.reps > 1) lines.push(`# median of ${o.reps} repetitions`);
   const mpiCols = (unit: string) => (info.mpi !== undefined ? col(`MPI ${unit}`) + col('nd/MPI') : '');
-  if (isPairTest(o.test)) {
+  if (o.test === 'osu_mbw_mr') {
+    lines.push(`${'# Size'.padEnd(10)}${col('MB/s')}${col('Messages/s')}${mpiCols('(MB/s)')}`);
+  } else if (isPairTest(o.test)) {
     const unit = isBandwidth(o.test) ? '(MB/s)' : '(us)';
     lines.push(`${'# Size'.padEnd(10)}${col(isBandwidth(o.test) ? 'Bandwidth (MB/s)' : 'Latency (us)')}${mpiCols(unit)}`);
   } else {
@@ -462,13 +561,23 @@ export function osuHeader(o: OsuOptions, ranks: number, info: { provider: string
 }
 
 function patternNote(test: OsuTest): string {
-  if (test === 'osu_latency') return 'netdirect: notified puts (RDMA Write + notify Send), half round trip';
-  if (isBandwidth(test)) return 'netdirect: a window of puts, the last notified; MB = 10^6 bytes';
-  return 'latency of one call: average, minimum and maximum of the ranks\' own averages';
+  switch (KIND[test]) {
+    case 'latency':
+      return `netdirect: notified puts (RDMA Write + notify Send), half round trip${test === 'osu_multi_lat' ? ', averaged over the pairs (rank r with r + n/2)' : ''}`;
+    case 'bandwidth':
+      return `netdirect: a window of puts, the last notified${test === 'osu_mbw_mr' ? ', summed over the pairs (rank r sends to r + n/2)' : ''}; MB = 10^6 bytes`;
+    case 'one-sided':
+      return test === 'osu_get_bw'
+        ? 'netdirect: a window of gets (RDMA Reads) from rank 1\'s window; MB = 10^6 bytes'
+        : `netdirect: ${test === 'osu_put_latency' ? 'a put' : 'a window of puts'} (RDMA Write) into rank 1's window, then a 1-byte get that returns once they are placed (MPI: MPI_Win_flush)${test === 'osu_put_bw' ? '; MB = 10^6 bytes' : ''}`;
+    default:
+      return "latency of one call: average, minimum and maximum of the ranks' own averages";
+  }
 }
 
 export function osuRow(o: OsuOptions, r: OsuRow, withMpi: boolean): string {
   const mpi = withMpi ? col(r.mpi ? f2(r.mpi.avg) : 'n/a') + col(r.ratio !== undefined ? r.ratio.toFixed(2) : 'n/a') : '';
+  if (o.test === 'osu_mbw_mr') return `${String(r.size).padEnd(10)}${col(f2(r.netdirect.avg))}${col(f2((r.netdirect.avg * 1e6) / r.size))}${mpi}`;
   if (isPairTest(o.test)) return `${String(r.size).padEnd(10)}${col(f2(r.netdirect.avg))}${mpi}`;
   const first = o.test === 'osu_barrier' ? ' ' : String(r.size).padEnd(10);
   return `${first}${col(f2(r.netdirect.avg))}${col(f2(r.netdirect.min))}${col(f2(r.netdirect.max))}${col(String(r.iterations))}${mpi}`;
@@ -495,10 +604,10 @@ export function rowsOf(o: OsuOptions, nd: Figure[][], mpi: Figure[][]): OsuRow[]
 export async function runOsu(o: OsuOptions, io: RunIo): Promise<void> {
   const job = await join({ provider: o.provider === 'auto' ? undefined : o.provider, completion: o.completion });
   try {
-    if (job.size < 2 || (isPairTest(o.test) && job.size !== 2)) {
-      const want = isPairTest(o.test) ? 'exactly 2 ranks' : '2 or more ranks';
+    const want = ranksProblem(o.test, job.size);
+    if (want !== undefined) {
       const how = job.launcher === 'singleton' ? ' (no launcher started this process)' : '';
-      throw new Error(`${o.test} needs ${want}, this job has ${job.size}${how}: run it as \`mpiexec -n ${isPairTest(o.test) ? 2 : 4} ndbench ${o.test}\``);
+      throw new Error(`${o.test} needs ${want}, this job has ${job.size}${how}: run it as \`mpiexec -n ${TWO_RANKS.includes(o.test) ? 2 : 4} ndbench ${o.test}\``);
     }
     let mpi: MpiRunner | undefined;
     if (o.compareMpi && job.rank === 0) {

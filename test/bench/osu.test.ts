@@ -90,6 +90,9 @@ describe.skipIf(!mpiexec)('ndbench osu_* under mpiexec (Hydra)', () => {
     ['osu_latency', 'Latency (us)', 1],
     ['osu_bw', 'Bandwidth (MB/s)', 256],
     ['osu_bibw', 'Bandwidth (MB/s)', 256],
+    ['osu_put_latency', 'Latency (us)', 1],
+    ['osu_put_bw', 'Bandwidth (MB/s)', 256],
+    ['osu_get_bw', 'Bandwidth (MB/s)', 256],
   ])('mpiexec -n 2 ndbench %s: OSU\'s two columns, a row per size', async (test, column, min) => {
     const r = await underMpiexec(2, [test, '-m', `${min}:${min * 64}`, ...quick, '-W', '8']);
     expect(r.code, r.stderr).toBe(0);
@@ -115,6 +118,26 @@ describe.skipIf(!mpiexec)('ndbench osu_* under mpiexec (Hydra)', () => {
       expect(iterations).toBe(5);
     }
     expectPositive(t.rows);
+  });
+
+  it.each([
+    ['osu_multi_lat', /^# Size\s+Latency \(us\)$/, 2, 1],
+    ['osu_mbw_mr', /^# Size\s+MB\/s\s+Messages\/s$/, 3, 256],
+  ])('mpiexec -n 4 ndbench %s: two pairs (rank r with r + 2)', async (test, header, columns, min) => {
+    const r = await underMpiexec(4, [test, '-m', `${min}:${min * 8}`, ...quick, '-W', '8']);
+    expect(r.code, r.stderr).toBe(0);
+    const t = table(r.stdout);
+    expect(t.notes[1]).toMatch(/^# 4 ranks \(launcher hydra\).*rank r (with|sends to) r \+ n\/2/);
+    expect(t.header).toMatch(header);
+    expect(t.rows.map((row) => row[0])).toEqual([1, 2, 4, 8].map((k) => k * min));
+    for (const row of t.rows) expect(row).toHaveLength(columns);
+    expectPositive(t.rows);
+  });
+
+  it('mpiexec -n 3 ndbench osu_mbw_mr is refused: pairs need an even number of ranks', async () => {
+    const r = await underMpiexec(3, ['osu_mbw_mr', ...quick]);
+    expect(r.code).not.toBe(0);
+    expect(r.stderr).toMatch(/osu_mbw_mr needs an even number of ranks \(pairs: rank r with r \+ n\/2\), this job has 3/);
   });
 
   it('mpiexec -n 4 ndbench osu_barrier: one row without a size', async () => {
@@ -171,6 +194,15 @@ describe.skipIf(!mpiexec || !hasMpicc)('ndbench osu_* --compare mpi (mpicc at ru
       // The ratio is of the unrounded figures: within the rounding of the two printed ones.
       expect(Math.abs(ratio - nd / mpi)).toBeLessThanOrEqual(0.02 + 0.02 * (nd / mpi));
     }
+  });
+
+  it('mpiexec -n 2 ndbench osu_put_bw --compare mpi: MPI_Put + MPI_Win_flush beside puts + a 1-byte get', async () => {
+    const r = await underMpiexec(2, ['osu_put_bw', '-m', '1024:2048', ...quick, '-W', '8', '--compare', 'mpi', '--reps', '1']);
+    expect(r.code, r.stderr).toBe(0);
+    const t = table(r.stdout);
+    expect(t.header).toMatch(/^# Size\s+Bandwidth \(MB\/s\)\s+MPI \(MB\/s\)\s+nd\/MPI$/);
+    expect(t.rows.map((row) => row[0])).toEqual([1024, 2048]);
+    for (const row of t.rows) for (const v of row) expect(v).toBeGreaterThan(0);
   });
 
   it('mpiexec -n 4 ndbench osu_allreduce --compare mpi: MPI\'s average beside the ranks\' avg/min/max', async () => {
