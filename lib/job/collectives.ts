@@ -7,11 +7,26 @@
 // Every call of a collective takes a fresh tag, the same on every rank as long as every rank calls the same
 // collectives in the same order (MPI's rule too).
 
+import type { MemoryRegion, RemoteMemory, Segment } from '../index.js';
+
 export interface Transport {
   readonly rank: number;
   readonly size: number;
   send(peer: number, tag: number, data: Uint8Array): Promise<void>;
   recv(peer: number, tag: number): Promise<Uint8Array>;
+  /** RDMA, for the zero-copy large allreduce (ringAllreduceRdma); a transport without it uses the messages. */
+  rdma?: RdmaOps;
+}
+
+/** What the zero-copy path needs of the job: memory registration and an RDMA Write on the queue pair to a peer. */
+export interface RdmaOps {
+  /** Registers the caller's bytes for the call (remote write: the peer's allgather lands in them). */
+  register(bytes: Uint8Array): Promise<MemoryRegion>;
+  /** A remote-writable region of at least `bytes`, the job's, for this call only; give it back with release(). */
+  scratch(bytes: number): Promise<MemoryRegion>;
+  release(region: MemoryRegion): void;
+  /** Posts an RDMA Write at once (before any Send posted after this call on the same queue pair). */
+  write(peer: number, local: Segment, remote: RemoteMemory, offset: number): Promise<unknown>;
 }
 
 export type ReduceOp = 'sum' | 'min' | 'max' | 'prod';
@@ -148,6 +163,7 @@ async function ringAllgather(t: Transport, tag: number, part: (i: number) => Uin
 export async function allreduce(t: Transport, tag: number, data: NumericArray, op: ReduceOp): Promise<void> {
   if (t.size === 1) return;
   if (data.byteLength <= SMALL_BYTES || data.length < t.size) return recursiveDoubling(t, tag, data, op);
+  if (t.rdma !== undefined) return ringAllreduceRdma(t, t.rdma, tag, data, op);
   return ringAllreduce(t, tag, data, op);
 }
 
@@ -203,6 +219,53 @@ async function ringAllreduce(t: Transport, tag: number, data: NumericArray, op: 
     combine(typed(inn), viewLike(data, got), op);
   }
   await ringAllgather(t, tag, part, mod(rank + 1, size));
+}
+
+/**
+ * The ring allreduce without copies through the channel's slots: every rank registers the caller's array and
+ * takes a scratch region, and tells the rank before it where both are. Reduce-scatter step: RDMA-Write my chunk
+ * into the next rank's scratch, then an empty message with the call's tag; the previous rank's chunk has landed
+ * in my scratch when its message arrives (a Send is delivered only after the Writes posted before it on the
+ * same queue pair are placed: RFC 5040 §5.5), and is combined into the array from there. Allgather step: the
+ * Write goes straight into the next rank's array. Every step awaits its own Write's local completion, so no rank
+ * overwrites a chunk that its neighbour is still sending from (see docs/job.md).
+ */
+async function ringAllreduceRdma(t: Transport, rdma: RdmaOps, tag: number, data: NumericArray, op: ReduceOp): Promise<void> {
+  const { rank, size } = t;
+  const next = mod(rank + 1, size);
+  const prev = mod(rank - 1, size);
+  const parts = chunks(data.length, size);
+  const E = data.BYTES_PER_ELEMENT;
+  const bytes = bytesOf(data);
+  const at = (i: number) => parts[i][0] * E;
+  const len = (i: number) => (parts[i][1] - parts[i][0]) * E;
+  const typed = (i: number) => data.subarray(parts[i][0], parts[i][1]) as NumericArray;
+  const mine = await rdma.register(bytes);
+  let scratch: MemoryRegion | undefined;
+  try {
+    scratch = await rdma.scratch(bytes.byteLength);
+    const card = new Uint8Array(24);
+    const v = new DataView(card.buffer);
+    v.setBigUint64(0, mine.address);
+    v.setUint32(8, mine.remoteToken);
+    v.setBigUint64(12, scratch.address);
+    v.setUint32(20, scratch.remoteToken);
+    const theirs = new DataView((await exchange(t, tag, prev, card, next)).slice().buffer);
+    const nextData: RemoteMemory = { address: theirs.getBigUint64(0), token: theirs.getUint32(8), length: bytes.byteLength };
+    const nextScratch: RemoteMemory = { address: theirs.getBigUint64(12), token: theirs.getUint32(20), length: bytes.byteLength };
+    const empty = new Uint8Array(0);
+    const step = (out: number, into: RemoteMemory) =>
+      Promise.all([rdma.write(next, mine.slice(at(out), len(out)), into, at(out)), t.send(next, tag, empty), t.recv(prev, tag)]);
+    for (let k = 0; k < size - 1; k++) {
+      const inn = mod(rank - k - 1, size);
+      await step(mod(rank - k, size), nextScratch);
+      combine(typed(inn), viewLike(data, scratch.buffer.subarray(at(inn), at(inn) + len(inn))), op);
+    }
+    for (let k = 0; k < size - 1; k++) await step(mod(rank + 1 - k, size), nextData);
+  } finally {
+    if (scratch !== undefined) rdma.release(scratch);
+    await mine.deregister().catch(() => undefined);
+  }
 }
 
 export async function alltoall(t: Transport, tag: number, send: Uint8Array, recv: Uint8Array): Promise<void> {

@@ -140,6 +140,8 @@ export class Job implements AsyncDisposable {
   private _closing: Promise<void> | null = null;
   private _closed = false;
   private readonly _failWaiters = new Set<(err: JobError) => void>();
+  /** Scratch regions of the zero-copy allreduce not in use by a call (see _rdma). */
+  private readonly _scratch: MemoryRegion[] = [];
 
   /** @internal Use join(). */
   constructor(boot: Bootstrap, because: string[]) {
@@ -290,6 +292,37 @@ export class Job implements AsyncDisposable {
       // Never throw synchronously: a collective holds several of these promises at once (Promise.all).
       send: async (p, tag, d) => this._channel(p, operation).send(tag, d),
       recv: async (p, tag) => this._channel(p, operation).recv(tag),
+      rdma: this._rdma(operation),
+    };
+  }
+
+  /**
+   * Registration, scratch regions and RDMA Writes for the zero-copy large allreduce (collectives.ts). Scratch
+   * regions are the job's, kept for the next call (a pool: calls in flight at once each get their own), and
+   * deregistered at close.
+   */
+  private _rdma(operation: string): coll.RdmaOps {
+    return {
+      register: (bytes) => this.adapter.registerMemory(bytes, { remoteWrite: true }),
+      scratch: async (bytes) => {
+        const i = this._scratch.findIndex((r) => r.length >= bytes);
+        if (i >= 0) return this._scratch.splice(i, 1)[0];
+        return this.adapter.allocateMemory(bytes, { remoteWrite: true });
+      },
+      release: (region) => {
+        if (this._closed) void region.deregister().catch(() => undefined);
+        else this._scratch.push(region);
+      },
+      // Writes longer than the adapter takes at once go as several, in order, all posted before this returns.
+      write: async (p, local, remote, offset) => {
+        const qp = this._channel(p, operation).qp;
+        const most = Math.max(1, Number(this.adapter.info.maxTransferLength));
+        const posted: Array<Promise<unknown>> = [];
+        for (let at = 0; at < local.length || posted.length === 0; at += most) {
+          posted.push(qp.write(local.region.slice(local.offset + at, Math.min(most, local.length - at)), remote, { offset: offset + at }));
+        }
+        await Promise.all(posted);
+      },
     };
   }
 
@@ -399,6 +432,7 @@ export class Job implements AsyncDisposable {
     }
     debug(this.rank, 'closing: barrier done');
     for (const w of this._windows.values()) w._abort(new NdError('ERR_ND_CLOSED', 0, 'window', 'window: the job is closed'));
+    await Promise.all(this._scratch.splice(0).map((r) => r.deregister().catch(() => undefined)));
     // One side disconnects each connection: the higher rank (which connected). The lower one waits for it to
     // go (bounded), so the two ends never tear one connection down at the same time.
     await Promise.all(this._channels.map(async (c) => {
