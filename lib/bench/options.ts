@@ -138,8 +138,9 @@ export const USAGE = `usage: ndbench <test> [server-host] [options]     server: 
   -h, --help
   -V, --version
 glued values work as in perftest: -s4096, --size=4096, -bF
-jobs of N ranks:  mpiexec -n <N> ndbench osu_latency|osu_bw|osu_bibw|osu_barrier|osu_bcast|osu_allreduce|osu_alltoall
-                  [--compare mpi]   (OSU's tests over netdirect/job; \`ndbench osu_latency --help\` lists their options)
+jobs of N ranks:  mpiexec -n <N> ndbench osu_latency|osu_bw|osu_bibw|osu_mbw_mr|osu_multi_lat|osu_put_latency|
+                  osu_put_bw|osu_get_bw|osu_barrier|osu_bcast|osu_allreduce|osu_alltoall [--compare mpi]
+                  (OSU's tests over netdirect/job; \`ndbench osu_latency --help\` lists their options)
 launched by MPI:  mpiexec -n 2 ndbench write_lat [server-host]   (rank 0 serves, on server-host if given; rank 1
                   connects). srun -n 2 too (SLURM_STEP_NUM_TASKS); a plain command inside a Slurm allocation, or a
                   launch of one rank, runs as typed`;
