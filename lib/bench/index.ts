@@ -52,4 +52,4 @@ export { renderSvg } from './plot.js';
 export { baselineClient, baselineServer, loadTcpAddon, patternOf, statsOf, type PhaseParams, type RawResult } from './baselines.js';
 export { defaultIo, runClient, runLoopback, runServer, type RunIo } from './run.js';
 export { main } from './main.js';
-export { OSU_TESTS, OSU_USAGE, isOsuTest, parseOsuArgs, runOsu, osuHeader, osuRow, rowsOf, type OsuOptions, type OsuRow, type OsuTest, type Figure } from './osu.js';
+export { OSU_TESTS, OSU_USAGE, TARGETS, isOsuTest, parseOsuArgs, runOsu, osuHeader, osuRow, rowsOf, targetLines, type OsuOptions, type OsuRow, type OsuTest, type Figure, type Target } from './osu.js';

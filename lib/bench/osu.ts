@@ -599,6 +599,38 @@ export function rowsOf(o: OsuOptions, nd: Figure[][], mpi: Figure[][]): OsuRow[]
   });
 }
 
+// ---- the ratio targets (docs/ndbench.md): netdirect against MPICH over the same links ----
+
+export interface Target {
+  test: OsuTest;
+  size: number;
+  /** nd/MPI must be at most `atMost` (latency) or at least `atLeast` (bandwidth). */
+  atMost?: number;
+  atLeast?: number;
+}
+
+export const TARGETS: readonly Target[] = [
+  { test: 'osu_latency', size: 8, atMost: 1.3 },
+  { test: 'osu_allreduce', size: 8, atMost: 1.5 },
+  { test: 'osu_barrier', size: 0, atMost: 1.5 },
+  { test: 'osu_allreduce', size: 1 << 20, atMost: 1.25 }, // time ≤ 1.25×: bandwidth ≥ 0.8× MPICH's
+  { test: 'osu_mbw_mr', size: 4096, atLeast: 1.0 },
+];
+
+/** A line per target this table has a ratio for: the target, the ratio measured and whether it was met. */
+export function targetLines(o: OsuOptions, rows: OsuRow[]): Array<{ line: string; target: Target; ratio: number; met: boolean }> {
+  const out = [];
+  for (const target of TARGETS) {
+    const row = target.test === o.test ? rows.find((r) => r.size === target.size) : undefined;
+    if (row?.ratio === undefined) continue;
+    const met = target.atMost !== undefined ? row.ratio <= target.atMost : row.ratio >= (target.atLeast as number);
+    const want = target.atMost !== undefined ? `<= ${target.atMost.toFixed(2)}` : `>= ${(target.atLeast as number).toFixed(2)}`;
+    const where = o.test === 'osu_barrier' ? '' : ` at ${row.size} B`;
+    out.push({ target, ratio: row.ratio, met, line: `# target${where}: nd/MPI ${want}; measured ${row.ratio.toFixed(2)}: ${met ? 'met' : 'not met'}` });
+  }
+  return out;
+}
+
 // ---- the command ----
 
 export async function runOsu(o: OsuOptions, io: RunIo): Promise<void> {
@@ -641,11 +673,13 @@ export async function runOsu(o: OsuOptions, io: RunIo): Promise<void> {
     const withMpi = mpiFigures.length > 0;
     const info = { provider: job.adapter.provider ?? o.provider, completion: job.adapter.completion, launcher: job.launcher, mpi: withMpi ? mpi?.library || 'MPI' : undefined };
     if (o.format === 'json') {
-      io.out(JSON.stringify({ schema: 'ndbench-osu/1', tool: 'ndbench', test: o.test, ranks: job.size, ...info, units: isBandwidth(o.test) ? 'MB/s' : 'us', options: { ...o }, results: rows }, null, 2));
+      const targets = targetLines(o, rows).map(({ target, ratio, met }) => ({ ...target, ratio, met }));
+      io.out(JSON.stringify({ schema: 'ndbench-osu/1', tool: 'ndbench', test: o.test, ranks: job.size, ...info, units: isBandwidth(o.test) ? 'MB/s' : 'us', options: { ...o }, results: rows, targets }, null, 2));
       return;
     }
     io.out(osuHeader(o, job.size, info));
     for (const r of rows) io.out(osuRow(o, r, withMpi));
+    for (const t of targetLines(o, rows)) io.out(t.line);
   } finally {
     await job.close();
   }

@@ -4,7 +4,7 @@
 // netdirect's. Short iteration counts: these check what is printed, never how fast (figures go to docs/ndbench.md).
 import { spawn, spawnSync } from 'node:child_process';
 import { describe, expect, it } from 'vitest';
-import { parseOsuArgs, rowsOf, type OsuOptions } from '../../lib/bench/osu';
+import { parseOsuArgs, rowsOf, targetLines, type OsuOptions } from '../../lib/bench/osu';
 import { UsageError } from '../../lib/bench/options';
 import { cli, runNdbench } from './ndbench';
 
@@ -28,12 +28,19 @@ function underMpiexec(ranks: number, args: string[], timeoutMs = 120_000): Promi
   );
 }
 
-/** The table: '#' lines (title, notes, then the column header last), then rows of numbers. */
-function table(stdout: string): { header: string; notes: string[]; rows: number[][] } {
+/** The table: '#' lines (title, notes, then the column header), rows of numbers, then '#' lines of targets. */
+function table(stdout: string): { header: string; notes: string[]; rows: number[][]; footer: string[] } {
   const lines = stdout.trimEnd().split('\n');
-  const hashes = lines.filter((l) => l.startsWith('#'));
-  const rows = lines.filter((l) => !l.startsWith('#')).map((l) => l.trim().split(/\s+/).map(Number));
-  return { header: hashes[hashes.length - 1], notes: hashes.slice(0, -1), rows };
+  const first = lines.findIndex((l) => !l.startsWith('#'));
+  expect(first, stdout).toBeGreaterThan(0);
+  const end = lines.findIndex((l, i) => i > first && l.startsWith('#'));
+  const body = lines.slice(first, end < 0 ? undefined : end);
+  return {
+    header: lines[first - 1],
+    notes: lines.slice(0, first - 1),
+    rows: body.map((l) => l.trim().split(/\s+/).map(Number)),
+    footer: end < 0 ? [] : lines.slice(end),
+  };
 }
 
 function expectPositive(rows: number[][]): void {
@@ -67,6 +74,18 @@ describe('ndbench osu_* options', () => {
     expect(() => parse('osu_bw', '-W', '1000')).toThrow(/at most 256/);
     expect(parseOsuArgs(['osu_bw', '--help'], {})).toBeNull();
   });
+  it('targets: a line for each target the table has a ratio for, met or not', () => {
+    const f = (v: number) => ({ avg: v, min: v, max: v });
+    const lat = parse('osu_latency', '-m', '4:16', '--compare', 'mpi');
+    const lines = targetLines(lat, rowsOf(lat, [[f(10), f(13), f(50)]], [[f(1), f(10), f(1)]]));
+    expect(lines.map((t) => t.line)).toEqual(['# target at 8 B: nd/MPI <= 1.30; measured 1.30: met']);
+    const mr = parse('osu_mbw_mr', '-m', '4096:4096', '--compare', 'mpi');
+    expect(targetLines(mr, rowsOf(mr, [[f(90)]], [[f(100)]])).map((t) => [t.line, t.met])).toEqual([['# target at 4096 B: nd/MPI >= 1.00; measured 0.90: not met', false]]);
+    const bar = parse('osu_barrier', '--compare', 'mpi');
+    expect(targetLines(bar, rowsOf(bar, [[f(3)]], [[f(2)]]))[0].line).toBe('# target: nd/MPI <= 1.50; measured 1.50: met');
+    expect(targetLines(lat, rowsOf(lat, [[f(10), f(13), f(50)]], []))).toEqual([]); // no MPI figures, no target lines
+  });
+
   it('rows: medians over the repetitions, the ratio netdirect over MPI', () => {
     const o = parse('osu_allreduce', '-m', '4:8', '--compare', 'mpi');
     const f = (v: number) => ({ avg: v, min: v / 2, max: v * 2 });
@@ -194,6 +213,8 @@ describe.skipIf(!mpiexec || !hasMpicc)('ndbench osu_* --compare mpi (mpicc at ru
       // The ratio is of the unrounded figures: within the rounding of the two printed ones.
       expect(Math.abs(ratio - nd / mpi)).toBeLessThanOrEqual(0.02 + 0.02 * (nd / mpi));
     }
+    // 8 B has a target: the footer says what it is and whether this run met it.
+    expect(t.footer).toEqual([expect.stringMatching(/^# target at 8 B: nd\/MPI <= 1\.30; measured \d+\.\d\d: (met|not met)$/)]);
   });
 
   it('mpiexec -n 2 ndbench osu_put_bw --compare mpi: MPI_Put + MPI_Win_flush beside puts + a 1-byte get', async () => {
