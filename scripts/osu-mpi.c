@@ -76,6 +76,7 @@ static double latency(char *buf, long bytes, int n, int warm) {
  * rank's MB/s (10^6 bytes) sent, 0 for a rank that only receives. */
 static double bandwidth(char *sbuf, char *rbuf, long bytes, int n, int warm, int window, int both) {
   MPI_Request *req = alloc_or_die(sizeof(MPI_Request) * 2 * (size_t)window);
+  MPI_Status *status = alloc_or_die(sizeof(MPI_Status) * 2 * (size_t)window);
   int peer = peer_of(), sends = both || first_half(), receives = both || !first_half();
   char ack[4] = {0};
   double t0 = 0;
@@ -87,7 +88,7 @@ static double bandwidth(char *sbuf, char *rbuf, long bytes, int n, int warm, int
       for (int w = 0; w < window; w++) MPI_Irecv(rbuf, (int)bytes, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &req[k++]);
     if (sends)
       for (int w = 0; w < window; w++) MPI_Isend(sbuf, (int)bytes, MPI_CHAR, peer, 2, MPI_COMM_WORLD, &req[k++]);
-    MPI_Waitall(k, req, MPI_STATUSES_IGNORE);
+    MPI_Waitall(k, req, status);
     if (!both) {
       if (sends) MPI_Recv(ack, 4, MPI_CHAR, peer, 3, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
       else MPI_Send(ack, 4, MPI_CHAR, peer, 3, MPI_COMM_WORLD);
@@ -95,6 +96,7 @@ static double bandwidth(char *sbuf, char *rbuf, long bytes, int n, int warm, int
   }
   double elapsed = MPI_Wtime() - t0;
   free(req);
+  free(status);
   return sends ? (double)bytes * window * n / elapsed / 1e6 : 0;
 }
 
