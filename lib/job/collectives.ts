@@ -112,6 +112,7 @@ export async function broadcast(t: Transport, tag: number, data: NumericArray, r
   if (size === 1) return;
   const bytes = bytesOf(data);
   if (bytes.byteLength <= SMALL_BYTES || data.length < size) return binomialBroadcast(t, tag, bytes, root);
+  if (t.rdma !== undefined) return scatterAllgatherRdma(t, t.rdma, tag, data, root);
   return scatterAllgather(t, tag, data, root);
 }
 
@@ -146,6 +147,67 @@ async function scatterAllgather(t: Transport, tag: number, data: NumericArray, r
     part(rank).set(await t.recv(root, tag));
   }
   await ringAllgather(t, tag, (i) => part(i));
+}
+
+/** A rank's registered array, for the peers that write into it: address and token. */
+function cardOf(region: MemoryRegion): Uint8Array {
+  const card = new Uint8Array(12);
+  const v = new DataView(card.buffer);
+  v.setBigUint64(0, region.address);
+  v.setUint32(8, region.remoteToken);
+  return card;
+}
+
+function remoteOf(card: Uint8Array, length: number): RemoteMemory {
+  const v = new DataView(card.buffer, card.byteOffset, card.byteLength);
+  return { address: v.getBigUint64(0), token: v.getUint32(8), length };
+}
+
+/**
+ * The large broadcast without copies through the slots (van de Geijn's scatter + ring allgather by RDMA Write):
+ * every rank registers the caller's array and sends its card to the rank before it and to the root. The root
+ * Writes chunk i straight into rank i's array, then an empty message with the call's tag (delivered after the
+ * Write is placed, RFC 5040 §5.5); then each step of the ring allgather Writes the chunk a rank got last into the
+ * next rank's array. Every chunk slot of a rank is written once (the root's: again, with the bytes it holds), a
+ * rank forwards a chunk only after its message said it landed, and returns only after every message to it
+ * arrived.
+ */
+async function scatterAllgatherRdma(t: Transport, rdma: RdmaOps, tag: number, data: NumericArray, root: number): Promise<void> {
+  const { rank, size } = t;
+  const next = mod(rank + 1, size);
+  const prev = mod(rank - 1, size);
+  const parts = chunks(data.length, size);
+  const E = data.BYTES_PER_ELEMENT;
+  const bytes = bytesOf(data);
+  const at = (i: number) => parts[i][0] * E;
+  const len = (i: number) => (parts[i][1] - parts[i][0]) * E;
+  const mine = await rdma.register(bytes);
+  try {
+    const empty = new Uint8Array(0);
+    const card = cardOf(mine);
+    const toRoot = rank !== root && prev !== root;
+    const fromOthers = rank === root ? Array.from({ length: size }, (_, i) => i).filter((i) => i !== root && i !== next) : [];
+    const [nextCard, ...others] = await Promise.all([
+      t.recv(next, tag),
+      ...fromOthers.map((i) => t.recv(i, tag)),
+      t.send(prev, tag, card),
+      toRoot ? t.send(root, tag, card) : undefined,
+    ]);
+    const toNext = remoteOf(nextCard as Uint8Array, bytes.byteLength);
+    const write = (to: number, c: number, remote: RemoteMemory) => Promise.all([rdma.write(to, mine.slice(at(c), len(c)), remote, at(c)), t.send(to, tag, empty)]);
+    if (rank === root) {
+      const cards = new Map<number, RemoteMemory>(fromOthers.map((i, k) => [i, remoteOf(others[k] as Uint8Array, bytes.byteLength)]));
+      if (next !== root) cards.set(next, toNext);
+      await Promise.all([...cards].map(([i, remote]) => write(i, i, remote)));
+    } else {
+      await t.recv(root, tag); // my chunk has landed
+    }
+    for (let k = 0; k < size - 1; k++) {
+      await Promise.all([write(next, mod(rank - k, size), toNext), t.recv(prev, tag)]);
+    }
+  } finally {
+    await mine.deregister().catch(() => undefined);
+  }
 }
 
 /** Ring allgather: rank r starts with chunk r (or the one `start` names) and ends with all of them. */
