@@ -20,8 +20,12 @@ export interface Transport {
 
 /** What the zero-copy path needs of the job: memory registration and an RDMA Write on the queue pair to a peer. */
 export interface RdmaOps {
-  /** Registers the caller's bytes for the call (remote write: the peer's allgather lands in them). */
-  register(bytes: Uint8Array): Promise<MemoryRegion>;
+  /**
+   * The caller's bytes registered for the call (remote write: the peers' Writes land in them). Memory that cannot
+   * be registered (a SharedArrayBuffer's, a resizable ArrayBuffer's, part of a pooled Buffer) comes back as a
+   * scratch copy instead (`staged`): the same protocol on the wire whatever each rank passed.
+   */
+  register(bytes: Uint8Array): Promise<{ region: MemoryRegion; staged: boolean }>;
   /** A remote-writable region of at least `bytes`, the job's, for this call only; give it back with release(). */
   scratch(bytes: number): Promise<MemoryRegion>;
   release(region: MemoryRegion): void;
@@ -149,6 +153,24 @@ async function scatterAllgather(t: Transport, tag: number, data: NumericArray, r
   await ringAllgather(t, tag, (i) => part(i));
 }
 
+/**
+ * Runs `body` on the caller's array registered, or on a registered copy of it (copied back after): `work` is the
+ * array the algorithm reads and combines, `region` the registered memory under it.
+ */
+async function onRegistered(rdma: RdmaOps, data: NumericArray, body: (work: NumericArray, region: MemoryRegion) => Promise<void>): Promise<void> {
+  const bytes = bytesOf(data);
+  const { region, staged } = await rdma.register(bytes);
+  try {
+    if (!staged) return await body(data, region);
+    region.buffer.set(bytes);
+    await body(viewLike(data, region.buffer.subarray(0, bytes.byteLength)), region);
+    bytes.set(region.buffer.subarray(0, bytes.byteLength));
+  } finally {
+    if (staged) rdma.release(region);
+    else await region.deregister().catch(() => undefined);
+  }
+}
+
 /** A rank's registered array, for the peers that write into it: address and token. */
 function cardOf(region: MemoryRegion): Uint8Array {
   const card = new Uint8Array(12);
@@ -181,8 +203,7 @@ async function scatterAllgatherRdma(t: Transport, rdma: RdmaOps, tag: number, da
   const bytes = bytesOf(data);
   const at = (i: number) => parts[i][0] * E;
   const len = (i: number) => (parts[i][1] - parts[i][0]) * E;
-  const mine = await rdma.register(bytes);
-  try {
+  await onRegistered(rdma, data, async (_work, mine) => {
     const empty = new Uint8Array(0);
     const card = cardOf(mine);
     const toRoot = rank !== root && prev !== root;
@@ -205,9 +226,7 @@ async function scatterAllgatherRdma(t: Transport, rdma: RdmaOps, tag: number, da
     for (let k = 0; k < size - 1; k++) {
       await Promise.all([write(next, mod(rank - k, size), toNext), t.recv(prev, tag)]);
     }
-  } finally {
-    await mine.deregister().catch(() => undefined);
-  }
+  });
 }
 
 /** Ring allgather: rank r starts with chunk r (or the one `start` names) and ends with all of them. */
@@ -301,11 +320,17 @@ async function ringAllreduceRdma(t: Transport, rdma: RdmaOps, tag: number, data:
   const bytes = bytesOf(data);
   const at = (i: number) => parts[i][0] * E;
   const len = (i: number) => (parts[i][1] - parts[i][0]) * E;
-  const typed = (i: number) => data.subarray(parts[i][0], parts[i][1]) as NumericArray;
-  const mine = await rdma.register(bytes);
-  let scratch: MemoryRegion | undefined;
-  try {
-    scratch = await rdma.scratch(bytes.byteLength);
+  await onRegistered(rdma, data, async (work, mine) => {
+    const typed = (i: number) => work.subarray(parts[i][0], parts[i][1]) as NumericArray;
+    const scratch = await rdma.scratch(bytes.byteLength);
+    try {
+      await ringSteps(typed, mine, scratch);
+    } finally {
+      rdma.release(scratch);
+    }
+  });
+
+  async function ringSteps(typed: (i: number) => NumericArray, mine: MemoryRegion, scratch: MemoryRegion): Promise<void> {
     const card = new Uint8Array(24);
     const v = new DataView(card.buffer);
     v.setBigUint64(0, mine.address);
@@ -324,9 +349,6 @@ async function ringAllreduceRdma(t: Transport, rdma: RdmaOps, tag: number, data:
       combine(typed(inn), viewLike(data, scratch.buffer.subarray(at(inn), at(inn) + len(inn))), op);
     }
     for (let k = 0; k < size - 1; k++) await step(mod(rank + 1 - k, size), nextData);
-  } finally {
-    if (scratch !== undefined) rdma.release(scratch);
-    await mine.deregister().catch(() => undefined);
   }
 }
 

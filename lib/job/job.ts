@@ -297,18 +297,27 @@ export class Job implements AsyncDisposable {
   }
 
   /**
-   * Registration, scratch regions and RDMA Writes for the zero-copy large allreduce (collectives.ts). Scratch
+   * Registration, scratch regions and RDMA Writes for the zero-copy large allreduce and broadcast (collectives.ts). Scratch
    * regions are the job's, kept for the next call (a pool: calls in flight at once each get their own), and
    * deregistered at close.
    */
   private _rdma(operation: string): coll.RdmaOps {
+    const scratch = async (bytes: number): Promise<MemoryRegion> => {
+      const i = this._scratch.findIndex((r) => r.length >= bytes);
+      if (i >= 0) return this._scratch.splice(i, 1)[0];
+      return this.adapter.allocateMemory(bytes, { remoteWrite: true });
+    };
     return {
-      register: (bytes) => this.adapter.registerMemory(bytes, { remoteWrite: true }),
-      scratch: async (bytes) => {
-        const i = this._scratch.findIndex((r) => r.length >= bytes);
-        if (i >= 0) return this._scratch.splice(i, 1)[0];
-        return this.adapter.allocateMemory(bytes, { remoteWrite: true });
+      register: async (bytes) => {
+        try {
+          return { region: await this.adapter.registerMemory(bytes, { remoteWrite: true }), staged: false };
+        } catch (err) {
+          // Memory registerMemory() refuses by its kind (a misuse error, not a provider status): stage it.
+          if (!(err instanceof NdError) || err.isStatus) throw err;
+          return { region: await scratch(bytes.byteLength), staged: true };
+        }
       },
+      scratch: (bytes) => scratch(bytes),
       release: (region) => {
         if (this._closed) void region.deregister().catch(() => undefined);
         else this._scratch.push(region);
