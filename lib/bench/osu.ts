@@ -12,7 +12,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import type { Segment } from '../index.js';
-import { join, type Job } from '../job/index.js';
+import { detectLauncher, join, type Job } from '../job/index.js';
 import { UsageError } from './options.js';
 import type { RunIo } from './run.js';
 import { median } from './stats.js';
@@ -450,7 +450,7 @@ export interface MpiRunner {
 }
 
 /** Compiles the MPI side, or says why the comparison cannot run (the run goes on without it). */
-export function buildMpi(o: OsuOptions, launcher: string): MpiRunner | string {
+export function buildMpi(o: OsuOptions, launcher: string, warn: (text: string) => void = () => undefined): MpiRunner | string {
   const source = mpiSource();
   if (source === undefined) return 'scripts/osu-mpi.c is not in this installation of netdirect';
   const dir = mkdtempSync(path.join(tmpdir(), 'ndbench-osu-'));
@@ -467,7 +467,16 @@ export function buildMpi(o: OsuOptions, launcher: string): MpiRunner | string {
   const runner: MpiRunner = {
     library: '',
     run: async (opts, ranks) => {
-      const out = await runMpi(mpiexec, exe, opts, ranks);
+      let out;
+      try {
+        out = await runMpi(mpiexec, exe, opts, ranks);
+      } catch (err) {
+        // An MPI job that ended before MPI_Init finished (seen with MPICH's UCX on a loaded machine: "init_worker No
+        // such device") printed nothing: it is started once more, and the failure said.
+        if (!(err instanceof MpiStartFailed)) throw err;
+        warn(`the MPI run failed at start-up, starting it once more (${err.message})`);
+        out = await runMpi(mpiexec, exe, opts, ranks);
+      }
       runner.library ||= out.library;
       return out.figures;
     },
@@ -475,6 +484,9 @@ export function buildMpi(o: OsuOptions, launcher: string): MpiRunner | string {
   };
   return runner;
 }
+
+/** The MPI run ended before its rank 0 printed the library line: MPI_Init did not complete. */
+class MpiStartFailed extends Error {}
 
 function onPath(command: string): boolean {
   return (process.env.PATH ?? '').split(path.delimiter).some((d) => d !== '' && existsSync(path.join(d, command)));
@@ -508,7 +520,10 @@ async function runMpi(mpiexec: string, exe: string, o: OsuOptions, ranks: number
     child.on('exit', (c, signal) => resolve(signal ? `killed by ${signal}${signal === 'SIGKILL' ? ` after --timeout ${o.timeout} s` : ''}` : (c ?? 1)));
   });
   clearTimeout(timer);
-  if (code !== 0) throw new Error(`${mpiexec} -n ${ranks} ${path.basename(exe)} ${o.test}: ${typeof code === 'string' ? code : `exit ${code}`}${stderr.trim() ? `: ${stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`);
+  if (code !== 0) {
+    const what = `${mpiexec} -n ${ranks} ${path.basename(exe)} ${o.test}: ${typeof code === 'string' ? code : `exit ${code}`}${stderr.trim() ? `: ${stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`;
+    throw typeof code === 'number' && !stdout.startsWith('# ') ? new MpiStartFailed(what) : new Error(what);
+  }
   let library = '';
   const bySize = new Map<number, Figure>();
   for (const line of stdout.split('\n')) {
@@ -633,17 +648,19 @@ export function targetLines(o: OsuOptions, rows: OsuRow[]): Array<{ line: string
 
 // ---- the command ----
 
+function rankMessage(test: OsuTest, ranks: number, why: string): string {
+  return `${test} needs ${ranksProblem(test, ranks)}, this job has ${ranks}${why}: run it as \`mpiexec -n ${TWO_RANKS.includes(test) ? 2 : 4} ndbench ${test}\``;
+}
+
 export async function runOsu(o: OsuOptions, io: RunIo): Promise<void> {
+  // No launcher: a job of one rank, which no OSU test runs. Said before opening anything.
+  if (detectLauncher().launcher === 'singleton') throw new Error(rankMessage(o.test, 1, ' (no launcher started this process)'));
   const job = await join({ provider: o.provider === 'auto' ? undefined : o.provider, completion: o.completion });
   try {
-    const want = ranksProblem(o.test, job.size);
-    if (want !== undefined) {
-      const how = job.launcher === 'singleton' ? ' (no launcher started this process)' : '';
-      throw new Error(`${o.test} needs ${want}, this job has ${job.size}${how}: run it as \`mpiexec -n ${TWO_RANKS.includes(o.test) ? 2 : 4} ndbench ${o.test}\``);
-    }
+    if (ranksProblem(o.test, job.size) !== undefined) throw new Error(rankMessage(o.test, job.size, ''));
     let mpi: MpiRunner | undefined;
     if (o.compareMpi && job.rank === 0) {
-      const built = buildMpi(o, job.launcher);
+      const built = buildMpi(o, job.launcher, (text) => io.err(`ndbench: --compare mpi: ${text}\n`));
       if (typeof built === 'string') io.err(`ndbench: --compare mpi: ${built}; the run goes on without the MPI comparison\n`);
       else mpi = built;
     }

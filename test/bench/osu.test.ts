@@ -187,6 +187,15 @@ describe.skipIf(!mpiexec)('ndbench osu_* under mpiexec (Hydra)', () => {
     expect(r.stderr).toMatch(/osu_latency needs exactly 2 ranks, this job has 3: run it as `mpiexec -n 2 ndbench osu_latency`/);
   });
 
+  it('--compare mpi with an MPI launcher that fails: started once more, then netdirect alone, each said', async () => {
+    const r = await underMpiexec(2, ['osu_latency', '-m', '1:2', ...quick, '--compare', 'mpi', '--reps', '1', '--mpiexec', '/bin/false']);
+    expect(r.code, r.stderr).toBe(0);
+    if (/mpicc not found/.test(r.stderr)) return; // no MPI compiler: the case below
+    expect(r.stderr).toMatch(/--compare mpi: the MPI run failed at start-up, starting it once more \(\/bin\/false -n 2 osu-mpi osu_latency: exit 1\)/);
+    expect(r.stderr).toMatch(/--compare mpi: the MPI run failed \(\/bin\/false .*\); the run goes on without the MPI comparison/);
+    expect(table(r.stdout).header).not.toMatch(/MPI/);
+  });
+
   it('--compare mpi without an MPI compiler says so and runs netdirect alone', async () => {
     const r = await underMpiexec(2, ['osu_latency', '-m', '1:2', ...quick, '--compare', 'mpi', '--reps', '1', '--mpicc', '/nonexistent/mpicc']);
     expect(r.code, r.stderr).toBe(0);
@@ -202,6 +211,7 @@ describe.skipIf(!mpiexec || !hasMpicc)('ndbench osu_* --compare mpi (mpicc at ru
   it('mpiexec -n 2 ndbench osu_latency --compare mpi: netdirect, MPI and the ratio per size', async () => {
     const r = await underMpiexec(2, ['osu_latency', '-m', '1:16', ...quick, '--compare', 'mpi', '--reps', '2']);
     expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr, 'the MPI side did not run').not.toMatch(/the MPI run failed \(/);
     const t = table(r.stdout);
     expect(t.notes.join('\n')).toMatch(/# MPI: MPICH Version: \S+; nd\/MPI = netdirect's figure over MPI's; median of 2 repetitions/);
     expect(t.header).toMatch(/^# Size\s+Latency \(us\)\s+MPI \(us\)\s+nd\/MPI$/);
@@ -220,6 +230,7 @@ describe.skipIf(!mpiexec || !hasMpicc)('ndbench osu_* --compare mpi (mpicc at ru
   it('mpiexec -n 2 ndbench osu_put_bw --compare mpi: MPI_Put + MPI_Win_flush beside puts + a 1-byte get', async () => {
     const r = await underMpiexec(2, ['osu_put_bw', '-m', '1024:2048', ...quick, '-W', '8', '--compare', 'mpi', '--reps', '1']);
     expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr, 'the MPI side did not run').not.toMatch(/the MPI run failed \(/);
     const t = table(r.stdout);
     expect(t.header).toMatch(/^# Size\s+Bandwidth \(MB\/s\)\s+MPI \(MB\/s\)\s+nd\/MPI$/);
     expect(t.rows.map((row) => row[0])).toEqual([1024, 2048]);
@@ -229,6 +240,7 @@ describe.skipIf(!mpiexec || !hasMpicc)('ndbench osu_* --compare mpi (mpicc at ru
   it('mpiexec -n 4 ndbench osu_allreduce --compare mpi: MPI\'s average beside the ranks\' avg/min/max', async () => {
     const r = await underMpiexec(4, ['osu_allreduce', '-m', '4:64', '-i', '3', '-x', '1', '--compare', 'mpi', '--reps', '1'], 180_000);
     expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr, 'the MPI side did not run').not.toMatch(/the MPI run failed \(/);
     const t = table(r.stdout);
     expect(t.header).toMatch(/^# Size\s+Avg Latency\(us\)\s+Min Latency\(us\)\s+Max Latency\(us\)\s+Iterations\s+MPI Avg\(us\)\s+nd\/MPI$/);
     expect(t.rows.map((row) => row[0])).toEqual([4, 8, 16, 32, 64]);
