@@ -131,6 +131,36 @@ describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
     expect(r.output).toMatch(/ND_INVALID_ADDRESS/);
   });
 
+  // The comparison end to end: ndbench's two sides and perftest's two, all on siw0 in one command. Only the
+  // layout is checked; the figures (TCG qemu) go to stderr and docs/ndbench.md.
+  for (const [test, args, size, row] of [
+    ['write_lat', '-s 8 -n 50 --completion manual', 8, 0],
+    ['write_bw', '-s 65536 -n 100', 65536, 1],
+  ] as const) {
+    it(`ndbench ${test} --compare perftest on siw0: both figures, the ratio and the targets row`, async () => {
+      const t0 = Date.now();
+      const r = await vm.run(
+        `cd ${PKG} && timeout 400 ${NODE} dist/cjs/bench/cli.js ${test} ${args} --loopback --provider verbs --bind ${GUEST_IP} ` +
+          `--compare perftest --repetitions 3 --timeout 60 --json /tmp/${test}.json`,
+        450_000,
+      );
+      wall.push(`--compare perftest ${test} ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      process.stderr.write(`[interop] ${r.output.split('\n').filter((l) => /^ (#bytes|\d|write_|Targets)/.test(l)).join('\n[interop] ')}\n`);
+      expect(r.code, r.output).toBe(0);
+      expect(r.output).toMatch(new RegExp(`perftest\\[(usec|MiB/sec)\\]\\s+nd/perftest`));
+      const j = JSON.parse(await vm.check(`cat /tmp/${test}.json`));
+      const res = j.results[0];
+      expect(res.size).toBe(size);
+      expect(res.baselines.perftest.MsgSize).toBe(size);
+      expect(res.ratios.perftest).toBeGreaterThan(0);
+      expect(res.repetitions.netdirect).toHaveLength(3);
+      expect(res.repetitions.perftest).toHaveLength(3);
+      expect(j.extra.perftest_client).toMatch(new RegExp(`^ib_${test} -R -F -p \\d+ -s ${size} -d siw0 `));
+      expect(j.targets[row].result).toMatch(/^(pass|miss)$/);
+      expect(r.output).toMatch(new RegExp(`${j.targets[row].row}.*(pass|miss)`));
+    }, 500_000);
+  }
+
   it('interop: verbs provider (guest siw) connects to the software provider (host)', async () => {
     const port = await freePort();
     const host = new Background('node', [path.join(HERE, 'nd_peer.mjs'), 'server', String(port), '13', SIZES], { timeoutMs: 120_000 });
