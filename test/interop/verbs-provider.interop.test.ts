@@ -134,8 +134,8 @@ describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
   // The comparison end to end: ndbench's two sides and perftest's two, all on siw0 in one command. Only the
   // layout is checked; the figures (TCG qemu) go to stderr and docs/ndbench.md.
   for (const [test, args, size, row] of [
-    ['write_lat', '-s 8 -n 50 --completion manual', 8, 0],
-    ['write_bw', '-s 65536 -n 100', 65536, 1],
+    ['write_lat', '-s 8 -n 20 --completion manual', 8, 0],
+    ['write_bw', '-s 65536 -n 20', 65536, 1],
   ] as const) {
     it(`ndbench ${test} --compare perftest on siw0: both figures, the ratio and the targets row`, async () => {
       const t0 = Date.now();
