@@ -326,6 +326,33 @@ export function medianRun(runs: Stats[]): number {
   return order[(order.length - 1) >> 1];
 }
 
+/**
+ * One baseline phase of one size, in step with the server (which serves the other end): its figures. perftest's
+ * are its own client's table; TCP's and Node's come from whichever side measured (the stream's sender: the
+ * server for read_bw).
+ */
+async function clientBaselinePhase(
+  ctl: Control,
+  b: Baseline,
+  p: PhaseParams,
+  c: { o: BenchOptions; remoteHost: string; local: string; perftestProgram?: string; report: Report },
+): Promise<Stats> {
+  ctl.send({ op: 'phase', kind: b, size: p.size });
+  const r = await ctl.next('ready', p.timeoutMs);
+  if (b === 'perftest') {
+    const pt = await perftestClient(c.perftestProgram!, c.remoteHost, r.port as number, perftestParams(c.o, p.size, c.local));
+    c.report.extra = { ...c.report.extra, perftest_client: `${path.basename(c.perftestProgram!)} ${pt.args.join(' ')}` };
+    ctl.send({ op: 'end' });
+    await ctl.next('done', p.timeoutMs * 4);
+    return pt.stats;
+  }
+  const theirs = await baselineClient(b, c.remoteHost, r.port as number, p);
+  ctl.send({ op: 'end' });
+  const bdone = await ctl.next('done', p.timeoutMs * 4);
+  const pat = patternOf(p);
+  return statsOf(p, !pat.pingpong && !pat.clientSends ? (bdone.result as RawResult) : theirs);
+}
+
 /** The client: connects to the server, runs every size and baseline, prints and returns the report. */
 export async function runClient(o: BenchOptions, io: RunIo = defaultIo): Promise<Report> {
   if (o.test === 'reg_mr') return runLocal(o, io);
@@ -379,25 +406,8 @@ export async function runClient(o: BenchOptions, io: RunIo = defaultIo): Promise
         for (const b of o.compare) {
           progress.start(i, size, b);
           const p: PhaseParams = { test: o.test, ...args, spin: tcpMode(o) === 'spin', timeoutMs };
-          ctl.send({ op: 'phase', kind: b, size });
-          const r = await ctl.next('ready', timeoutMs);
-          let stats: Stats;
-          if (b === 'perftest') {
-            const pt = await perftestClient(perftestProgram!, remoteHost, r.port as number, perftestParams(o, size, local));
-            report.extra = { ...report.extra, perftest_client: `${path.basename(perftestProgram!)} ${pt.args.join(' ')}` };
-            stats = pt.stats;
-            ctl.send({ op: 'end' });
-            await ctl.next('done', timeoutMs * 4);
-          } else {
-            const theirs = await baselineClient(b, remoteHost, r.port as number, p);
-            ctl.send({ op: 'end' });
-            const bdone = await ctl.next('done', timeoutMs * 4);
-            // The stream's sender measures: the server for read_bw.
-            const pat = patternOf(p);
-            const measured = !pat.pingpong && !pat.clientSends ? (bdone.result as RawResult) : theirs;
-            stats = statsOf(p, measured);
-          }
-          (runs.base[b] ??= []).push(stats!);
+          const stats = await clientBaselinePhase(ctl, b, p, { o, remoteHost, local, perftestProgram, report });
+          (runs.base[b] ??= []).push(stats);
           progress.end();
         }
       }

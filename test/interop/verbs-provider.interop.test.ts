@@ -16,7 +16,7 @@ import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { SiwVmContext } from './global-setup';
 import { Background, freePort, runCmd } from './proc';
-import { GUEST_HOST_IP, GUEST_IP, repoRoot, SiwVm } from './siw-vm';
+import { GUEST_HOST_IP, GUEST_IP, hostPortFor, repoRoot, SiwVm } from './siw-vm';
 
 const ctx = inject('siwVm') as SiwVmContext | undefined;
 const HAVE_HEADERS = fs.existsSync('/usr/include/infiniband/verbs.h') && fs.existsSync('/usr/include/rdma/rdma_cma.h');
@@ -179,8 +179,7 @@ describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
     const port = nextGuestPort++;
     await vm.background('ndv', `cd ${PKG} && ${VERBS_ENV} timeout 90 ${NODE} test/interop/nd_peer.mjs server ${port} 14 ${SIZES}`);
     await vm.check(`for i in $(seq 300); do grep -q listening /tmp/ndv.log 2>/dev/null && exit 0; sleep 0.1; done; exit 1`, 60_000);
-    const offset = Number(process.env.SIW_VM_PORT_OFFSET ?? 10000);
-    const r = await runCmd('node', [path.join(HERE, 'nd_peer.mjs'), 'client', '127.0.0.1', String(port + offset), '14', SIZES], { timeoutMs: 120_000 });
+    const r = await runCmd('node', [path.join(HERE, 'nd_peer.mjs'), 'client', '127.0.0.1', String(hostPortFor(port)), '14', SIZES], { timeoutMs: 120_000 });
     const nd = await vm.waitBackground('ndv', 60_000);
     expect(r.stdout, r.stdout + r.stderr).toMatch(/nd_peer: ok \(4 rounds\)/);
     expect(nd.log, nd.log).toMatch(/nd_peer: ok \(4 rounds\)/);
