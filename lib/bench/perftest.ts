@@ -226,6 +226,28 @@ async function freePort(host: string): Promise<number> {
   return port;
 }
 
+/**
+ * Waits until a process listens on rdma_cm port `port` (iproute2's `rdma res show cm_id`: a cm_id in LISTEN
+ * state with that source port), for up to `ms`. perftest's server says nothing a pipe would show in time (its
+ * stdout is buffered), and a client connecting before the listener exists fails — on RoCE it can leave the
+ * retried client hanging. Without the `rdma` tool this waits a fixed second and a half, as perftest users do.
+ */
+async function waitListening(port: number, ms: number): Promise<void> {
+  const rdma = findProgram('rdma');
+  if (rdma === undefined) return new Promise((resolve) => setTimeout(resolve, 1500));
+  const deadline = Date.now() + ms;
+  while (Date.now() < deadline) {
+    const r = await runChild(rdma, ['-j', 'res', 'show', 'cm_id'], 10_000).done;
+    try {
+      const ids = JSON.parse(r.output.trim() || '[]') as Array<{ state?: string; 'src-addr'?: string }>;
+      if (ids.some((c) => c.state === 'LISTEN' && c['src-addr']?.endsWith(`:${port}`))) return;
+    } catch {
+      return new Promise((resolve) => setTimeout(resolve, 1500)); // an rdma tool without JSON output
+    }
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
 /** The server half: starts perftest's server on a free port; `finished` waits for it (killed after the timeout). */
 export async function perftestServer(program: string, host: string, p: PerftestParams): Promise<{ port: number; finished: Promise<void>; args: string[]; kill(): void }> {
   const port = await freePort(host);
@@ -235,6 +257,7 @@ export async function perftestServer(program: string, host: string, p: PerftestP
     if (r.code !== 0) throw new Error(`perftest server (${program} ${args.join(' ')}) exited ${r.code ?? r.signal}:\n${tail(r.output)}`);
   });
   finished.catch(() => undefined);
+  await waitListening(port, Math.min(CONNECT_RETRY_MS, p.timeoutMs));
   return { port, finished, args, kill: child.kill };
 }
 
