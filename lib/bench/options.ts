@@ -9,7 +9,7 @@ import { isIP } from 'node:net';
 
 export const TESTS = ['write_lat', 'write_bw', 'read_lat', 'read_bw', 'send_lat', 'send_bw', 'reg_mr'] as const;
 export type TestName = (typeof TESTS)[number];
-export const BASELINES = ['tcp', 'node-net'] as const;
+export const BASELINES = ['tcp', 'node-net', 'perftest'] as const;
 export type Baseline = (typeof BASELINES)[number];
 export type Format = 'perftest' | 'osu' | 'json';
 
@@ -35,6 +35,11 @@ export interface BenchOptions {
   json?: string;
   reportGbits: boolean;
   compare: Baseline[];
+  /** --compare all: perftest is left out (with a note) where it cannot run, instead of failing the run. */
+  compareImplicit: boolean;
+  /** --repetitions: each size measured this many times (netdirect and every baseline); rows are the medians. */
+  repetitions: number;
+  repetitionsGiven: boolean;
   plot?: string;
   loopback: boolean;
   /** -q: queue pairs (connections), perftest's option; > 1 for the many-QP aggregate. */
@@ -108,8 +113,12 @@ export const USAGE = `usage: ndbench <test> [server-host] [options]     server: 
   --format perftest|osu|json   output format (default perftest's columns)
   --json <file>            also write the JSON report to <file>
   --report_gbits           bandwidth in Gb/s (10^9 bit/s) instead of MiB/s
-  --compare tcp|node-net   also run the same pattern over native TCP / Node's net (repeatable or comma-separated);
-                           ratios netdirect/baseline printed beside each figure (same run)
+  --compare tcp|node-net|perftest|all   also run the same pattern over native TCP / Node's net, or perftest's
+                           ib_<test> on the same RDMA device (-R; both sides started by ndbench's two sides);
+                           repeatable or comma-separated; ratios netdirect/baseline beside each figure (same run);
+                           all = every baseline, perftest only where it can run
+  --repetitions <n>        measure each size <n> times (netdirect and baselines in turn); rows show the median
+                           repetition (default 3 with --compare perftest, else 1)
   --tcp-mode block|spin    native TCP baseline waits blocking or busy-polls (default: spin with --completion
                            manual, block with thread)
   --plot <file.svg>        bandwidth and latency against message size, netdirect and baselines
@@ -263,6 +272,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
   let rangeSizes: number[] | undefined;
   let events = false;
   const o: Partial<BenchOptions> & { compare: Baseline[]; notes: string[] } = { compare: [], notes: [] };
+  let compareAll = false;
   const note = (text: string) => {
     if (!o.notes.includes(text)) o.notes.push(text);
   };
@@ -367,9 +377,15 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
         break;
       case '--compare':
         for (const c of (value() ?? '').split(',')) {
-          const b = choice('--compare', c, BASELINES);
-          if (!o.compare.includes(b)) o.compare.push(b);
+          if (c === 'all') compareAll = true;
+          for (const b of c === 'all' ? BASELINES : [choice('--compare', c, [...BASELINES, 'all'] as const) as Baseline]) {
+            if (!o.compare.includes(b)) o.compare.push(b);
+          }
         }
+        break;
+      case '--repetitions':
+      case '--reps':
+        o.repetitions = intArg(a, value(), 1, 1000);
         break;
       case '--tcp-mode':
         o.tcpMode = choice(a, value(), ['block', 'spin'] as const);
@@ -564,6 +580,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
   }
   if (o.bidirectional && o.compare.length) throw new UsageError('-b with --compare: the TCP baselines stream one way, so the ratio would set both directions against one; compare without -b');
   if (o.bidirectional && o.qps !== undefined && o.qps > 1) throw new UsageError('-b with -q > 1 is not supported yet: use one QP per direction (-q 1)');
+  if (test === 'reg_mr' && o.compare.includes('perftest') && !compareAll) throw new UsageError('--compare perftest: reg_mr has no perftest counterpart');
   if (o.plot !== undefined && !/\.svg$/i.test(o.plot)) throw new UsageError('--plot writes SVG: give a file name ending in .svg');
   const opts: BenchOptions = {
     test,
@@ -581,6 +598,9 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     json: o.json,
     reportGbits: o.reportGbits ?? false,
     compare: o.compare,
+    compareImplicit: compareAll,
+    repetitions: o.repetitions ?? (o.compare.includes('perftest') ? 3 : 1),
+    repetitionsGiven: o.repetitions !== undefined,
     plot: o.plot,
     loopback: o.loopback ?? false,
     qps,

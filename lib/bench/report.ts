@@ -5,6 +5,7 @@
 import { cpus, loadavg } from 'node:os';
 import type { Baseline, BenchOptions, TestName } from './options.js';
 import { isLatency, warmupOf } from './options.js';
+import type { TargetResult } from './targets.js';
 import { type BandwidthStats, type LatencyStats, type Stats, LAT_MEASURE_TAIL, headline, isLatencyStats, toGbits } from './stats.js';
 
 export const REPORT_SCHEMA = 'https://netdirect/schemas/ndbench-report-v1';
@@ -20,6 +21,8 @@ export interface SizeResult {
   samples_usec?: number[];
   /** --cpu_util: this process's CPU time during the phase / its wall time, % of one core (client side). */
   cpu_util_percent?: number;
+  /** --repetitions > 1: the headline figure of every repetition, netdirect's and each baseline's (the row is the median one). */
+  repetitions?: Record<string, number[]>;
 }
 
 export interface Endpoint {
@@ -49,6 +52,7 @@ export interface Report {
     tx_depth: number;
     warmup_iterations: number;
     compare: Baseline[];
+    repetitions?: number;
     tcp_mode: 'block' | 'spin';
     loopback: boolean;
     bidirectional?: boolean;
@@ -70,6 +74,8 @@ export interface Report {
   };
   connection?: { local: Endpoint; remote: Endpoint };
   results: SizeResult[];
+  /** --compare perftest: the targets table (lib/bench/targets.ts). */
+  targets?: TargetResult[];
   /** Extra figures of some runs: memory per idle QP (-q), registerMemory details. */
   extra?: Record<string, number | string>;
 }
@@ -84,7 +90,7 @@ export const VERBS: Record<TestName, string> = {
   reg_mr: 'RegisterMemory',
 };
 
-export const BASELINE_LABEL: Record<Baseline, string> = { tcp: 'tcp', 'node-net': 'node-net' };
+export const BASELINE_LABEL: Record<Baseline, string> = { tcp: 'tcp', 'node-net': 'node-net', perftest: 'perftest' };
 
 export function newReport(o: BenchOptions, version: string, tcpMode: 'block' | 'spin'): Report {
   const lat = isLatency(o.test);
@@ -111,6 +117,7 @@ export function newReport(o: BenchOptions, version: string, tcpMode: 'block' | '
           samples: `sorted; the top ${2} dropped (perftest LAT_MEASURE_TAIL)`,
           tcp: `native C++ TCP ping-pong (${tcpMode === 'spin' ? 'busy-polling non-blocking recv' : 'blocking recv'}), same sizes and iterations${o.test === 'read_lat' ? ', small request then size-byte reply' : ''}`,
           'node-net': "Node's net module ping-pong (setNoDelay), same sizes and iterations",
+          perftest: `perftest's ib_${o.test} -R on the same RDMA device, same size and iterations; its own t_typical`,
           ratio: 'netdirect t_typical / baseline t_typical (< 1: netdirect is faster)',
         }
       : {
@@ -120,6 +127,7 @@ export function newReport(o: BenchOptions, version: string, tcpMode: 'block' | '
           BW_peak: o.noPeak ? 'not computed (-N)' : 'best rate over windows of at least tx-depth messages',
           tcp: `native C++ TCP one-way stream of size-byte send()s (${tcpMode === 'spin' ? 'busy-polling' : 'blocking'}), same sizes and count, timed to the receiver's acknowledgement`,
           'node-net': "Node's net module one-way stream of size-byte writes (drain-paced), timed to the receiver's acknowledgement",
+          perftest: `perftest's ib_${o.test} -R on the same RDMA device, same size, iterations, tx depth and QPs; its own BW average (MB/sec = MiB/s)`,
           ratio: 'netdirect BW_average / baseline BW_average (> 1: netdirect is faster)',
         },
     options: {
@@ -133,6 +141,7 @@ export function newReport(o: BenchOptions, version: string, tcpMode: 'block' | '
       tx_depth: o.txDepth,
       warmup_iterations: warmupOf({ iters: o.iters, duration: o.duration, test: o.test, warmup: o.warmup }),
       compare: o.compare,
+      ...(o.repetitions > 1 ? { repetitions: o.repetitions } : {}),
       tcp_mode: tcpMode,
       loopback: o.loopback,
       ...(o.bidirectional ? { bidirectional: true } : {}),

@@ -29,9 +29,11 @@ import {
   type NdSide,
 } from './nd.js';
 import { isLatency, tcpMode, warmupOf, type Baseline, type BenchOptions } from './options.js';
+import { perftestAvailable, perftestClient, perftestServer, rdmaDeviceFor, type PerftestParams } from './perftest.js';
 import { renderSvg } from './plot.js';
-import { addResult, figurePrinter, formatJson, newReport, osuPrinter, perftestPrinter, type Printer, type Report, type SizeResult } from './report.js';
-import { isLatencyStats, sumBandwidth, toGbits, type BandwidthStats, type Stats } from './stats.js';
+import { evaluateTargets, formatTargets } from './targets.js';
+import { RESULT_LINE, addResult, figurePrinter, formatJson, newReport, osuPrinter, perftestPrinter, type Printer, type Report, type SizeResult } from './report.js';
+import { headline, isLatencyStats, sumBandwidth, toGbits, type BandwidthStats, type Stats } from './stats.js';
 
 export interface RunIo {
   /** stdout lines (the report). */
@@ -115,7 +117,7 @@ const clock = (ms: number) => {
  */
 export function progressLine(o: BenchOptions, io: RunIo, nowMs: () => number = Date.now) {
   const on = o.progress ?? io.errIsTTY;
-  const phases = 1 + o.compare.length;
+  const phases = (1 + o.compare.length) * o.repetitions;
   const weight = (size: number) => (o.duration > 0 ? 1 : (o.iters + warmupOf(o)) * (size + 4096));
   const total = o.sizes.reduce((sum, size) => sum + weight(size), 0) * phases;
   const started = nowMs();
@@ -288,9 +290,73 @@ function* sweep(o: BenchOptions): Generator<[number, number]> {
   }
 }
 
+/**
+ * --compare perftest: perftest's program for the test, checked before anything runs. Where it cannot run, an
+ * explicit --compare perftest fails with the reason; --compare all leaves perftest out with a note.
+ */
+function perftestOrNote(o: BenchOptions, io: RunIo): string | undefined {
+  if (!o.compare.includes('perftest')) return undefined;
+  const a = perftestAvailable(o.test);
+  if (a.ok) return a.program;
+  if (!o.compareImplicit) throw new Error(`--compare perftest: ${a.reason}`);
+  io.err(`ndbench: note: --compare all: perftest left out: ${a.reason}\n`);
+  o.compare = o.compare.filter((b) => b !== 'perftest');
+  if (o.repetitions > 1 && !o.repetitionsGiven) o.repetitions = 1;
+  return undefined;
+}
+
+/** What perftest runs for one size: ndbench's own options, on the device serving `local`. */
+function perftestParams(o: BenchOptions, size: number, local: string): PerftestParams {
+  return {
+    test: o.test,
+    size,
+    iters: o.iters,
+    duration: o.duration,
+    qps: o.qps,
+    txDepth: o.txDepth,
+    inline: o.inline,
+    device: rdmaDeviceFor(local),
+    timeoutMs: o.timeout * 1000,
+  };
+}
+
+/** The index of the median repetition by headline figure (the lower middle one for an even count). */
+export function medianRun(runs: Stats[]): number {
+  const order = runs.map((_, i) => i).sort((a, b) => headline(runs[a]) - headline(runs[b]));
+  return order[(order.length - 1) >> 1];
+}
+
+/**
+ * One baseline phase of one size, in step with the server (which serves the other end): its figures. perftest's
+ * are its own client's table; TCP's and Node's come from whichever side measured (the stream's sender: the
+ * server for read_bw).
+ */
+async function clientBaselinePhase(
+  ctl: Control,
+  b: Baseline,
+  p: PhaseParams,
+  c: { o: BenchOptions; remoteHost: string; local: string; perftestProgram?: string; report: Report },
+): Promise<Stats> {
+  ctl.send({ op: 'phase', kind: b, size: p.size });
+  const r = await ctl.next('ready', p.timeoutMs);
+  if (b === 'perftest') {
+    const pt = await perftestClient(c.perftestProgram!, c.remoteHost, r.port as number, perftestParams(c.o, p.size, c.local));
+    c.report.extra = { ...c.report.extra, perftest_client: `${path.basename(c.perftestProgram!)} ${pt.args.join(' ')}` };
+    ctl.send({ op: 'end' });
+    await ctl.next('done', p.timeoutMs * 4);
+    return pt.stats;
+  }
+  const theirs = await baselineClient(b, c.remoteHost, r.port as number, p);
+  ctl.send({ op: 'end' });
+  const bdone = await ctl.next('done', p.timeoutMs * 4);
+  const pat = patternOf(p);
+  return statsOf(p, !pat.pingpong && !pat.clientSends ? (bdone.result as RawResult) : theirs);
+}
+
 /** The client: connects to the server, runs every size and baseline, prints and returns the report. */
 export async function runClient(o: BenchOptions, io: RunIo = defaultIo): Promise<Report> {
   if (o.test === 'reg_mr') return runLocal(o, io);
+  const perftestProgram = perftestOrNote(o, io);
   const timeoutMs = o.timeout * 1000;
   const host = o.server ?? '127.0.0.1';
   const ctl = await Control.connect(host, o.port, timeoutMs, (m) => io.err(m));
@@ -314,40 +380,48 @@ export async function runClient(o: BenchOptions, io: RunIo = defaultIo): Promise
       // Informational only.
     }
     if (side.rssPerQp !== undefined) report.extra = { ...report.extra, rss_per_idle_qp_bytes: Math.round(side.rssPerQp) };
+    const device = rdmaDeviceFor(local);
+    if (report.definitions.perftest) report.definitions.perftest += ` (${device ?? 'the device rdma_cm picks for ' + local})`;
     const printer = printerFor(o, report);
     if (printer) print(io, printer.header());
     for (const [i, size] of sweep(o)) {
       const args = { size, iters: o.iters, warmup: warmupOf(o), durationMs: o.duration * 1000 };
-      progress.start(i, size, 'netdirect');
-      preparePhase(side, o.test, size);
-      ctl.send({ op: 'phase', kind: 'nd', size, receives: side.postedReceives });
-      const ready = await ctl.next('ready', timeoutMs);
-      const s = side;
-      const [mine, cpu] = await withCpu(() =>
-        o.bidirectional ? bidirectionalPhase(s, o.test, args, ready.receives as number) : clientPhase(s, o.test, args, ready.receives as number),
-      );
-      ctl.send({ op: 'end' });
-      const done = await ctl.next('done', timeoutMs * 4);
-      // -b: the server measured its own direction; the row adds both (perftest's bidirectional report).
-      const ndStats = o.bidirectional ? sumBandwidth(mine as BandwidthStats, done.stats as BandwidthStats) : mine;
-      progress.end();
-      const baselines: Partial<Record<Baseline, Stats>> = {};
-      for (const b of o.compare) {
-        progress.start(i, size, b);
-        const p: PhaseParams = { test: o.test, ...args, spin: tcpMode(o) === 'spin', timeoutMs };
-        ctl.send({ op: 'phase', kind: b, size });
-        const r = await ctl.next('ready', timeoutMs);
-        const theirs = await baselineClient(b, remoteHost, r.port as number, p);
+      // --repetitions: netdirect and each baseline in turn, n times; the row is each one's median repetition.
+      const runs: { nd: Stats[]; cpu: number[]; base: Partial<Record<Baseline, Stats[]>> } = { nd: [], cpu: [], base: {} };
+      for (let rep = 0; rep < o.repetitions; rep++) {
+        progress.start(i, size, 'netdirect');
+        preparePhase(side, o.test, size);
+        ctl.send({ op: 'phase', kind: 'nd', size, receives: side.postedReceives });
+        const ready = await ctl.next('ready', timeoutMs);
+        const s = side;
+        const [mine, cpu] = await withCpu(() =>
+          o.bidirectional ? bidirectionalPhase(s, o.test, args, ready.receives as number) : clientPhase(s, o.test, args, ready.receives as number),
+        );
         ctl.send({ op: 'end' });
-        const bdone = await ctl.next('done', timeoutMs * 4);
-        // The stream's sender measures: the server for read_bw.
-        const pat = patternOf(p);
-        const measured = !pat.pingpong && !pat.clientSends ? (bdone.result as RawResult) : theirs;
-        baselines[b] = statsOf(p, measured);
+        const done = await ctl.next('done', timeoutMs * 4);
+        // -b: the server measured its own direction; the row adds both (perftest's bidirectional report).
+        runs.nd.push(o.bidirectional ? sumBandwidth(mine as BandwidthStats, done.stats as BandwidthStats) : mine);
+        runs.cpu.push(cpu);
         progress.end();
+        for (const b of o.compare) {
+          progress.start(i, size, b);
+          const p: PhaseParams = { test: o.test, ...args, spin: tcpMode(o) === 'spin', timeoutMs };
+          const stats = await clientBaselinePhase(ctl, b, p, { o, remoteHost, local, perftestProgram, report });
+          (runs.base[b] ??= []).push(stats);
+          progress.end();
+        }
       }
+      const pick = medianRun(runs.nd);
+      const baselines: Partial<Record<Baseline, Stats>> = {};
+      for (const b of o.compare) baselines[b] = runs.base[b]![medianRun(runs.base[b]!)];
+      const ndStats = runs.nd[pick];
+      const cpu = runs.cpu[pick];
       progress.clear();
       const row = completeRow(o, addResult(report, size, ndStats, baselines), o.cpuUtil ? cpu : undefined);
+      if (o.repetitions > 1) {
+        row.repetitions = { netdirect: runs.nd.map(headline) };
+        for (const b of o.compare) row.repetitions[b] = runs.base[b]!.map(headline);
+      }
       if (o.runInfinitely && report.results.length > 1000) report.results.shift();
       ctl.send({ op: 'row', result: row });
       if (printer) print(io, printer.row(row));
@@ -355,6 +429,10 @@ export async function runClient(o: BenchOptions, io: RunIo = defaultIo): Promise
     ctl.send({ op: 'bye' });
     progress.stop();
     if (printer) print(io, printer.footer());
+    if (o.compare.includes('perftest')) {
+      report.targets = evaluateTargets(report);
+      if (printer && !o.output) print(io, formatTargets(report.targets, o.repetitions) + '\n' + RESULT_LINE);
+    }
     finishReport(o, report, io);
     checkLimits(o, report);
     return report;
@@ -434,6 +512,8 @@ export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListen
         }
         await ctl.next('end', Math.max(timeoutMs, 600_000));
         ctl.send({ op: 'done', stats });
+      } else if (m.kind === 'perftest') {
+        await servePerftest(ctl, adopted, size, local, timeoutMs);
       } else {
         const p: PhaseParams = {
           test: o.test,
@@ -459,6 +539,21 @@ export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListen
   } finally {
     if (side) await closeSide(side).catch(() => undefined);
     ctl.close();
+  }
+}
+
+/** The server half of a perftest phase: perftest's server on this side, until it exits after the client. */
+async function servePerftest(ctl: Control, o: BenchOptions, size: number, local: string, timeoutMs: number): Promise<void> {
+  const a = perftestAvailable(o.test);
+  if (!a.ok) throw new Error(`--compare perftest on the server: ${a.reason}`);
+  const srv = await perftestServer(a.program, local, perftestParams(o, size, local));
+  try {
+    ctl.send({ op: 'ready', port: srv.port });
+    await ctl.next('end', Math.max(timeoutMs, 600_000));
+    await srv.finished;
+    ctl.send({ op: 'done' });
+  } finally {
+    srv.kill();
   }
 }
 

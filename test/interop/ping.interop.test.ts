@@ -13,14 +13,14 @@ import { Capture, tsharkVerdict, type TsharkVerdict } from './capture';
 import type { SiwVmContext } from './global-setup';
 import { Background, runCmd, type CmdResult, freePort } from './proc';
 import { rpingText } from './rping';
-import { GUEST_DMESG, GUEST_HOST_IP, GUEST_RESET, kernelProblems, repoRoot, SiwVm, splitKernelLog, type SiwParams } from './siw-vm';
+import { GUEST_DMESG, GUEST_HOST_IP, GUEST_RESET, hostPortFor, kernelProblems, repoRoot, SiwVm, splitKernelLog, type SiwParams } from './siw-vm';
 
 const ctx = inject('siwVm') as SiwVmContext | undefined;
 const ready = ctx?.ready === true;
 const skipReason = !ctx ? 'the interop tier is not set up here: run `npm run test:interop`' : ctx.reason;
 const CLI = path.join(repoRoot, 'dist', 'cjs', 'cli.js');
 const GUEST_PORT = 7174;
-const HOST_TO_GUEST_PORT = 17174;
+const HOST_TO_GUEST_PORT = hostPortFor(GUEST_PORT); // 17174 with the default offset
 
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 

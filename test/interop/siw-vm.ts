@@ -17,6 +17,15 @@ export const GUEST_HOST_IP = '10.0.2.2';
 /** The guest's own address (siw0 on eth0). */
 export const GUEST_IP = '10.0.2.15';
 
+/**
+ * The host port that reaches guest TCP port `guestPort` (qemu forwards 127.0.0.1:<port + SIW_VM_PORT_OFFSET>,
+ * test/interop/siw-vm/common.sh; default offset 10000). Tests must use it, not a fixed number: a guest booted
+ * with another offset would otherwise leave the host's connection refused, or reach someone else's guest.
+ */
+export function hostPortFor(guestPort: number): number {
+  return guestPort + Number(process.env.SIW_VM_PORT_OFFSET ?? 10000);
+}
+
 /** The siw-vm tools: the repo's own test/interop/siw-vm/ (undefined if that copy is incomplete). */
 export function siwVmTools(): string | undefined {
   const dir = path.join(repoRoot, 'test', 'interop', 'siw-vm');

@@ -1,18 +1,22 @@
-// The verbs provider (binding/verbs/, docs/verbs.md, issue #14) on real Linux RDMA devices: the kernel's siw in
-// the siw-vm guest, with Node and this package inside the guest (test/interop/siw-vm/push-node).
+// The verbs provider (binding/verbs/, docs/verbs.md, issue #14) on real Linux RDMA devices: the kernel's siw
+// (iWARP, siw0 on eth0) and rxe (RoCE v2, rxe0 on the dummy nd0) in the siw-vm guest, with Node and this package
+// inside the guest (test/interop/siw-vm/push-node). On each device:
 //   * discovery: listProviders() shows 'verbs', listAddresses({provider:'verbs'}) the device's address, and
-//     Adapter.info carries ibv_query_device's limits and the iWARP private data limit;
+//     Adapter.info carries ibv_query_device's limits and the transport's private data limit;
 //   * nd_peer.mjs over the verbs provider against verbs_peer.c (a plain rdma_cm + libibverbs program), both
 //     roles, completion 'loop' (libuv watches the adapter's epoll descriptor) and 'thread';
+// on siw only (the host's software provider speaks iWARP):
 //   * interop across the wire: the verbs provider on guest siw <-> the software provider on the host, both
-//     directions. Every byte is checked on the side it lands on (nd_peer.mjs / verbs_peer.c protocol).
+//     directions. Every byte is checked on the side it lands on (nd_peer.mjs / verbs_peer.c protocol);
+//   * ndbench --compare perftest: netdirect and perftest's ib_write_lat / ib_write_bw on siw0 in one command,
+//     the ratio per size and the targets table (figures printed, never asserted: docs/ndbench.md has them).
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import type { SiwVmContext } from './global-setup';
 import { Background, freePort, runCmd } from './proc';
-import { GUEST_HOST_IP, GUEST_IP, repoRoot, SiwVm } from './siw-vm';
+import { GUEST_HOST_IP, GUEST_IP, hostPortFor, repoRoot, SiwVm } from './siw-vm';
 
 const ctx = inject('siwVm') as SiwVmContext | undefined;
 const HAVE_HEADERS = fs.existsSync('/usr/include/infiniband/verbs.h') && fs.existsSync('/usr/include/rdma/rdma_cma.h');
@@ -30,8 +34,16 @@ const PKG = '/opt/nd/pkg';
 const PEER = '/opt/nd/extra/verbs_peer';
 const SIZES = '1,4096,65536,1048576';
 const VERBS_ENV = `ND_PEER_PROVIDER=verbs ND_PEER_LOCAL=${GUEST_IP}`;
-// Guest ports forwarded from the host (siw-vm common.sh): 7179-7183 are this file's.
+// Guest ports forwarded from the host (siw-vm common.sh): 7179-7183 are this file's; tests inside the guest
+// only take ports from 7300 on.
 let nextGuestPort = 7179;
+let nextInnerPort = 7300;
+
+/** The guest's RDMA devices (test/interop/siw-vm/build sets both up at boot). */
+const DEVICES = [
+  { name: 'siw0', ip: GUEST_IP, transport: 'iwarp', callerData: 255 }, // librdmacm's uint8_t private_data_len
+  { name: 'rxe0', ip: '10.0.3.15', transport: 'roce', callerData: 56 }, // the IB CM REQ's 92 bytes less rdma_cm's 36
+] as const;
 
 describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
   let vm: SiwVm;
@@ -59,60 +71,95 @@ describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
   const guestNode = (script: string): Promise<string> =>
     vm.check(`cd ${PKG} && echo ${Buffer.from(script).toString('base64')} | base64 -d > t.js && ${NODE} t.js`, 60_000);
 
-  it('discovery: the verbs provider, its address and the device limits in Adapter.info', async () => {
-    const out = await guestNode(`
-      const nd = require('./dist/cjs/index.js');
-      (async () => {
-        const names = nd.listProviders().map((p) => p.name);
-        const addrs = await nd.listAddresses({ provider: 'verbs' });
-        const a = await nd.openAdapter('${GUEST_IP}', { provider: 'verbs' });
-        const i = a.info;
-        console.log(JSON.stringify({ names, addrs, provider: a.provider, caller: i.maxCallerData, sge: i.maxInitiatorSge, cq: i.maxCompletionQueueDepth, ird: i.maxInboundReadLimit }));
-        await a.close();
-      })().catch((e) => { console.error(e); process.exit(1); });`);
-    const r = JSON.parse(out.trim().split('\n').pop()!);
-    expect(r.names).toEqual(expect.arrayContaining(['soft', 'verbs']));
-    expect(r.addrs).toContain(GUEST_IP);
-    expect(r.provider).toBe('verbs');
-    expect(r.caller).toBe(255); // iWARP over librdmacm: the uint8_t private_data_len
-    expect(r.sge).toBeGreaterThan(0);
-    expect(r.cq).toBeGreaterThan(0);
-    expect(r.ird).toBeGreaterThan(0);
-  });
+  for (const dev of DEVICES) {
+    const env = `ND_PEER_PROVIDER=verbs ND_PEER_LOCAL=${dev.ip}`;
+    describe(`${dev.name} (${dev.transport})`, () => {
+      it('discovery: the verbs provider, its address and the device limits in Adapter.info', async () => {
+        const out = await guestNode(`
+          const nd = require('./dist/cjs/index.js');
+          (async () => {
+            const names = nd.listProviders().map((p) => p.name);
+            const addrs = await nd.listAddresses({ provider: 'verbs' });
+            const a = await nd.openAdapter('${dev.ip}', { provider: 'verbs' });
+            const i = a.info;
+            console.log(JSON.stringify({ names, addrs, provider: a.provider, caller: i.maxCallerData, sge: i.maxInitiatorSge, cq: i.maxCompletionQueueDepth, ird: i.maxInboundReadLimit }));
+            await a.close();
+          })().catch((e) => { console.error(e); process.exit(1); });`);
+        const r = JSON.parse(out.trim().split('\n').pop()!);
+        expect(r.names).toEqual(expect.arrayContaining(['soft', 'verbs']));
+        expect(r.addrs).toContain(dev.ip);
+        expect(r.provider).toBe('verbs');
+        expect(r.caller).toBe(dev.callerData);
+        expect(r.sge).toBeGreaterThan(0);
+        expect(r.cq).toBeGreaterThan(0);
+        expect(r.ird).toBeGreaterThan(0);
+      });
 
-  it('netdirect doctor reports siw0: transport, link state, usable by the verbs provider', async () => {
-    const r = await vm.run(`cd ${PKG} && ${NODE} dist/cjs/cli.js doctor`, 60_000);
-    expect(r.output, r.output).toMatch(/siw0: siw \(by name\), iwarp, port 1 active.*usable: openAdapter/);
-    expect(r.output).toContain(`verbs provider addresses: ${GUEST_IP}`);
-  });
+      it(`netdirect doctor reports ${dev.name}: transport, link state, usable by the verbs provider`, async () => {
+        const r = await vm.run(`cd ${PKG} && ${NODE} dist/cjs/cli.js doctor`, 60_000);
+        expect(r.output, r.output).toMatch(new RegExp(`${dev.name}: \\S+ \\(by name\\), ${dev.transport}, port 1 active.*usable: openAdapter`));
+        expect(r.output).toMatch(new RegExp(`verbs provider addresses: .*${dev.ip.replace(/\./g, '\\.')}`));
+      });
+
+      // 'manual' is not here: nd_peer.mjs awaits its requests' promises, which only cq.poll() settles in that mode.
+      for (const mode of ['loop', 'thread'] as const) {
+        it(`verbs provider as client, verbs_peer.c as server (completion ${mode})`, async () => {
+          const port = nextInnerPort++;
+          await vm.background('vps', `${PEER} server ${dev.ip} ${port} 11 ${SIZES}`);
+          await vm.check(`for i in $(seq 300); do grep -q listening /tmp/vps.log 2>/dev/null && exit 0; sleep 0.1; done; exit 1`, 60_000);
+          const r = await vm.run(`cd ${PKG} && NETDIRECT_COMPLETION=${mode} ${env} timeout 90 ${NODE} test/interop/nd_peer.mjs client ${dev.ip} ${port} 11 ${SIZES}`, 120_000);
+          const peer = await vm.waitBackground('vps', 60_000);
+          expect(r.output, r.output + peer.log).toMatch(/nd_peer: ok \(4 rounds\)/);
+          expect(peer.log, peer.log).toMatch(/verbs_peer: ok \(4 rounds\)/);
+        }, 180_000);
+      }
+
+      it('verbs provider as server, verbs_peer.c as client', async () => {
+        const port = nextInnerPort++;
+        await vm.background('ndv', `cd ${PKG} && ${env} timeout 90 ${NODE} test/interop/nd_peer.mjs server ${port} 12 ${SIZES}`);
+        await vm.check(`for i in $(seq 300); do grep -q listening /tmp/ndv.log 2>/dev/null && exit 0; sleep 0.1; done; exit 1`, 60_000);
+        const r = await vm.run(`timeout 90 ${PEER} client ${dev.ip} ${port} 12 ${SIZES}`, 120_000);
+        const nd = await vm.waitBackground('ndv', 60_000);
+        expect(r.output, r.output + nd.log).toMatch(/verbs_peer: ok \(4 rounds\)/);
+        expect(nd.log, nd.log).toMatch(/nd_peer: ok \(4 rounds\)/);
+      }, 180_000);
+    });
+  }
 
   it('an address no RDMA device serves is refused by the verbs provider', async () => {
     const r = await vm.run(`cd ${PKG} && ${NODE} -e "require('./dist/cjs/index.js').openAdapter('127.0.0.1',{provider:'verbs'}).then(()=>console.log('opened'),(e)=>console.log(e.code, e.status))"`, 60_000);
     expect(r.output).toMatch(/ND_INVALID_ADDRESS/);
   });
 
-  // 'manual' is not here: nd_peer.mjs awaits its requests' promises, which only cq.poll() settles in that mode.
-  for (const mode of ['loop', 'thread'] as const) {
-    it(`verbs provider as client, verbs_peer.c as server (completion ${mode})`, async () => {
-      const port = nextGuestPort++;
-      await vm.background('vps', `${PEER} server ${GUEST_IP} ${port} 11 ${SIZES}`);
-      await vm.waitListening(port);
-      const r = await vm.run(`cd ${PKG} && NETDIRECT_COMPLETION=${mode} ${VERBS_ENV} timeout 90 ${NODE} test/interop/nd_peer.mjs client ${GUEST_IP} ${port} 11 ${SIZES}`, 120_000);
-      const peer = await vm.waitBackground('vps', 60_000);
-      expect(r.output, r.output).toMatch(/nd_peer: ok \(4 rounds\)/);
-      expect(peer.log, peer.log).toMatch(/verbs_peer: ok \(4 rounds\)/);
-    }, 180_000);
+  // The comparison end to end: ndbench's two sides and perftest's two, all on siw0 in one command. Only the
+  // layout is checked; the figures (TCG qemu) go to stderr and docs/ndbench.md.
+  for (const [test, args, size, row] of [
+    ['write_lat', '-s 8 -n 20 --completion manual', 8, 0],
+    ['write_bw', '-s 65536 -n 20', 65536, 1],
+  ] as const) {
+    it(`ndbench ${test} --compare perftest on siw0: both figures, the ratio and the targets row`, async () => {
+      const t0 = Date.now();
+      const r = await vm.run(
+        `cd ${PKG} && timeout 400 ${NODE} dist/cjs/bench/cli.js ${test} ${args} --loopback --provider verbs --bind ${GUEST_IP} ` +
+          `--compare perftest --repetitions 3 --timeout 60 --json /tmp/${test}.json`,
+        450_000,
+      );
+      wall.push(`--compare perftest ${test} ${((Date.now() - t0) / 1000).toFixed(1)} s`);
+      process.stderr.write(`[interop] ${r.output.split('\n').filter((l) => /^ (#bytes|\d|write_|Targets)/.test(l)).join('\n[interop] ')}\n`);
+      expect(r.code, r.output).toBe(0);
+      expect(r.output).toMatch(new RegExp(`perftest\\[(usec|MiB/sec)\\]\\s+nd/perftest`));
+      const j = JSON.parse(await vm.check(`cat /tmp/${test}.json`));
+      const res = j.results[0];
+      expect(res.size).toBe(size);
+      expect(res.baselines.perftest.MsgSize).toBe(size);
+      expect(res.ratios.perftest).toBeGreaterThan(0);
+      expect(res.repetitions.netdirect).toHaveLength(3);
+      expect(res.repetitions.perftest).toHaveLength(3);
+      expect(j.extra.perftest_client).toMatch(new RegExp(`^ib_${test} -R -F -p \\d+ -s ${size} -d siw0 `));
+      expect(j.targets[row].result).toMatch(/^(pass|miss)$/);
+      expect(r.output).toMatch(new RegExp(`${j.targets[row].row}.*(pass|miss)`));
+    }, 500_000);
   }
-
-  it('verbs provider as server, verbs_peer.c as client', async () => {
-    const port = nextGuestPort++;
-    await vm.background('ndv', `cd ${PKG} && ${VERBS_ENV} timeout 90 ${NODE} test/interop/nd_peer.mjs server ${port} 12 ${SIZES}`);
-    await vm.check(`for i in $(seq 300); do grep -q listening /tmp/ndv.log 2>/dev/null && exit 0; sleep 0.1; done; exit 1`, 60_000);
-    const r = await vm.run(`timeout 90 ${PEER} client ${GUEST_IP} ${port} 12 ${SIZES}`, 120_000);
-    const nd = await vm.waitBackground('ndv', 60_000);
-    expect(r.output, r.output).toMatch(/verbs_peer: ok \(4 rounds\)/);
-    expect(nd.log, nd.log).toMatch(/nd_peer: ok \(4 rounds\)/);
-  }, 180_000);
 
   it('interop: verbs provider (guest siw) connects to the software provider (host)', async () => {
     const port = await freePort();
@@ -132,8 +179,7 @@ describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
     const port = nextGuestPort++;
     await vm.background('ndv', `cd ${PKG} && ${VERBS_ENV} timeout 90 ${NODE} test/interop/nd_peer.mjs server ${port} 14 ${SIZES}`);
     await vm.check(`for i in $(seq 300); do grep -q listening /tmp/ndv.log 2>/dev/null && exit 0; sleep 0.1; done; exit 1`, 60_000);
-    const offset = Number(process.env.SIW_VM_PORT_OFFSET ?? 10000);
-    const r = await runCmd('node', [path.join(HERE, 'nd_peer.mjs'), 'client', '127.0.0.1', String(port + offset), '14', SIZES], { timeoutMs: 120_000 });
+    const r = await runCmd('node', [path.join(HERE, 'nd_peer.mjs'), 'client', '127.0.0.1', String(hostPortFor(port)), '14', SIZES], { timeoutMs: 120_000 });
     const nd = await vm.waitBackground('ndv', 60_000);
     expect(r.stdout, r.stdout + r.stderr).toMatch(/nd_peer: ok \(4 rounds\)/);
     expect(nd.log, nd.log).toMatch(/nd_peer: ok \(4 rounds\)/);

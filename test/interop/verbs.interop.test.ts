@@ -18,7 +18,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { Capture, tsharkVerdict, type TsharkVerdict } from './capture';
 import type { SiwVmContext } from './global-setup';
 import { Background, runCmd, type CmdResult, freePort } from './proc';
-import { GUEST_DMESG, GUEST_HOST_IP, interopMode, kernelProblems, repoRoot, SiwVm, splitKernelLog } from './siw-vm';
+import { GUEST_DMESG, GUEST_HOST_IP, hostPortFor, interopMode, kernelProblems, repoRoot, SiwVm, splitKernelLog } from './siw-vm';
 
 const ctx = inject('siwVm') as SiwVmContext | undefined;
 const HEADERS = ['/usr/include/infiniband/verbs.h', '/usr/include/rdma/rdma_cma.h'];
@@ -35,7 +35,7 @@ const HERE = path.join(repoRoot, 'test', 'interop');
 const ND_PEER = path.join(HERE, 'nd_peer.mjs');
 const GUEST_BIN = '/tmp/verbs_peer';
 const GUEST_PORT = 7175; // forwarded from host 17175 (test/interop/siw-vm/README.md); rping's 7174 stays free
-const HOST_TO_GUEST_PORT = GUEST_PORT + 10000;
+const HOST_TO_GUEST_PORT = hostPortFor(GUEST_PORT);
 const SIZES = [1, 4095, 65536, 1 << 20];
 // What each side prints per round once the step's data is checked (verbs_peer.c / nd_peer.mjs).
 const ACCEPTOR_STEPS = ['received Send verified', 'RDMA Write data verified', 'Send done', 'peer Read done'];

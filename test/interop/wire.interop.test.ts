@@ -13,7 +13,7 @@ import type { SiwVmContext } from './global-setup';
 import { buildProbe, probeArgs, runInitiator, startResponder, type ProbeRun } from './probe';
 import { freePort } from './proc';
 import { rpingText } from './rping';
-import { GUEST_DMESG, GUEST_HOST_IP, GUEST_RESET, kernelProblems, SiwVm, splitKernelLog, type SiwParams } from './siw-vm';
+import { GUEST_DMESG, GUEST_HOST_IP, GUEST_RESET, hostPortFor, kernelProblems, SiwVm, splitKernelLog, type SiwParams } from './siw-vm';
 
 const ctx = inject('siwVm') as SiwVmContext | undefined;
 const ready = ctx?.ready === true;
@@ -180,9 +180,9 @@ describe.skipIf(!ready)('wire codecs vs Linux siw (rping over the siw-vm guest)'
           `echo 'rping -s is not listening'; cat /tmp/rps.log; exit 1`,
         45_000,
       );
-      cap = await Capture.start(pcap, [17174]);
+      cap = await Capture.start(pcap, [hostPortFor(7174)]);
       try {
-        probe = await runInitiator(probeExe, '127.0.0.1', 17174, args);
+        probe = await runInitiator(probeExe, '127.0.0.1', hostPortFor(7174), args);
         fs.writeFileSync(path.join(artifacts, `${slug}.probe.log`), probe.log);
       } finally {
         capStats = await cap.stop();
