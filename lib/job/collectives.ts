@@ -186,6 +186,26 @@ function remoteOf(card: Uint8Array, length: number): RemoteMemory {
 }
 
 /**
+ * Where a ring collective over `data` sends and receives, for the RDMA variants: this rank's neighbours, the
+ * element ranges of the size chunks, and chunk i's byte offset and length in the array.
+ */
+function ringLayout(t: Transport, data: NumericArray) {
+  const { rank, size } = t;
+  const parts = chunks(data.length, size);
+  const E = data.BYTES_PER_ELEMENT;
+  return {
+    rank,
+    size,
+    next: mod(rank + 1, size),
+    prev: mod(rank - 1, size),
+    parts,
+    bytes: bytesOf(data),
+    at: (i: number) => parts[i][0] * E,
+    len: (i: number) => (parts[i][1] - parts[i][0]) * E,
+  };
+}
+
+/**
  * The large broadcast without copies through the slots (van de Geijn's scatter + ring allgather by RDMA Write):
  * every rank registers the caller's array and sends its card to the rank before it and to the root. The root
  * Writes chunk i straight into rank i's array, then an empty message with the call's tag (delivered after the
@@ -195,14 +215,7 @@ function remoteOf(card: Uint8Array, length: number): RemoteMemory {
  * arrived.
  */
 async function scatterAllgatherRdma(t: Transport, rdma: RdmaOps, tag: number, data: NumericArray, root: number): Promise<void> {
-  const { rank, size } = t;
-  const next = mod(rank + 1, size);
-  const prev = mod(rank - 1, size);
-  const parts = chunks(data.length, size);
-  const E = data.BYTES_PER_ELEMENT;
-  const bytes = bytesOf(data);
-  const at = (i: number) => parts[i][0] * E;
-  const len = (i: number) => (parts[i][1] - parts[i][0]) * E;
+  const { rank, size, next, prev, parts, bytes, at, len } = ringLayout(t, data);
   await onRegistered(rdma, data, async (_work, mine) => {
     const empty = new Uint8Array(0);
     const card = cardOf(mine);
@@ -312,14 +325,7 @@ async function ringAllreduce(t: Transport, tag: number, data: NumericArray, op: 
  * overwrites a chunk that its neighbour is still sending from (see docs/job.md).
  */
 async function ringAllreduceRdma(t: Transport, rdma: RdmaOps, tag: number, data: NumericArray, op: ReduceOp): Promise<void> {
-  const { rank, size } = t;
-  const next = mod(rank + 1, size);
-  const prev = mod(rank - 1, size);
-  const parts = chunks(data.length, size);
-  const E = data.BYTES_PER_ELEMENT;
-  const bytes = bytesOf(data);
-  const at = (i: number) => parts[i][0] * E;
-  const len = (i: number) => (parts[i][1] - parts[i][0]) * E;
+  const { rank, size, next, prev, parts, bytes, at, len } = ringLayout(t, data);
   await onRegistered(rdma, data, async (work, mine) => {
     const typed = (i: number) => work.subarray(parts[i][0], parts[i][1]) as NumericArray;
     const scratch = await rdma.scratch(bytes.byteLength);
