@@ -14,6 +14,7 @@
 #include "soft/shared_receive_queue.h"
 #include "soft/memory/stag_table.h"
 #include "soft/variance.h"
+#include "soft/trace.h"
 
 namespace netdirect::soft {
 
@@ -70,6 +71,7 @@ HRESULT SoftAdapter::open(UINT64 id, SoftAdapter** out) {
   if (a == nullptr) return ND_NO_MEMORY;
   a->id_ = id;
   a->handshake_timeout_ms_ = cm::handshake_timeout_from_env();
+  trace_init();
   a->addresses_ = std::move(addrs);
   a->engine_.reset(new (std::nothrow) Engine());
   a->stags_.reset(new (std::nothrow) StagTable());

@@ -4,6 +4,7 @@
 
 #include "soft/adapter.h"
 #include "soft/variance.h"
+#include "soft/trace.h"
 
 namespace netdirect::soft {
 
@@ -169,6 +170,7 @@ bool SoftCompletionQueue::append_locked(const ND2_RESULT& result, bool solicited
   const bool full = flush ? count_ == ring_.size() && !grow_locked() : count_ >= depth_;
   if (full) {
     overrun_.store(true, std::memory_order_release);
+    trace("cq %p overrun at depth %zu", static_cast<void*>(this), ring_.size());
     fire_locked(ND_BUFFER_OVERFLOW, true, true);
     return false;
   }

@@ -14,6 +14,7 @@
 #include "soft/memory_region.h"
 #include "soft/memory_window.h"
 #include "soft/memory/stag_table.h"
+#include "soft/trace.h"
 
 namespace netdirect::soft {
 
@@ -420,8 +421,13 @@ void SoftQueuePair::complete_ready_locked() {
 }
 
 void SoftQueuePair::fail_locked(HRESULT event_status, bool report, bool success_before, uint64_t offender_seq,
-                                HRESULT offender_status, HRESULT recv_status) {
+                                HRESULT offender_status, HRESULT recv_status, const char* file, int line) {
   mu_.assert_held();
+  trace("qp %p fails (%s:%d): state %d, event %08lx, sq head/sent/tail %llu/%llu/%llu, rq head/tail %llu/%llu",
+        static_cast<void*>(this), file, line, static_cast<int>(state_), static_cast<unsigned long>(event_status),
+        static_cast<unsigned long long>(sq_head_), static_cast<unsigned long long>(sq_sent_),
+        static_cast<unsigned long long>(sq_tail_), static_cast<unsigned long long>(rq_head_),
+        static_cast<unsigned long long>(rq_tail_));
   const bool was_connected = state_ == State::kConnected;
   state_ = State::kError;
   // Every completion below is of a request the consumer posted within the queues' depths: the CQ makes room.

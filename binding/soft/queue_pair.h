@@ -233,8 +233,10 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   // transmitted Writes/Sends/Binds ND_SUCCESS when `success_before`, the rest ND_CANCELED), flushes receives
   // (the one in progress gets recv_status), and schedules the socket close + on_connection_closed(event).
   // `report`: call on_connection_closed(event_status) (not for a local Disconnect).
+  // `file`/`line`: the caller, for the diagnostic trace (trace.h).
   void fail_locked(HRESULT event_status, bool report, bool success_before, uint64_t offender_seq,
-                   HRESULT offender_status, HRESULT recv_status);
+                   HRESULT offender_status, HRESULT recv_status, const char* file = __builtin_FILE(),
+                   int line = __builtin_LINE());
   // After dropping mu_: posts the teardown scheduled by fail_locked to the engine thread.
   void kick_teardown();
   void post_teardown();  // runs run_teardown() on the engine thread

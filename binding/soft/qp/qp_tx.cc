@@ -11,6 +11,7 @@
 #include "soft/queue_pair.h"
 #include "soft/memory/stag_table.h"
 #include "soft/wire/terminate.h"
+#include "soft/trace.h"
 
 namespace netdirect::soft {
 
@@ -388,6 +389,7 @@ bool SoftQueuePair::tx_flush_locked() {
     }
     if (n < 0) {
       // The connection is gone: everything outstanding is cancelled.
+      trace("qp %p send failed: errno %d", static_cast<void*>(this), static_cast<int>(-n));
       peer_eof_ = true;
       fail_locked(ND_CONNECTION_ABORTED, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
       return false;
