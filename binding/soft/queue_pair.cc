@@ -424,7 +424,7 @@ void SoftQueuePair::fail_locked(HRESULT event_status, bool report, bool success_
                                 HRESULT offender_status, HRESULT recv_status, const char* file, int line) {
   mu_.assert_held();
   trace("qp %p fails (%s:%d): state %d, event %08lx, sq head/sent/tail %llu/%llu/%llu, rq head/tail %llu/%llu",
-        static_cast<void*>(this), file, line, static_cast<int>(state_), static_cast<unsigned long>(event_status),
+        static_cast<void*>(this), trace_source(file), line, static_cast<int>(state_), static_cast<unsigned long>(event_status),
         static_cast<unsigned long long>(sq_head_), static_cast<unsigned long long>(sq_sent_),
         static_cast<unsigned long long>(sq_tail_), static_cast<unsigned long long>(rq_head_),
         static_cast<unsigned long long>(rq_tail_));

@@ -8,7 +8,10 @@
 #include <atomic>
 #include <cstdarg>
 #include <cstdio>
-#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "soft/env.h"
 
 namespace netdirect::soft {
 
@@ -18,7 +21,16 @@ inline std::atomic<bool>& trace_flag() {
 }
 
 inline void trace_init() {
-  trace_flag().store(std::getenv("NETDIRECT_SOFT_TRACE") != nullptr, std::memory_order_relaxed);
+  std::string storage;
+  trace_flag().store(env_value("NETDIRECT_SOFT_TRACE", storage) != nullptr, std::memory_order_relaxed);
+}
+
+// A source file as the repository names it (binding/soft/...): __builtin_FILE() is the build machine's path.
+inline const char* trace_source(const char* file) {
+  for (const char* p = file; *p != '\0'; ++p) {
+    if (std::strncmp(p, "binding/", 8) == 0 || std::strncmp(p, "binding\\", 8) == 0) return p;
+  }
+  return file;
 }
 
 inline bool trace_enabled() { return trace_flag().load(std::memory_order_relaxed); }
