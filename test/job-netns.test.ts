@@ -10,35 +10,20 @@
 // has it); a rank killed in the middle of an allreduce, with Hydra's cleanup off (the others report) and on
 // (mpiexec ends them). Needs root, `ip`, and MPICH's mpiexec: skipped with the reason otherwise. Names (namespaces,
 // links, bridge) and the subnet are unique per run. Runs once, in the default project.
-import { spawn, spawnSync } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { root } from './helpers';
-import { buildLinkem, run, startLinkem, tryRun, type Linkem } from './netfault/linkem';
+import { buildLinkem, startLinkem, type Linkem } from './netfault/linkem';
+// The topology code, shared with scripts/bench-netns.mjs (the OSU targets measured in the same namespaces).
+import { findHydra, freeSubnet, hostfileText, hydraArgs, NetnsLab, netnsUnavailable, pidsIn, run, tryRun } from './netns/topology.mjs';
 
 const RANKS = 4;
 const tag = `${process.pid % 100000}`;
-const nsexec = path.join(root, 'test/netns/nsexec');
 const rankScript = path.join(root, 'test/netns/rank.mjs');
-const mpiexec = ['mpiexec.hydra', 'mpiexec'].find((c) => /HYDRA/.test(spawnSync(c, ['--version'], { encoding: 'utf8' }).stdout ?? ''));
-
-/** Why this machine cannot run the tier, or null. */
-function skipReason(): string | null {
-  if (process.platform !== 'linux') return 'network namespaces are Linux-only';
-  if (process.getuid?.() !== 0) return 'needs root (creates network namespaces, veth pairs and a bridge); CI runs as root';
-  if (mpiexec === undefined) return "MPICH's mpiexec (Hydra) not found (apt-get install mpich)";
-  const probe = `ndjprobe${tag}`;
-  const failed = tryRun('ip', ['netns', 'add', probe]);
-  if (failed !== null) return `cannot create a network namespace (ip netns add: ${failed})`;
-  tryRun('ip', ['netns', 'del', probe]);
-  const br = `ndjpb${tag}`;
-  const noBridge = tryRun('ip', ['link', 'add', br, 'type', 'bridge']);
-  if (noBridge !== null) return `cannot create a bridge (ip link add type bridge: ${noBridge})`;
-  tryRun('ip', ['link', 'del', br]);
-  return null;
-}
+const mpiexec = findHydra();
 
 /** How the fault case makes its faulty links here, or why it cannot. */
 function faultLink(): { kind: 'linkem' | 'netem' } | { skip: string } {
@@ -55,19 +40,10 @@ function faultLink(): { kind: 'linkem' | 'netem' } | { skip: string } {
   return { skip: 'neither TUN + cc (for test/netfault/linkem.c) nor sch_netem is available for faulty links' };
 }
 
-const skip = skipReason();
+const skip = netnsUnavailable(tag);
 const faults = skip === null ? faultLink() : { skip };
 
-/** A /24 in 10.200.0.0-10.249.255.0 that no interface or route here uses, picked from the process id. */
-function freeSubnet(taken: string[]): string {
-  const inUse = run('ip', ['-4', '-o', 'addr', 'show']) + run('ip', ['-4', 'route', 'show', 'table', 'all']);
-  for (let k = 0; k < 12800; k++) {
-    const x = (process.pid + k * 7919) % 12800;
-    const prefix = `10.${200 + Math.floor(x / 256)}.${x % 256}`;
-    if (!inUse.includes(`${prefix}.`) && !taken.includes(prefix)) return prefix;
-  }
-  throw new Error('no free 10.x.y.0/24 for the namespace tier');
-}
+const lab = new NetnsLab(tag);
 
 interface Topology {
   /** Namespace names, one per host; also the host names given to mpiexec. */
@@ -80,47 +56,6 @@ interface Topology {
   describe: string;
 }
 
-const made = { namespaces: [] as string[], bridges: [] as string[], links: [] as Linkem[] };
-
-function addNamespace(name: string): void {
-  run('ip', ['netns', 'add', name]);
-  made.namespaces.push(name);
-  run('ip', ['-n', name, 'link', 'set', 'lo', 'up']);
-}
-
-/** A bridge in the root namespace holding `prefix`.126/25 (the first half of the /24 is the bridged segment). */
-function addBridge(name: string, prefix: string): string {
-  run('ip', ['link', 'add', name, 'type', 'bridge']);
-  made.bridges.push(name);
-  run('ip', ['addr', 'add', `${prefix}.126/25`, 'dev', name]);
-  run('ip', ['link', 'set', name, 'up']);
-  return `${prefix}.126`;
-}
-
-/** A veth pair from the bridge into namespace `ns` (device nd0 there, addressed `address`/25). */
-function plugIn(bridge: string, rootEnd: string, ns: string, address: string): void {
-  run('ip', ['link', 'add', rootEnd, 'type', 'veth', 'peer', 'name', 'nd0', 'netns', ns]);
-  run('ip', ['link', 'set', rootEnd, 'master', bridge, 'up']);
-  run('ip', ['-n', ns, 'addr', 'add', `${address}/25`, 'dev', 'nd0']);
-  run('ip', ['-n', ns, 'link', 'set', 'nd0', 'up']);
-}
-
-/** Hosts h0..h(n-1) on one bridge: prefix.(1+i). */
-function bridgedHosts(name: string, prefix: string): Topology {
-  const bridge = `ndjb${tag}${name}`;
-  const rootAddress = addBridge(bridge, prefix);
-  const hosts: string[] = [];
-  const addresses: string[] = [];
-  for (let i = 0; i < RANKS; i++) {
-    const ns = `ndj${tag}${name}h${i}`;
-    addNamespace(ns);
-    plugIn(bridge, `ndj${tag}${name}v${i}`, ns, `${prefix}.${1 + i}`);
-    hosts.push(ns);
-    addresses.push(`${prefix}.${1 + i}`);
-  }
-  return { hosts, addresses, rootAddress, links: [], describe: `${RANKS} namespaces on bridge ${bridge} (${prefix}.0/25)` };
-}
-
 /**
  * Hosts behind faulty links: host i is joined to a router namespace r_i by linkem (two TUN devices, a /30:
  * prefix.(128+4i) with the router at +1 and the host at +2), and r_i is on the bridge at prefix.(65+i) and
@@ -128,7 +63,7 @@ function bridgedHosts(name: string, prefix: string): Topology {
  */
 async function faultyHosts(name: string, prefix: string, exe: string): Promise<Topology> {
   const bridge = `ndjb${tag}${name}`;
-  const rootAddress = addBridge(bridge, prefix);
+  const rootAddress = lab.addBridge(bridge, prefix);
   const hosts: string[] = [];
   const addresses: string[] = [];
   const links: Linkem[] = [];
@@ -136,12 +71,12 @@ async function faultyHosts(name: string, prefix: string, exe: string): Promise<T
   const routerAt = (i: number) => `${prefix}.${65 + i}`;
   for (let i = 0; i < RANKS; i++) {
     const [ns, router] = [`ndj${tag}${name}h${i}`, `ndj${tag}${name}r${i}`];
-    addNamespace(ns);
-    addNamespace(router);
-    plugIn(bridge, `ndj${tag}${name}v${i}`, router, routerAt(i));
+    lab.addNamespace(ns);
+    lab.addNamespace(router);
+    lab.plugIn(bridge, `ndj${tag}${name}v${i}`, router, routerAt(i));
     run('ip', ['netns', 'exec', router, 'sysctl', '-q', '-w', 'net.ipv4.ip_forward=1']);
     const link = await startLinkem(exe, router, 'ndl0', ns, 'ndl0');
-    made.links.push(link);
+    lab.links.push(link);
     links.push(link);
     const [r, h] = [`${prefix}.${129 + 4 * i}`, `${prefix}.${130 + 4 * i}`];
     run('ip', ['-n', router, 'addr', 'add', `${r}/30`, 'dev', 'ndl0']);
@@ -165,26 +100,6 @@ function netemOn(t: Topology, loss: number, delayMs: number, jitterMs: number): 
   for (const ns of t.hosts) run('tc', ['-n', ns, 'qdisc', 'add', 'dev', 'nd0', 'root', 'netem', 'delay', `${delayMs}ms`, `${jitterMs}ms`, 'loss', `${loss}%`]);
 }
 
-/** Ends what still runs in our namespaces (processes the tier started, through mpiexec), then removes them all. */
-function teardown(): void {
-  for (const l of made.links.splice(0)) l.close();
-  for (const ns of made.namespaces) {
-    const pids = (tryRunOut('ip', ['netns', 'pids', ns]) ?? '').split(/\s+/).filter(Boolean);
-    for (const pid of pids) {
-      try {
-        process.kill(Number(pid), 'SIGKILL');
-      } catch {}
-    }
-  }
-  for (const ns of made.namespaces.splice(0)) tryRun('ip', ['netns', 'del', ns]);
-  for (const br of made.bridges.splice(0)) tryRun('ip', ['link', 'del', br]);
-}
-
-/** Process ids still running in the topology's namespaces. */
-function processesIn(t: Topology): string[] {
-  return t.hosts.flatMap((ns) => (tryRunOut('ip', ['netns', 'pids', ns]) ?? '').split(/\s+/).filter(Boolean));
-}
-
 /**
  * Process ids left in the namespaces once those that were ending have ended: a process killed as mpiexec exits
  * can still be listed for a moment while the kernel takes it down (seen once on a loaded machine). Polls for up
@@ -193,17 +108,9 @@ function processesIn(t: Topology): string[] {
 async function leftIn(t: Topology, ms = 5000): Promise<string[]> {
   const until = Date.now() + ms;
   for (;;) {
-    const pids = processesIn(t);
+    const pids = pidsIn(t.hosts);
     if (pids.length === 0 || Date.now() >= until) return pids;
     await new Promise((r) => setTimeout(r, 100));
-  }
-}
-
-function tryRunOut(cmd: string, args: string[]): string | null {
-  try {
-    return run(cmd, args);
-  } catch {
-    return null;
   }
 }
 
@@ -219,8 +126,8 @@ interface Ran {
 /** mpiexec with one rank per namespace, launched through nsexec; killed (and reported) after timeoutMs. */
 function mpirun(dir: string, t: Topology, extraArgs: string[], env: NodeJS.ProcessEnv, timeoutMs: number): Promise<Ran> {
   const hostfile = path.join(dir, `hosts-${t.hosts[0]}`);
-  fs.writeFileSync(hostfile, t.hosts.map((h) => `${h}:1\n`).join(''));
-  const args = ['-f', hostfile, '-n', String(RANKS), '-localhost', t.rootAddress, '-launcher', 'ssh', '-launcher-exec', nsexec, ...extraArgs, process.execPath, rankScript];
+  fs.writeFileSync(hostfile, hostfileText(t));
+  const args = [...hydraArgs(t, hostfile), '-n', String(RANKS), ...extraArgs, process.execPath, rankScript];
   const started = Date.now();
   // SIGPIPE ignored, as in a shell with `trap '' PIPE`: under -disable-auto-cleanup Hydra may write to the
   // connection of a proxy whose rank was killed, and with the default action mpiexec itself then dies of SIGPIPE
@@ -283,12 +190,12 @@ describe.skipIf(skip !== null)('a job of 4 ranks in 4 network namespaces under M
     dir = fs.mkdtempSync(path.join(os.tmpdir(), 'netdirect-netns-'));
     const prefix = freeSubnet(taken);
     taken.push(prefix);
-    plain = bridgedHosts('p', prefix);
+    plain = lab.bridgedHosts('p', prefix, RANKS);
     console.log(`job-netns: ${plain.describe}, mpiexec at ${plain.rootAddress}`);
   }, 60_000);
 
   afterAll(() => {
-    teardown();
+    lab.teardown();
     if (dir) fs.rmSync(dir, { recursive: true, force: true });
   }, 30_000);
 
@@ -310,7 +217,7 @@ describe.skipIf(skip !== null)('a job of 4 ranks in 4 network namespaces under M
         await l.command('loss 1');
       }
     } else {
-      t = bridgedHosts('f', prefix);
+      t = lab.bridgedHosts('f', prefix, RANKS);
       netemOn(t, 1, 3, 1);
     }
     const ran = await mpirun(dir, t, [], {}, 110_000);

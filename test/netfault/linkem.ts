@@ -1,29 +1,14 @@
 // What the namespace tiers (test/netfault.test.ts, test/job-netns.test.ts) share: running system tools (ip, tc, cc),
 // and driving test/netfault/linkem.c: build it, start one link between two network namespaces, send it commands
 // (test/netfault/README.md lists them).
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import * as path from 'node:path';
 import * as readline from 'node:readline';
 import { root } from '../helpers';
 
-// System tools run without the sanitizer tier's preloaded ASan runtime: they are not ours, and ASan finds faults of
-// their own (iproute2's `ip route show` trips its strncpy-overlap check).
-const toolEnv = Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'LD_PRELOAD'));
-
-/** Runs a system tool; its stdout, or throws with its stderr. */
-export function run(cmd: string, args: string[]): string {
-  return execFileSync(cmd, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'], env: toolEnv });
-}
-
-/** Runs a system tool; null when it succeeded, else the first line of what it said. */
-export function tryRun(cmd: string, args: string[]): string | null {
-  try {
-    run(cmd, args);
-    return null;
-  } catch (err: any) {
-    return String(err?.stderr || err?.message || err).trim().split('\n')[0];
-  }
-}
+// run/tryRun live in test/netns/topology.mjs (also used by scripts/bench-netns.mjs); re-exported for the tiers here.
+import { run } from '../netns/topology.mjs';
+export { run, tryRun } from '../netns/topology.mjs';
 
 /** Builds linkem into `dir` with cc; returns the executable's path. */
 export function buildLinkem(dir: string): string {
