@@ -27,6 +27,14 @@ HRESULT status_of_cm_failure(const rdma_cm_event& ev) {
     default: return ND_UNSUCCESSFUL;
   }
 }
+
+// rdma_bind_addr takes a non-const sockaddr: binds id to a copy of the caller's (checked) address. 0, or -1 with
+// errno set.
+int bind_copy(const Lib& lib, rdma_cm_id* id, const sockaddr* address) {
+  sockaddr_storage copy{};
+  std::memcpy(&copy, address, sockaddr_length(address));
+  return lib.bind_addr(id, reinterpret_cast<sockaddr*>(&copy));
+}
 }  // namespace
 
 // --- VerbsConnector -------------------------------------------------------------------------------------
@@ -82,9 +90,7 @@ HRESULT VerbsConnector::Bind(const struct sockaddr* pAddress, ULONG cbAddress) {
   if (state_ != State::kIdle) return ND_INVALID_DEVICE_STATE;
   HRESULT hr = ensure_id_locked();
   if (FAILED(hr)) return hr;
-  sockaddr_storage copy{};
-  std::memcpy(&copy, pAddress, sockaddr_length(pAddress));
-  if (adapter_->lib().bind_addr(id_, reinterpret_cast<sockaddr*>(&copy)) != 0) return status_of_errno(errno);
+  if (bind_copy(adapter_->lib(), id_, pAddress) != 0) return status_of_errno(errno);
   if (id_->verbs != nullptr && id_->verbs != adapter_->context()) return ND_INVALID_ADDRESS;  // another device's
   state_ = State::kBound;
   return ND_SUCCESS;
@@ -377,9 +383,7 @@ HRESULT VerbsListener::Bind(const struct sockaddr* pAddress, ULONG cbAddress) {
     id_ = nullptr;
     return status_of_errno(errno);
   }
-  sockaddr_storage copy{};
-  std::memcpy(&copy, pAddress, sockaddr_length(pAddress));
-  if (adapter_->lib().bind_addr(id_, reinterpret_cast<sockaddr*>(&copy)) != 0) {
+  if (bind_copy(adapter_->lib(), id_, pAddress) != 0) {
     const HRESULT hr = status_of_errno(errno);
     adapter_->lib().destroy_id(id_);
     id_ = nullptr;
