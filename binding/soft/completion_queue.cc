@@ -61,15 +61,7 @@ HRESULT SoftCompletionQueue::Resize(ULONG queueDepth) {
   if (queueDepth == 0 || queueDepth > limits::kMaxCqDepth) return ND_INVALID_PARAMETER;
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (queueDepth < count_) return ND_BUFFER_OVERFLOW;
-  std::vector<Entry> ring;
-  try {
-    ring.resize(queueDepth);
-  } catch (...) {
-    return ND_NO_MEMORY;
-  }
-  for (size_t i = 0; i < count_; ++i) ring[i] = ring_[(head_ + i) % ring_.size()];
-  ring_.swap(ring);
-  head_ = 0;
+  if (!relayout_locked(queueDepth)) return ND_NO_MEMORY;
   depth_ = queueDepth;
   return ND_SUCCESS;
 }
@@ -149,11 +141,12 @@ void SoftCompletionQueue::fire_locked(HRESULT status, bool solicited_event, bool
   waiters_.clear();
 }
 
-bool SoftCompletionQueue::grow_locked() {
+// A ring of `size` entries (at least count_) holding the queued ones from its start. false without memory.
+bool SoftCompletionQueue::relayout_locked(size_t size) {
   mu_.assert_held();
   std::vector<Entry> ring;
   try {
-    ring.resize(ring_.size() * 2);
+    ring.resize(size);
   } catch (...) {
     return false;
   }
@@ -167,7 +160,7 @@ bool SoftCompletionQueue::append_locked(const ND2_RESULT& result, bool solicited
   mu_.assert_held();
   if (overrun_.load(std::memory_order_relaxed)) return false;
   // Traffic overruns at the consumer's depth; a flush only if the ring cannot grow (no memory).
-  const bool full = flush ? count_ == ring_.size() && !grow_locked() : count_ >= depth_;
+  const bool full = flush ? count_ == ring_.size() && !relayout_locked(ring_.size() * 2) : count_ >= depth_;
   if (full) {
     overrun_.store(true, std::memory_order_release);
     trace("cq %p overrun at depth %zu", static_cast<void*>(this), ring_.size());

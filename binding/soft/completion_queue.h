@@ -98,7 +98,7 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public 
   void fire_spurious(OVERLAPPED* ov);             // variance: completes one armed Notify with nothing new
   bool matches_queued_locked(ULONG type) const;
   bool append_locked(const ND2_RESULT& result, bool solicited, bool flush);  // false on overrun
-  bool grow_locked();  // doubles the ring for a flush; false without memory
+  bool relayout_locked(size_t size);  // Resize, and doubling the ring for a flush; false without memory
   void fire_locked(HRESULT status, bool solicited_event, bool error_event);
 
   SoftAdapter* adapter_;
