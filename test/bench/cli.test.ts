@@ -5,7 +5,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { runNdbench, tableRows } from './ndbench';
+import { expectPrintedRatio, runNdbench, tableRows } from './ndbench';
 import { RESULT_LINE, validateReport } from '../../lib/bench/report';
 import { parseXml } from './xml';
 
@@ -87,12 +87,6 @@ describe('ndbench --loopback, every test, every completion mode', { timeout: 120
   }
 });
 
-// The printed figures are rounded (2 decimals), so the printed ratio matches their quotient only to a
-// relative precision: compare relatively, not to a fixed number of decimals.
-function expectRatio(printed: number, nd: number, base: number) {
-  const exact = nd / base;
-  expect(Math.abs(printed - exact), `ratio ${printed} vs ${nd}/${base}`).toBeLessThanOrEqual(0.01 * exact + 0.01);
-}
 
 describe('ndbench baselines in the same run', { timeout: 120_000 }, () => {
   it('--compare tcp,node-net prints each baseline and the ratio beside netdirect\'s figure (latency)', () => {
@@ -102,9 +96,9 @@ describe('ndbench baselines in the same run', { timeout: 120_000 }, () => {
     const [row] = rows(r.stdout);
     expect(row).toHaveLength(13);
     expect(row[9]).toBeGreaterThan(0);
-    expectRatio(row[10], row[4], row[9]);
+    expectPrintedRatio(row[10], row[4], row[9]);
     expect(row[11]).toBeGreaterThan(0);
-    expectRatio(row[12], row[4], row[11]);
+    expectPrintedRatio(row[12], row[4], row[11]);
   });
 
   it('bandwidth: --compare tcp in OSU format, and send_bw/read_bw patterns', () => {
@@ -116,7 +110,7 @@ describe('ndbench baselines in the same run', { timeout: 120_000 }, () => {
       expect(size).toBe(4096);
       expect(nd).toBeGreaterThan(0);
       expect(tcp).toBeGreaterThan(0);
-      expectRatio(ratio, nd, tcp);
+      expectPrintedRatio(ratio, nd, tcp);
     }
   });
 });

@@ -30,3 +30,17 @@ export function tableRows(stdout: string, which: 'first' | 'last' = 'first'): nu
   }
   return out;
 }
+
+/**
+ * Checks a printed ratio against the two printed figures it was computed from. Each figure is printed to two
+ * decimals, so it is within 0.005 of the unrounded one, and the printed ratio (also two decimals) must lie
+ * between the extremes of those intervals. A fixed relative margin is not enough: a fast baseline such as MPI
+ * over shared memory at 0.25 us already carries a 2 % rounding error.
+ */
+export function expectPrintedRatio(ratio: number, nd: number, base: number): void {
+  const h = 0.005;
+  const eps = 1e-9;
+  const what = `ratio ${ratio} vs ${nd}/${base}`;
+  expect(ratio, what).toBeGreaterThanOrEqual((nd - h) / (base + h) - h - eps);
+  expect(ratio, what).toBeLessThanOrEqual(base > h ? (nd + h) / (base - h) + h + eps : Infinity);
+}
