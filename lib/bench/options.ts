@@ -152,7 +152,9 @@ jobs of N ranks:  mpiexec -n <N> ndbench osu_latency|osu_bw|osu_bibw|osu_mbw_mr|
                   (OSU's tests over netdirect/job; \`ndbench osu_latency --help\` lists their options)
 launched by MPI:  mpiexec -n 2 ndbench write_lat [server-host]   (rank 0 serves, on server-host if given; rank 1
                   connects). srun -n 2 too (SLURM_STEP_NUM_TASKS); a plain command inside a Slurm allocation, or a
-                  launch of one rank, runs as typed`;
+                  launch of one rank, runs as typed
+environment:      NDBENCH_SERVER=<host>  under MPI, the server host when the command names none (default: rank 1
+                  connects to 127.0.0.1, for two ranks on one machine)`;
 
 /** 2, 4, … 8 MiB: perftest's -a. */
 export function allSizes(max = MAX_ALL_SIZE): number[] {

@@ -47,6 +47,25 @@ describe('npm pack', () => {
     }
     expect(files.some((f) => f.startsWith('binding/') && f.endsWith('.cc')), 'no binding/*.cc in the package').toBe(true);
     expect(files.filter((f) => /^(test|build|node_modules|lib)\//.test(f))).toEqual([]);
+    // A shipped script or example imports only what is shipped (scripts/bench-netns.mjs, a repository tool that
+    // imports test/netns/, is left out of the package for that reason).
+    const shipped = new Set(files);
+    const missing: string[] = [];
+    for (const f of files.filter((x) => /^(scripts|examples)\/.*\.(m?js|cjs)$/.test(x))) {
+      const source = readFileSync(path.join(root, f), 'utf8');
+      for (const m of source.matchAll(/(?:from\s+|require\(\s*|import\(\s*)['"](\.\.?\/[^'"]+)['"]/g)) {
+        const target = path.posix.normalize(path.posix.join(path.posix.dirname(f), m[1]));
+        if (![target, `${target}.js`, `${target}.mjs`, `${target}/index.js`].some((c) => shipped.has(c))) missing.push(`${f} imports ${m[1]}`);
+      }
+    }
+    expect(missing).toEqual([]);
+  });
+
+  it('names where the project lives: repository, bugs and homepage agree', () => {
+    expect(pkg.repository).toEqual({ type: 'git', url: expect.stringMatching(/^git\+https:\/\/github\.com\/[\w.-]+\/[\w.-]+\.git$/) });
+    const home = pkg.repository.url.replace(/^git\+/, '').replace(/\.git$/, '');
+    expect(pkg.bugs).toEqual({ url: `${home}/issues` });
+    expect(pkg.homepage).toBe(`${home}#readme`);
   });
 });
 
