@@ -1,5 +1,6 @@
 #include "adapter.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 
@@ -146,7 +147,9 @@ Adapter::Adapter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Adapter>(inf
       if (modeArg == kModeLoop && mode_ != kModeLoop)
         ThrowNdError(env, "ND_NOT_SUPPORTED", ND_NOT_SUPPORTED, op, "completion 'loop' is not available: " + loopWhy);
     }
-    poller_.reset(new Poller(&Adapter::Deliver, this, spinMicros, mode_ != kModeManual));
+    // The poller's own busy window is thread mode's; in loop mode the loop spins (SpinFromNow) and the poller,
+    // run by the loop, keeps every CQ armed.
+    poller_.reset(new Poller(&Adapter::Deliver, this, mode_ == kModeThread ? spinMicros : 0, mode_ != kModeManual));
     const char* pollerWhy = nullptr;
     if (!poller_->Start(file_, mode_ != kModeLoop, &pollerWhy))
       ThrowNdError(env, "ND_INSUFFICIENT_RESOURCES", ND_INSUFFICIENT_RESOURCES, op, pollerWhy);
@@ -156,6 +159,7 @@ Adapter::Adapter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Adapter>(inf
         ThrowNdError(env, "ND_INSUFFICIENT_RESOURCES", ND_INSUFFICIENT_RESOURCES, op,
                      std::string("event-loop completions: ") + why);
       onBatch_ = Napi::Persistent(info[5].As<Napi::Function>());
+      spinNs_ = static_cast<uint64_t>(spinMicros) * 1000;
     } else {
       tsfn_ = Tsfn::New(env, info[5].As<Napi::Function>(), "netdirect.completions", 0, 1, this);
       tsfnLive_ = true;
@@ -369,8 +373,23 @@ bool Adapter::StartLoop(Napi::Env env, const char** why) {
   return true;
 }
 
+namespace {
+uint64_t SteadyNs() {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+}  // namespace
+
+// Opens (or extends) the busy-poll window: something was posted or delivered, so an answer may be close.
+void Adapter::SpinFromNow() {
+  if (!loop_) return;
+  spinUntilNs_ = SteadyNs() + spinNs_;
+  loop_->SetSpin(true);
+}
+
 // Hands progress back to the provider's own thread and closes the loop's handles. Idempotent.
 void Adapter::StopLoop() {
+  spinNs_ = 0;
   if (progress_) progress_->SetExternalDriver(FALSE);
   progress_.reset();
   loop_.reset();  // closes the handles
@@ -381,6 +400,7 @@ void Adapter::StopLoop() {
 void Adapter::OnLoopReady(void* ctx) {
   auto* self = static_cast<Adapter*>(ctx);
   if (self->closed_ || !self->progress_) return;
+  if (self->loop_->spinning()) self->spinRounds_++;
   self->poller_->WillDrain(true);  // what the progress completes, RunOnce takes right after: no wake-up needed
   // Answers the round owes the peer wait for Flush(): the application's reply, posted from the callback below,
   // then leaves in the same segment (one send and one wake-up of the peer instead of two).
@@ -390,6 +410,7 @@ void Adapter::OnLoopReady(void* ctx) {
   self->poller_->WillDrain(false);
   Batch* batch = self->poller_->RunOnce();
   if (!batch->empty()) {
+    if (self->spinNs_ != 0) self->SpinFromNow();
     Napi::Env env = self->Env();
     Napi::HandleScope scope(env);
     self->OnBatch(env, self->onBatch_.Value(), batch);
@@ -398,6 +419,9 @@ void Adapter::OnLoopReady(void* ctx) {
     if (self->closed_ || !self->progress_) return;
   }
   self->progress_->Flush();
+  // The spin window closes when it has passed with nothing delivered, or when nothing is pending: then the loop
+  // blocks on the descriptors again.
+  if (self->loop_->spinning() && (self->pending_ == 0 || SteadyNs() >= self->spinUntilNs_)) self->loop_->SetSpin(false);
   DWORD ms = INFINITE;
   self->progress_->GetNextTimeout(&ms);
   self->loop_->SetTimeout(ms == INFINITE ? -1 : static_cast<int>(ms));
@@ -516,6 +540,7 @@ Napi::Value Adapter::Stats(const Napi::CallbackInfo& info) {
   o.Set("completions", Napi::Number::New(env, static_cast<double>(completions_)));
   o.Set("wakeups", Napi::Number::New(env, poller_ ? static_cast<double>(poller_->wakeups()) : 0.0));
   o.Set("pending", Napi::Number::New(env, static_cast<double>(pending_)));
+  o.Set("spinRounds", Napi::Number::New(env, static_cast<double>(spinRounds_)));
   return o;
 }
 

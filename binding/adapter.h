@@ -172,6 +172,7 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   // Pending requests (JS thread): the TSFN, and so the event loop, is referenced while > 0.
   void AddPending() {
     if (pending_++ == 0) KeepLoopAlive(true);
+    if (spinNs_ != 0) SpinFromNow();
   }
   void SubPending(uint64_t n);
 
@@ -244,6 +245,12 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   // Event-loop mode:
   NdPtr<INDProgress> progress_;  // the provider's progress, driven by this thread (nullptr: none to drive)
   std::unique_ptr<LoopWatch> loop_;
+  // Busy-polling in event-loop mode (AdapterOptions.spinMicros; 0: off): after a post or a delivered batch the
+  // loop keeps polling the provider, without blocking, until spinUntilNs_ (steady clock), or until nothing is
+  // pending. A reply that comes back within the window is found without a wake-up from epoll.
+  uint64_t spinNs_ = 0;
+  uint64_t spinUntilNs_ = 0;
+  void SpinFromNow();
   Napi::FunctionReference onBatch_;
   std::unique_ptr<Napi::AsyncContext> asyncContext_;
   std::string provider_;
@@ -258,6 +265,7 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   uint64_t pending_ = 0;
   uint64_t batches_ = 0;
   uint64_t completions_ = 0;
+  uint64_t spinRounds_ = 0;  // event-loop rounds run inside a busy-poll window
 };
 
 }  // namespace netdirect

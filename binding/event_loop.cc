@@ -55,7 +55,23 @@ bool LoopWatch::Start(napi_env env, const int* fds, int count, ReadyFn onReady, 
   }
   uv_handle_set_data(reinterpret_cast<uv_handle_t*>(timer_), this);
   uv_unref(reinterpret_cast<uv_handle_t*>(timer_));  // a provider deadline alone never keeps the process alive
+  idle_ = NewHandle<uv_idle_t>(UV_IDLE);
+  if (idle_ == nullptr || uv_idle_init(loop, idle_) != 0) {
+    std::free(idle_);
+    idle_ = nullptr;
+    *why = "uv_idle_init failed";
+    Stop();
+    return false;
+  }
+  uv_handle_set_data(reinterpret_cast<uv_handle_t*>(idle_), this);
+  uv_unref(reinterpret_cast<uv_handle_t*>(idle_));
   return true;
+}
+
+void LoopWatch::SetSpin(bool on) {
+  if (on == spin_ || idle_ == nullptr) return;
+  spin_ = on;
+  on ? uv_idle_start(idle_, &LoopWatch::OnIdle) : uv_idle_stop(idle_);
 }
 
 void LoopWatch::SetRef(bool ref) {
@@ -92,6 +108,12 @@ void LoopWatch::Stop() {
     uv_close(reinterpret_cast<uv_handle_t*>(timer_), &FreeHandle);
     timer_ = nullptr;
   }
+  if (idle_ != nullptr) {
+    uv_idle_stop(idle_);
+    uv_close(reinterpret_cast<uv_handle_t*>(idle_), &FreeHandle);
+    idle_ = nullptr;
+  }
+  spin_ = false;
   onReady_ = nullptr;
 }
 
@@ -107,6 +129,11 @@ void LoopWatch::OnTimer(uv_timer_t* handle) {
   if (self->onReady_ != nullptr) self->onReady_(self->ctx_);
 }
 
+void LoopWatch::OnIdle(uv_idle_t* handle) {
+  auto* self = static_cast<LoopWatch*>(uv_handle_get_data(reinterpret_cast<uv_handle_t*>(handle)));
+  if (self->onReady_ != nullptr) self->onReady_(self->ctx_);
+}
+
 #else  // no libuv reachable (Windows import library)
 
 bool LoopWatch::Supported() { return false; }
@@ -116,6 +143,7 @@ bool LoopWatch::Start(napi_env, const int*, int, ReadyFn, void*, const char** wh
 }
 void LoopWatch::SetRef(bool) {}
 void LoopWatch::SetTimeout(int) {}
+void LoopWatch::SetSpin(bool) {}
 void LoopWatch::Stop() {}
 
 #endif

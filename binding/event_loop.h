@@ -33,6 +33,11 @@ class LoopWatch {
   void SetRef(bool ref);
   // onReady also runs after ms milliseconds (0: on the next loop turn); a negative ms cancels.
   void SetTimeout(int ms);
+  // Busy-polling (AdapterOptions.spinMicros): while on, onReady runs on every loop turn and the loop does not
+  // block in its poll phase (an idle handle). The owner turns it off once its spin window has passed. An idle
+  // handle is unreferenced: spinning never keeps the process alive by itself.
+  void SetSpin(bool on);
+  bool spinning() const { return spin_; }
   // Closes the handles (their memory is freed by libuv's close callbacks). Idempotent.
   void Stop();
 
@@ -41,13 +46,16 @@ class LoopWatch {
 #ifdef NETDIRECT_HAVE_UV
   static void OnPoll(uv_poll_t* handle, int status, int events);
   static void OnTimer(uv_timer_t* handle);
+  static void OnIdle(uv_idle_t* handle);
   uv_poll_t* polls_[kMaxFds] = {};
   uv_timer_t* timer_ = nullptr;
+  uv_idle_t* idle_ = nullptr;
 #endif
   int npolls_ = 0;
   ReadyFn onReady_ = nullptr;
   void* ctx_ = nullptr;
   bool ref_ = false;
+  bool spin_ = false;
   int64_t timeout_ = -1;  // armed timeout (ms), to skip re-arming the same one
 };
 

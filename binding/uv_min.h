@@ -1,4 +1,4 @@
-// The part of libuv the addon uses: threads (the completion poller) and, in event-loop mode, poll and timer
+// The part of libuv the addon uses: threads (the completion poller) and, in event-loop mode, poll, timer and idle
 // handles on the JS thread's loop (napi_get_uv_event_loop). node-api-headers ship no uv.h, but Node exports
 // libuv's symbols to addons on POSIX, and libuv 1.x keeps these signatures and enumerator values stable; handle
 // memory is sized at run time (uv_handle_size), so no struct layout is assumed. With uv.h on the include path
@@ -28,10 +28,12 @@ typedef struct uv_loop_s uv_loop_t;
 typedef struct uv_handle_s uv_handle_t;
 typedef struct uv_poll_s uv_poll_t;
 typedef struct uv_timer_s uv_timer_t;
-typedef enum { UV_POLL = 8, UV_TIMER = 13 } uv_handle_type;  // values of libuv 1.x's UV_HANDLE_TYPE_MAP
+typedef struct uv_idle_s uv_idle_t;
+typedef enum { UV_IDLE = 6, UV_POLL = 8, UV_TIMER = 13 } uv_handle_type;  // values of libuv 1.x's UV_HANDLE_TYPE_MAP
 enum uv_poll_event { UV_READABLE = 1, UV_WRITABLE = 2 };
 typedef void (*uv_poll_cb)(uv_poll_t* handle, int status, int events);
 typedef void (*uv_timer_cb)(uv_timer_t* handle);
+typedef void (*uv_idle_cb)(uv_idle_t* handle);
 typedef void (*uv_close_cb)(uv_handle_t* handle);
 size_t uv_handle_size(uv_handle_type type);
 int uv_poll_init(uv_loop_t* loop, uv_poll_t* handle, int fd);
@@ -40,6 +42,9 @@ int uv_poll_stop(uv_poll_t* handle);
 int uv_timer_init(uv_loop_t* loop, uv_timer_t* handle);
 int uv_timer_start(uv_timer_t* handle, uv_timer_cb cb, uint64_t timeout, uint64_t repeat);
 int uv_timer_stop(uv_timer_t* handle);
+int uv_idle_init(uv_loop_t* loop, uv_idle_t* handle);
+int uv_idle_start(uv_idle_t* handle, uv_idle_cb cb);
+int uv_idle_stop(uv_idle_t* handle);
 void uv_close(uv_handle_t* handle, uv_close_cb close_cb);
 void uv_ref(uv_handle_t* handle);
 void uv_unref(uv_handle_t* handle);

@@ -47,9 +47,12 @@ export interface AdapterOptions {
    */
   completion?: CompletionOption;
   /**
-   * Busy-poll window of the poller thread before it sleeps, in microseconds (default 0). While it spins, a
-   * provider that supports it (the built-in one does) makes progress on the poller thread itself, so a message
-   * wakes no provider thread; it costs a core while spinning.
+   * Busy-poll window before waiting, in microseconds (default 0: never spin). 'thread': the poller thread spins
+   * this long before it sleeps, and a provider that supports it (the built-in one does) makes progress on the
+   * poller thread itself, so a message wakes no provider thread. 'loop': after a post or a delivered completion
+   * the event loop keeps polling the provider without blocking for this long while requests are pending (other
+   * callbacks, timers and I/O still run between polls), so an answer that comes back within the window is found
+   * without a wake-up. Either way it costs a core while it spins. 'manual' polls only in cq.poll().
    */
   spinMicros?: number;
 }
@@ -225,7 +228,8 @@ export class Adapter implements AsyncDisposable {
   }
 
   /**
-   * Counters of the completion path: batches (JS-thread crossings), completions, wakeups, pending.
+   * Counters of the completion path: batches (JS-thread crossings), completions, wakeups, pending, spinRounds
+   * (event-loop rounds inside a busy-poll window).
    *
    * @throws {@link NdError} ERR_ND_CLOSED when the adapter is closed or closing.
    */

@@ -112,12 +112,28 @@ function completionOf(option: unknown, op: string): CompletionOption {
 }
 
 /**
+ * The busy-poll window asked for: the option, else the NETDIRECT_SPIN_MICROS environment variable (a whole
+ * program, e.g. every rank under mpiexec), else 0.
+ */
+function spinMicrosOf(option: unknown, op: string): number {
+  const fromEnv = process.env.NETDIRECT_SPIN_MICROS;
+  if (option === undefined && fromEnv !== undefined && fromEnv !== '' && !/^\d+$/.test(fromEnv)) {
+    throw misuse(ERR_ND_INVALID_ARGUMENT, op, `NETDIRECT_SPIN_MICROS must be a whole number of microseconds, got ${describe(fromEnv)}`);
+  }
+  const value = option ?? (fromEnv === undefined || fromEnv === '' ? 0 : Number(fromEnv));
+  const where = option === undefined ? 'NETDIRECT_SPIN_MICROS' : 'spinMicros';
+  const n = checkIndex(value, where, op);
+  if (n > 1_000_000) throw misuse(ERR_ND_OUT_OF_RANGE, op, `${where} must be at most 1000000, got ${n}`);
+  return n;
+}
+
+/**
  * Opens the adapter that serves `address` (a local IPv4/IPv6 address, or a name that resolves to one).
  *
  * @param address - a local address ('127.0.0.1', '::1', '[fe80::1%2]') or a host name resolving to one;
  *   listAddresses() lists them.
  * @param options - provider, completion mode ('auto', 'loop', 'thread', 'manual'; else the NETDIRECT_COMPLETION
- *   environment variable), spinMicros (µs, 0..1000000).
+ *   environment variable), spinMicros (µs, 0..1000000; else the NETDIRECT_SPIN_MICROS environment variable).
  * @returns the open adapter; close it (or `await using`) when done.
  * @throws {@link NdError} ERR_ND_INVALID_ARGUMENT for a non-string address, an unknown option or a wrong option
  *   value; ERR_ND_OUT_OF_RANGE for spinMicros above 1000000; ND_INVALID_ADDRESS when a name does not resolve;
@@ -140,8 +156,7 @@ export async function openAdapter(address: string, options: AdapterOptions = {})
     checkOptions(options, op, ADAPTER_KEYS);
     const provider = providerOf(options.provider, op);
     const completion = completionOf(options.completion, op);
-    const spinMicros = options.spinMicros === undefined ? 0 : checkIndex(options.spinMicros, 'spinMicros', op);
-    if (spinMicros > 1_000_000) throw misuse(ERR_ND_OUT_OF_RANGE, op, `spinMicros must be at most 1000000, got ${spinMicros}`);
+    const spinMicros = spinMicrosOf(options.spinMicros, op);
     let host = address.startsWith('[') && address.endsWith(']') ? address.slice(1, -1) : address;
     if (isIP(host) === 0) {
       try {

@@ -93,6 +93,8 @@ export interface NativeAdapterStats {
   wakeups: number;
   /** Requests the adapter is waiting on (it keeps the event loop alive while > 0). */
   pending: number;
+  /** Event-loop rounds run inside a busy-poll window (AdapterOptions.spinMicros, 'loop' mode); 0 otherwise. */
+  spinRounds: number;
 }
 
 export interface NativeAdapter {

@@ -5,6 +5,7 @@
 // requests are pending (fixtures/manual-driver.mjs), as a manual-mode program must, and that polling keeps them
 // alive; the 'unpolled' case checks that a receive nobody polls lets the process end.
 import { spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { afterAll, beforeAll, expect, it } from 'vitest';
 import type { Adapter, CompletionQueue, Listener } from '../lib/index';
@@ -25,9 +26,10 @@ afterAll(async () => {
   await adapter?.close();
 });
 
-function child(what: string) {
+function child(what: string, env: NodeJS.ProcessEnv = process.env) {
   const proc = spawn(process.execPath, [path.join(fixtures, 'keepalive.mjs'), what, `${listener.address.host}:${listener.address.port}`], {
     cwd: root,
+    env,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   let stdout = '';
@@ -58,6 +60,37 @@ it('a pending receive keeps the process alive until it completes; then the proce
   expect(c.out().stdout).toContain(`mode:${adapter.completion}`); // the child runs in the run's mode too
   await new Promise((r) => setTimeout(r, 500));
   expect(c.proc.exitCode, c.out().stderr).toBeNull(); // still waiting for its receive
+  const mr = await adapter.allocateMemory(64);
+  await qp.send(mr.slice(0, 24));
+  expect(await c.closed).toEqual({ code: 0, signal: null });
+  expect(c.out()).toEqual({ stdout: expect.stringContaining('received 24'), stderr: '' });
+  await qp.close();
+});
+
+/** CPU seconds (user + system) the process has used so far; undefined where /proc is not there. */
+function cpuSeconds(pid: number): number | undefined {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return (Number(fields[11]) + Number(fields[12])) / 100; // utime, stime in clock ticks (USER_HZ, 100 on Linux)
+  } catch {
+    return undefined;
+  }
+}
+
+it('with a busy-poll window (NETDIRECT_SPIN_MICROS) a pending receive completes, the waiting stops spinning after the window, and the process ends by itself', async () => {
+  const c = child('receive', { ...process.env, NETDIRECT_SPIN_MICROS: '20000' });
+  const qp = await acceptOne();
+  await c.said('waiting');
+  // Past the 20 ms window the child sleeps again, though its receive is pending: over the next 600 ms it uses a
+  // small part of a core (a window that never closed would use all of it). Not in 'manual' mode, where the child
+  // polls all the while by design (manual-driver.mjs).
+  await new Promise((r) => setTimeout(r, 200));
+  const before = cpuSeconds(c.proc.pid!);
+  await new Promise((r) => setTimeout(r, 600));
+  const after = cpuSeconds(c.proc.pid!);
+  if (before !== undefined && after !== undefined && adapter.completion !== 'manual') expect(after - before, 'CPU seconds while waiting 0.6 s').toBeLessThan(0.3);
+  expect(c.proc.exitCode, c.out().stderr).toBeNull();
   const mr = await adapter.allocateMemory(64);
   await qp.send(mr.slice(0, 24));
   expect(await c.closed).toEqual({ code: 0, signal: null });

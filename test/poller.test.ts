@@ -179,6 +179,53 @@ describe("completion: 'thread' with a spin window (spinMicros)", () => {
   });
 });
 
+describe.skipIf(!LOOP)("completion: 'loop' with a spin window (spinMicros)", () => {
+  it('ping-pongs Sends with every CQ kept armed, polls inside the window, and sleeps after it', async () => {
+    const adapter = await openAdapter('127.0.0.1', { completion: 'loop', spinMicros: 2000 });
+    const cq = adapter.createCompletionQueue({ depth: 2048 });
+    try {
+      const { qp } = await connectToPeer(adapter, cq, peer, address);
+      const mr = await adapter.allocateMemory(64 * 1024);
+      const before = adapter.stats();
+      // Each round: a Send the peer receives and a Send back; one completion after another on the same CQ (a CQ
+      // left unarmed after its first notification would hang here).
+      for (let round = 0; round < 50; round++) {
+        const receive = qp.receive(mr.slice(32768, 64));
+        await peer.call('receive', { tag: `r${round}`, segs: [{ name: 'rx', offset: 0, length: 64 }] });
+        await qp.send(mr.slice(0, 64));
+        expect(await peer.call('wait', { tag: `r${round}` })).toMatchObject({ ok: true });
+        await peer.call('post', { tag: `s${round}`, op: 'send', segs: [{ name: 'rx', offset: 0, length: 64 }] });
+        expect(await receive).toEqual({ type: 'receive', status: 0, bytes: 64 });
+        expect(await peer.call('wait', { tag: `s${round}` })).toMatchObject({ ok: true });
+      }
+      const spun = adapter.stats().spinRounds - before.spinRounds;
+      expect(spun, 'rounds polled inside the window').toBeGreaterThan(0);
+      // A receive stays pending with nothing arriving: the window closes and the loop blocks again.
+      const waiting = qp.receive(mr.slice(32768, 64));
+      await new Promise((r) => setTimeout(r, 100));
+      const idle = adapter.stats().spinRounds;
+      await new Promise((r) => setTimeout(r, 200));
+      expect(adapter.stats().spinRounds - idle, 'rounds polled 100 ms after the last activity').toBe(0);
+      await peer.call('post', { tag: 'last', op: 'send', segs: [{ name: 'rx', offset: 0, length: 64 }] });
+      expect(await waiting).toEqual({ type: 'receive', status: 0, bytes: 64 });
+    } finally {
+      await adapter.close();
+    }
+  });
+
+  it('without a window it never spins', async () => {
+    const { adapter, cq } = await openLocal('loop');
+    try {
+      const { qp } = await connectToPeer(adapter, cq, peer, address);
+      const mr = await adapter.allocateMemory(4096);
+      await Promise.all(Array.from({ length: 16 }, (_, i) => qp.write(mr.slice(i * 64, 64), remote, { offset: i * 64 })));
+      expect(adapter.stats().spinRounds).toBe(0);
+    } finally {
+      await adapter.close();
+    }
+  });
+});
+
 describe("completion: 'manual'", () => {
   let adapter: Adapter;
   let cq: CompletionQueue;

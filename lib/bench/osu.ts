@@ -51,6 +51,8 @@ export interface OsuOptions {
   format: 'osu' | 'json';
   provider: string;
   completion: 'auto' | 'loop' | 'thread' | 'manual';
+  /** The adapter's busy-poll window, µs (AdapterOptions.spinMicros; JoinOptions.spinMicros). */
+  spinMicros: number;
   /** Seconds before the MPI run is given up. */
   timeout: number;
   mpicc: string;
@@ -72,6 +74,8 @@ export const OSU_USAGE = `usage: mpiexec -n <ranks> ndbench <osu test> [options]
   --reps <n>               repeat the sweep <n> times, figures are medians (default 1; 3 with --compare mpi)
   --format osu|json        OSU's columns (default) or a JSON report on stdout
   --provider <name|dll>    ND v2 provider (default auto);  --completion auto|loop|thread|manual (default auto)
+  --spin-micros <n>        busy-poll for up to <n> µs before sleeping, as MPI libraries do while they wait
+                           (AdapterOptions.spinMicros; default 0: sleep at once). It costs a core per rank
   --mpicc <path>           MPI compiler (default $MPICC or mpicc);  --mpiexec <path> launcher for the MPI run
                            (default $NDBENCH_MPIEXEC, else mpiexec.hydra under Hydra, else mpiexec)
   --timeout <s>            give up the MPI run after <s> seconds (default 600)`;
@@ -194,6 +198,10 @@ export function parseOsuArgs(argv: string[], env: NodeJS.ProcessEnv = process.en
         o.completion = v;
         break;
       }
+      case '--spin-micros':
+        o.spinMicros = intArg(a, value(), 0);
+        if (o.spinMicros > 1_000_000) throw new UsageError(`--spin-micros must be at most 1000000, got ${o.spinMicros}`);
+        break;
       case '--mpicc':
         o.mpicc = value();
         if (!o.mpicc) throw new UsageError('--mpicc needs a path');
@@ -228,6 +236,7 @@ export function parseOsuArgs(argv: string[], env: NodeJS.ProcessEnv = process.en
     format: o.format ?? 'osu',
     provider: o.provider ?? 'auto',
     completion: o.completion ?? 'auto',
+    spinMicros: o.spinMicros ?? 0,
     timeout: o.timeout ?? 600,
     mpicc: o.mpicc ?? env.MPICC ?? 'mpicc',
     mpiexec: o.mpiexec ?? env.NDBENCH_MPIEXEC,
@@ -558,7 +567,7 @@ export function osuHeader(o: OsuOptions, ranks: number, info: { provider: string
   };
   const lines = [
     `# ndbench ${o.test}: OSU ${titles[o.test]} over netdirect/job`,
-    `# ${ranks} ranks (launcher ${info.launcher}), provider ${info.provider}, completion ${info.completion}; ${patternNote(o.test)}`,
+    `# ${ranks} ranks (launcher ${info.launcher}), provider ${info.provider}, completion ${info.completion}${o.spinMicros > 0 ? `, spin ${o.spinMicros} us` : ''}; ${patternNote(o.test)}`,
   ];
   if (o.compareMpi) lines.push(`# MPI: ${info.mpi ?? 'not run'}; nd/MPI = netdirect's figure over MPI's; median of ${o.reps} repetitions`);
   else if (o.reps > 1) lines.push(`# median of ${o.reps} repetitions`);
@@ -655,7 +664,7 @@ function rankMessage(test: OsuTest, ranks: number, why: string): string {
 export async function runOsu(o: OsuOptions, io: RunIo): Promise<void> {
   // No launcher: a job of one rank, which no OSU test runs. Said before opening anything.
   if (detectLauncher().launcher === 'singleton') throw new Error(rankMessage(o.test, 1, ' (no launcher started this process)'));
-  const job = await join({ provider: o.provider === 'auto' ? undefined : o.provider, completion: o.completion });
+  const job = await join({ provider: o.provider === 'auto' ? undefined : o.provider, completion: o.completion, spinMicros: o.spinMicros });
   try {
     if (ranksProblem(o.test, job.size) !== undefined) throw new Error(rankMessage(o.test, job.size, ''));
     let mpi: MpiRunner | undefined;

@@ -28,6 +28,12 @@ export interface JoinOptions {
   address?: string;
   provider?: string;
   completion?: CompletionOption;
+  /**
+   * The adapter's busy-poll window in microseconds (AdapterOptions.spinMicros; default 0): after a put, a send or
+   * a delivered completion the rank keeps polling for this long before it lets the process sleep, as MPI
+   * libraries do while they wait. It costs a core while it spins; worth it when every rank has a core.
+   */
+  spinMicros?: number;
   /** Give up joining (launcher, rendezvous, connections) after this many milliseconds (default 60 000). */
   timeoutMs?: number;
   /** Connections being set up at once (default 8). */
@@ -162,7 +168,7 @@ export class Job implements AsyncDisposable {
   async _wireUp(o: JoinOptions, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<void> {
     const started = Date.now();
     const address = o.address ?? defaultAddress(env);
-    this.adapter = await openAdapter(address, { provider: o.provider, completion: o.completion });
+    this.adapter = await openAdapter(address, { provider: o.provider, completion: o.completion, spinMicros: o.spinMicros });
     const listener = await this.adapter.listen({ port: 0 });
     for (let p = 0; p < this.size; p++) this._channels.push(p === this.rank ? null : new Channel(this.adapter, p));
     await Promise.all(this._channels.map((c) => c?.prepare()));
