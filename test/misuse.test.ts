@@ -43,6 +43,26 @@ describe('wrong argument types', () => {
     misuse(await ndError(openAdapter('127.0.0.1', null as never)), 'ERR_ND_INVALID_ARGUMENT');
   });
 
+  it('NETDIRECT_SPIN_MICROS that is not a whole number, or too large, is refused naming the variable', async () => {
+    const saved = process.env.NETDIRECT_SPIN_MICROS;
+    try {
+      process.env.NETDIRECT_SPIN_MICROS = '50us';
+      const bad = await ndError(openAdapter('127.0.0.1'));
+      misuse(bad, 'ERR_ND_INVALID_ARGUMENT');
+      expect(bad.message).toMatch(/NETDIRECT_SPIN_MICROS must be a whole number of microseconds, got "50us"/);
+      process.env.NETDIRECT_SPIN_MICROS = '2000000';
+      const big = await ndError(openAdapter('127.0.0.1'));
+      misuse(big, 'ERR_ND_OUT_OF_RANGE');
+      expect(big.message).toMatch(/NETDIRECT_SPIN_MICROS must be at most 1000000/);
+      // The option wins over the variable.
+      const adapter = await openAdapter('127.0.0.1', { spinMicros: 0 });
+      await adapter.close();
+    } finally {
+      if (saved === undefined) delete process.env.NETDIRECT_SPIN_MICROS;
+      else process.env.NETDIRECT_SPIN_MICROS = saved;
+    }
+  });
+
   it('an address no provider serves is an ND error, not a crash', async () => {
     const err = await ndError(openAdapter('192.0.2.77'));
     expect(err.code).toMatch(/^ND_|^STATUS_/);
