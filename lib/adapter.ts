@@ -181,6 +181,8 @@ export class Adapter implements AsyncDisposable {
   readonly info: AdapterInfo;
   /** The completion mode in use ('auto' resolved). */
   readonly completion: CompletionMode;
+  /** The busy-poll window in use, in microseconds (AdapterOptions.spinMicros, else NETDIRECT_SPIN_MICROS; 0: none). */
+  readonly spinMicros: number;
   /** @internal */ readonly _native: NativeAdapter;
   /** @internal */ readonly _scratch = new Float64Array(3 * SCRATCH_SGES);
   /** @internal */ readonly _requests = new RequestTable();
@@ -207,6 +209,7 @@ export class Adapter implements AsyncDisposable {
       this._onBatch(records),
     );
     this.completion = this._native.completion;
+    this.spinMicros = spinMicros;
     this.provider = this._native.provider;
     const raw = this._native.info;
     this.info = Object.freeze({ ...raw, adapterFlags: decodeAdapterFlags(raw.adapterFlags) });

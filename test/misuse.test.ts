@@ -54,9 +54,14 @@ describe('wrong argument types', () => {
       const big = await ndError(openAdapter('127.0.0.1'));
       misuse(big, 'ERR_ND_OUT_OF_RANGE');
       expect(big.message).toMatch(/NETDIRECT_SPIN_MICROS must be at most 1000000/);
-      // The option wins over the variable.
+      // The option wins over the variable; the adapter says which window it uses.
       const adapter = await openAdapter('127.0.0.1', { spinMicros: 0 });
+      expect(adapter.spinMicros).toBe(0);
       await adapter.close();
+      process.env.NETDIRECT_SPIN_MICROS = '40';
+      const fromEnv = await openAdapter('127.0.0.1');
+      expect(fromEnv.spinMicros).toBe(40);
+      await fromEnv.close();
     } finally {
       if (saved === undefined) delete process.env.NETDIRECT_SPIN_MICROS;
       else process.env.NETDIRECT_SPIN_MICROS = saved;

@@ -51,8 +51,8 @@ export interface OsuOptions {
   format: 'osu' | 'json';
   provider: string;
   completion: 'auto' | 'loop' | 'thread' | 'manual';
-  /** The adapter's busy-poll window, µs (AdapterOptions.spinMicros; JoinOptions.spinMicros). */
-  spinMicros: number;
+  /** The adapter's busy-poll window, µs (JoinOptions.spinMicros); undefined: NETDIRECT_SPIN_MICROS, else 0. */
+  spinMicros: number | undefined;
   /** Seconds before the MPI run is given up. */
   timeout: number;
   mpicc: string;
@@ -75,7 +75,7 @@ export const OSU_USAGE = `usage: mpiexec -n <ranks> ndbench <osu test> [options]
   --format osu|json        OSU's columns (default) or a JSON report on stdout
   --provider <name|dll>    ND v2 provider (default auto);  --completion auto|loop|thread|manual (default auto)
   --spin-micros <n>        busy-poll for up to <n> µs before sleeping, as MPI libraries do while they wait
-                           (AdapterOptions.spinMicros; default 0: sleep at once). It costs a core per rank
+                           (AdapterOptions.spinMicros; default $NETDIRECT_SPIN_MICROS, else 0: sleep at once). It costs a core per rank
   --mpicc <path>           MPI compiler (default $MPICC or mpicc);  --mpiexec <path> launcher for the MPI run
                            (default $NDBENCH_MPIEXEC, else mpiexec.hydra under Hydra, else mpiexec)
   --timeout <s>            give up the MPI run after <s> seconds (default 600)`;
@@ -236,7 +236,7 @@ export function parseOsuArgs(argv: string[], env: NodeJS.ProcessEnv = process.en
     format: o.format ?? 'osu',
     provider: o.provider ?? 'auto',
     completion: o.completion ?? 'auto',
-    spinMicros: o.spinMicros ?? 0,
+    spinMicros: o.spinMicros,
     timeout: o.timeout ?? 600,
     mpicc: o.mpicc ?? env.MPICC ?? 'mpicc',
     mpiexec: o.mpiexec ?? env.NDBENCH_MPIEXEC,
@@ -550,7 +550,7 @@ async function runMpi(mpiexec: string, exe: string, o: OsuOptions, ranks: number
 const col = (s: string) => s.padStart(20);
 const f2 = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : 'n/a');
 
-export function osuHeader(o: OsuOptions, ranks: number, info: { provider: string; completion: string; launcher: string; mpi?: string }): string {
+export function osuHeader(o: OsuOptions, ranks: number, info: { provider: string; completion: string; spinMicros: number; launcher: string; mpi?: string }): string {
   const titles: Record<OsuTest, string> = {
     osu_latency: 'Latency Test',
     osu_bw: 'Bandwidth Test',
@@ -567,7 +567,7 @@ export function osuHeader(o: OsuOptions, ranks: number, info: { provider: string
   };
   const lines = [
     `# ndbench ${o.test}: OSU ${titles[o.test]} over netdirect/job`,
-    `# ${ranks} ranks (launcher ${info.launcher}), provider ${info.provider}, completion ${info.completion}${o.spinMicros > 0 ? `, spin ${o.spinMicros} us` : ''}; ${patternNote(o.test)}`,
+    `# ${ranks} ranks (launcher ${info.launcher}), provider ${info.provider}, completion ${info.completion}${info.spinMicros > 0 ? `, spin ${info.spinMicros} us` : ''}; ${patternNote(o.test)}`,
   ];
   if (o.compareMpi) lines.push(`# MPI: ${info.mpi ?? 'not run'}; nd/MPI = netdirect's figure over MPI's; median of ${o.reps} repetitions`);
   else if (o.reps > 1) lines.push(`# median of ${o.reps} repetitions`);
@@ -697,7 +697,7 @@ export async function runOsu(o: OsuOptions, io: RunIo): Promise<void> {
     if (job.rank !== 0) return;
     const rows = rowsOf(o, nd, mpiFigures);
     const withMpi = mpiFigures.length > 0;
-    const info = { provider: job.adapter.provider ?? o.provider, completion: job.adapter.completion, launcher: job.launcher, mpi: withMpi ? mpi?.library || 'MPI' : undefined };
+    const info = { provider: job.adapter.provider ?? o.provider, completion: job.adapter.completion, spinMicros: job.adapter.spinMicros, launcher: job.launcher, mpi: withMpi ? mpi?.library || 'MPI' : undefined };
     if (o.format === 'json') {
       const targets = targetLines(o, rows).map(({ target, ratio, met }) => ({ ...target, ratio, met }));
       io.out(JSON.stringify({ schema: 'ndbench-osu/1', tool: 'ndbench', test: o.test, ranks: job.size, ...info, units: isBandwidth(o.test) ? 'MB/s' : 'us', options: { ...o }, results: rows, targets }, null, 2));

@@ -13,8 +13,8 @@ const hasMpicc = spawnSync('mpicc', ['-show'], { encoding: 'utf8' }).status === 
 const quick = ['-i', '5', '-x', '1'];
 
 /** `mpiexec -n <ranks> ndbench args...`, with the environment of a plain shell (no launcher variables). */
-function underMpiexec(ranks: number, args: string[], timeoutMs = 120_000): Promise<{ code: number | null; stdout: string; stderr: string }> {
-  const child = spawn(mpiexec!, ['-n', String(ranks), process.execPath, cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+function underMpiexec(ranks: number, args: string[], timeoutMs = 120_000, env: NodeJS.ProcessEnv = process.env): Promise<{ code: number | null; stdout: string; stderr: string }> {
+  const child = spawn(mpiexec!, ['-n', String(ranks), process.execPath, cli, ...args], { stdio: ['ignore', 'pipe', 'pipe'], env });
   let stdout = '';
   let stderr = '';
   child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
@@ -157,6 +157,16 @@ describe.skipIf(!mpiexec)('ndbench osu_* under mpiexec (Hydra)', () => {
     const r = await underMpiexec(3, ['osu_mbw_mr', ...quick]);
     expect(r.code).not.toBe(0);
     expect(r.stderr).toMatch(/osu_mbw_mr needs an even number of ranks \(pairs: rank r with r \+ n\/2\), this job has 3/);
+  });
+
+  it('the busy-poll window: NETDIRECT_SPIN_MICROS when no --spin-micros is given, the option over it; the header says which', async () => {
+    const env = { ...process.env, NETDIRECT_SPIN_MICROS: '50' };
+    const fromEnv = await underMpiexec(2, ['osu_latency', '-m', '8:8', ...quick], 120_000, env);
+    expect(fromEnv.code, fromEnv.stderr).toBe(0);
+    expect(table(fromEnv.stdout).notes.join('\n')).toMatch(/completion \w+, spin 50 us;/);
+    const fromOption = await underMpiexec(2, ['osu_latency', '-m', '8:8', '--spin-micros', '0', ...quick], 120_000, env);
+    expect(fromOption.code, fromOption.stderr).toBe(0);
+    expect(fromOption.stdout).not.toMatch(/spin \d+ us/);
   });
 
   it('mpiexec -n 4 ndbench osu_barrier: one row without a size', async () => {
