@@ -4,7 +4,7 @@
 // test/netns/nsexec, each row run with `ndbench ... --compare mpi` so that MPICH runs over the same links in the
 // same command. Run as root, after `npm run compile`:
 //
-//   sudo nice -n 10 npm run bench:netns [-- --reps 3] [-- --only osu_barrier]
+//   sudo nice -n 10 npm run bench:netns [-- --reps 3] [-- --only osu_barrier] [-- --spin-micros 200]
 //
 // The topology is test/netns/topology.mjs's, the one test/job-netns.test.ts uses; every namespace and the bridge
 // are removed at the end, also after a failure, SIGINT or SIGTERM.
@@ -27,28 +27,33 @@ const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const ndbench = path.join(root, 'dist/cjs/bench/cli.js');
 const HOSTS = 4;
 
-/** The target rows; iterations as in docs/ndbench.md's one-host table. */
+/**
+ * The target rows. Iterations are OSU's defaults except where a row says otherwise; every row warms up for a
+ * thousand or more iterations, so that V8 has compiled netdirect's JavaScript before the clock starts (MPI gets
+ * the same counts).
+ */
 const ROWS = [
-  { row: 'osu_latency 8 B', ranks: 2, args: ['osu_latency', '-m', '8:8', '-i', '500', '-x', '50'] },
-  { row: 'osu_allreduce 8 B, 4 ranks', ranks: 4, args: ['osu_allreduce', '-m', '8:8', '-i', '100', '-x', '10'] },
-  { row: 'osu_barrier, 4 ranks', ranks: 4, args: ['osu_barrier', '-i', '100', '-x', '10'] },
-  { row: 'osu_allreduce 1 MiB, 4 ranks', ranks: 4, args: ['osu_allreduce', '-m', '1048576:1048576', '-i', '5', '-x', '1'] },
-  { row: 'osu_mbw_mr 4 KiB, 2 pairs', ranks: 4, args: ['osu_mbw_mr', '-m', '4096:4096', '-i', '50', '-x', '5'] },
+  { row: 'osu_latency 8 B', ranks: 2, args: ['osu_latency', '-m', '8:8', '-x', '2000'] },
+  { row: 'osu_allreduce 8 B, 4 ranks', ranks: 4, args: ['osu_allreduce', '-m', '8:8', '-i', '1000', '-x', '1000'] },
+  { row: 'osu_barrier, 4 ranks', ranks: 4, args: ['osu_barrier', '-i', '1000', '-x', '1000'] },
+  { row: 'osu_allreduce 1 MiB, 4 ranks', ranks: 4, args: ['osu_allreduce', '-m', '1048576:1048576', '-i', '20', '-x', '5'] },
+  { row: 'osu_mbw_mr 4 KiB, 2 pairs', ranks: 4, args: ['osu_mbw_mr', '-m', '4096:4096', '-x', '100'] },
 ];
 
 /** MPICH (UCX) on TCP over the namespaces' veth links: see the header. */
 const MPI_ENV = { UCX_TLS: 'tcp,self', UCX_NET_DEVICES: 'nd0' };
 
 function parseArgs(argv) {
-  const o = { reps: 3, only: undefined, timeoutS: 900, mpiTimeoutS: 120 };
+  const o = { reps: 3, only: undefined, timeoutS: 900, mpiTimeoutS: 120, spin: [] };
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i];
     if (a === '--reps') o.reps = Number(argv[++i]);
     else if (a === '--only') o.only = argv[++i];
     else if (a === '--timeout') o.timeoutS = Number(argv[++i]);
     else if (a === '--mpi-timeout') o.mpiTimeoutS = Number(argv[++i]);
+    else if (a === '--spin-micros') o.spin = ['--spin-micros', String(argv[++i])];
     else {
-      console.error(`bench-netns: unknown option ${a}; usage: bench-netns.mjs [--reps n] [--only <test name>] [--timeout <s per row>] [--mpi-timeout <s per MPI run>]`);
+      console.error(`bench-netns: unknown option ${a}; usage: bench-netns.mjs [--reps n] [--only <test name>] [--timeout <s per row>] [--mpi-timeout <s per MPI run>] [--spin-micros <us> (netdirect's busy-poll window)]`);
       process.exit(2);
     }
   }
@@ -71,8 +76,8 @@ let current; // the mpiexec running now, ended on SIGINT/SIGTERM
 
 /** One row: `mpiexec -n <ranks> ndbench <args> --compare mpi --format json` across the namespaces. */
 function runRow(mpiexec, t, hostfile, wrapper, r, o) {
-  const args = [...hydraArgs(t, hostfile), '-n', String(r.ranks), process.execPath, ndbench, ...r.args, '--compare', 'mpi', '--reps', String(o.reps), '--format', 'json', '--mpiexec', wrapper, '--timeout', String(o.mpiTimeoutS)];
-  const command = `mpiexec -n ${r.ranks} ndbench ${r.args.join(' ')} --compare mpi --reps ${o.reps}`;
+  const args = [...hydraArgs(t, hostfile), '-n', String(r.ranks), process.execPath, ndbench, ...r.args, ...o.spin, '--compare', 'mpi', '--reps', String(o.reps), '--format', 'json', '--mpiexec', wrapper, '--timeout', String(o.mpiTimeoutS)];
+  const command = `mpiexec -n ${r.ranks} ndbench ${[...r.args, ...o.spin].join(' ')} --compare mpi --reps ${o.reps}`;
   const started = Date.now();
   const child = spawn(mpiexec, args, { cwd: root, env: { ...process.env, ...MPI_ENV }, stdio: ['ignore', 'pipe', 'pipe'] });
   current = child;

@@ -64,8 +64,11 @@ export const OSU_USAGE = `usage: mpiexec -n <ranks> ndbench <osu test> [options]
          (an even number: rank r pairs with r + n/2);  osu_barrier osu_bcast osu_allreduce osu_alltoall (2 or more)
   -m, --message-size [min:]max   sizes min … max, doubling (default 1:4194304 for the pairs, 1:1048576 for
                            collectives; osu_allreduce starts at 4 bytes, a float)
-  -i, --iterations <n>     timed iterations per size (default 1000; 100 above ${OSU_LARGE} bytes unless given)
-  -x, --warmup <n>         untimed iterations before each size (default 100; 10 above ${OSU_LARGE} bytes unless given)
+  -i, --iterations <n>     timed iterations per size; given, for every size. Default OSU's, up to / above ${OSU_LARGE} bytes:
+                           latency tests 10000 / 1000, bandwidth tests 100 / 20, collectives 1000 / 100
+  -x, --warmup <n>         untimed iterations before each size; given, for every size. Default OSU's: latency
+                           100 / 10, bandwidth 10 / 2, collectives 100 / 10. JavaScript runs its first few
+                           thousand round trips before the JIT has compiled them: -x 2000 leaves that out
   -W, --window-size <n>    osu_bw, osu_bibw, osu_mbw_mr, osu_put_bw, osu_get_bw: transfers in flight per iteration
                            (default 64)
   -f, --full               accepted: the collectives always print average, minimum and maximum over the ranks
@@ -95,6 +98,17 @@ const KIND: Record<OsuTest, 'latency' | 'bandwidth' | 'one-sided' | 'collective'
   osu_allreduce: 'collective',
   osu_alltoall: 'collective',
 };
+/**
+ * OSU's default iterations and warm-ups (its LAT_*, BW_* and COLL_* counts in osu_util.h), up to and above 8 KiB:
+ * the same command line times the same number of round trips as OSU's own programs and scripts/osu-mpi.c.
+ */
+const COUNTS = {
+  latency: { iters: 10_000, itersLarge: 1000, warmup: 100, warmupLarge: 10 },
+  bandwidth: { iters: 100, itersLarge: 20, warmup: 10, warmupLarge: 2 },
+  collective: { iters: 1000, itersLarge: 100, warmup: 100, warmupLarge: 10 },
+} as const;
+const countsOf = (t: OsuTest): keyof typeof COUNTS => (KIND[t] === 'collective' ? 'collective' : isBandwidth(t) ? 'bandwidth' : 'latency');
+
 /** The tests between two ranks (exactly 2), and those between pairs (any even number). */
 const TWO_RANKS: readonly OsuTest[] = ['osu_latency', 'osu_bw', 'osu_bibw', 'osu_put_latency', 'osu_put_bw', 'osu_get_bw'];
 const PAIRS: readonly OsuTest[] = ['osu_mbw_mr', 'osu_multi_lat'];
@@ -226,10 +240,10 @@ export function parseOsuArgs(argv: string[], env: NodeJS.ProcessEnv = process.en
   return {
     test,
     sizes: test === 'osu_barrier' ? [0] : sizeRange(o.range ?? `:${isPairTest(test) ? 1 << 22 : 1 << 20}`, test),
-    iters: o.iters ?? 1000,
-    itersLarge: o.iters ?? 100,
-    warmup: o.warmup ?? 100,
-    warmupLarge: o.warmup ?? 10,
+    iters: o.iters ?? COUNTS[countsOf(test)].iters,
+    itersLarge: o.iters ?? COUNTS[countsOf(test)].itersLarge,
+    warmup: o.warmup ?? COUNTS[countsOf(test)].warmup,
+    warmupLarge: o.warmup ?? COUNTS[countsOf(test)].warmupLarge,
     window: o.window ?? 64,
     reps: o.reps ?? (compareMpi ? 3 : 1),
     compareMpi,

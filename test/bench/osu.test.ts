@@ -50,11 +50,16 @@ function expectPositive(rows: number[][]): void {
 
 describe('ndbench osu_* options', () => {
   const parse = (...argv: string[]) => parseOsuArgs(argv, {}) as OsuOptions;
-  it('OSU defaults: sizes per kind of test, 1000/100 iterations and 100/10 warm-ups around 8 KiB, window 64', () => {
+  it("OSU defaults: sizes per kind of test, OSU's iterations and warm-ups per kind around 8 KiB, window 64", () => {
     const lat = parse('osu_latency');
     expect(lat.sizes[0]).toBe(1);
     expect(lat.sizes.at(-1)).toBe(4 * 1024 * 1024);
-    expect([lat.iters, lat.itersLarge, lat.warmup, lat.warmupLarge, lat.window, lat.reps]).toEqual([1000, 100, 100, 10, 64, 1]);
+    expect([lat.iters, lat.itersLarge, lat.warmup, lat.warmupLarge, lat.window, lat.reps]).toEqual([10000, 1000, 100, 10, 64, 1]);
+    const counts = (t: string) => { const o = parse(t); return [o.iters, o.itersLarge, o.warmup, o.warmupLarge]; };
+    expect(counts('osu_put_latency')).toEqual([10000, 1000, 100, 10]);
+    expect(counts('osu_bw')).toEqual([100, 20, 10, 2]);
+    expect(counts('osu_get_bw')).toEqual([100, 20, 10, 2]);
+    expect(counts('osu_allreduce')).toEqual([1000, 100, 100, 10]);
     expect(parse('osu_bcast').sizes.at(-1)).toBe(1024 * 1024);
     expect(parse('osu_allreduce', '-m', '1:16').sizes).toEqual([4, 8, 16]); // a float at least
     expect(parse('osu_barrier').sizes).toEqual([0]);
