@@ -409,7 +409,8 @@ void Adapter::OnLoopReady(void* ctx) {
   // it returns) must wake the loop again: RunOnce does not look a second time.
   self->poller_->WillDrain(false);
   Batch* batch = self->poller_->RunOnce();
-  if (!batch->empty()) {
+  const bool delivered = !batch->empty();
+  if (delivered) {
     if (self->spinNs_ != 0) self->SpinFromNow();
     Napi::Env env = self->Env();
     Napi::HandleScope scope(env);
@@ -422,6 +423,11 @@ void Adapter::OnLoopReady(void* ctx) {
   // The spin window closes when it has passed with nothing delivered, or when nothing is pending: then the loop
   // blocks on the descriptors again.
   if (self->loop_->spinning() && (self->pending_ == 0 || SteadyNs() >= self->spinUntilNs_)) self->loop_->SetSpin(false);
+  // An empty round inside the window offers the core to whatever else is runnable (MPI libraries' "yield when
+  // idle"): on a machine with more busy threads than cores a spinning rank would otherwise hold its core for a
+  // whole time slice while the peer it waits for, or the thread that would answer it, cannot run. With a core
+  // to itself the call returns at once.
+  if (!delivered && self->loop_->spinning()) LoopWatch::YieldCpu();
   DWORD ms = INFINITE;
   self->progress_->GetNextTimeout(&ms);
   self->loop_->SetTimeout(ms == INFINITE ? -1 : static_cast<int>(ms));

@@ -1,6 +1,11 @@
 #include "event_loop.h"
 
 #include <cstdlib>
+#ifdef _WIN32
+#include <windows.h>
+#else
+#include <sched.h>
+#endif
 
 namespace netdirect {
 
@@ -129,6 +134,14 @@ void LoopWatch::OnTimer(uv_timer_t* handle) {
   if (self->onReady_ != nullptr) self->onReady_(self->ctx_);
 }
 
+void LoopWatch::YieldCpu() {
+#ifdef _WIN32
+  SwitchToThread();
+#else
+  sched_yield();
+#endif
+}
+
 void LoopWatch::OnIdle(uv_idle_t* handle) {
   auto* self = static_cast<LoopWatch*>(uv_handle_get_data(reinterpret_cast<uv_handle_t*>(handle)));
   if (self->onReady_ != nullptr) self->onReady_(self->ctx_);
@@ -144,6 +157,7 @@ bool LoopWatch::Start(napi_env, const int*, int, ReadyFn, void*, const char** wh
 void LoopWatch::SetRef(bool) {}
 void LoopWatch::SetTimeout(int) {}
 void LoopWatch::SetSpin(bool) {}
+void LoopWatch::YieldCpu() {}
 void LoopWatch::Stop() {}
 
 #endif
