@@ -1,11 +1,7 @@
 #include "event_loop.h"
 
 #include <cstdlib>
-#ifdef _WIN32
-#include <windows.h>
-#else
-#include <sched.h>
-#endif
+#include <thread>
 
 namespace netdirect {
 
@@ -134,13 +130,7 @@ void LoopWatch::OnTimer(uv_timer_t* handle) {
   if (self->onReady_ != nullptr) self->onReady_(self->ctx_);
 }
 
-void LoopWatch::YieldCpu() {
-#ifdef _WIN32
-  SwitchToThread();
-#else
-  sched_yield();
-#endif
-}
+void LoopWatch::YieldCpu() { std::this_thread::yield(); }
 
 void LoopWatch::OnIdle(uv_idle_t* handle) {
   auto* self = static_cast<LoopWatch*>(uv_handle_get_data(reinterpret_cast<uv_handle_t*>(handle)));
@@ -157,7 +147,7 @@ bool LoopWatch::Start(napi_env, const int*, int, ReadyFn, void*, const char** wh
 void LoopWatch::SetRef(bool) {}
 void LoopWatch::SetTimeout(int) {}
 void LoopWatch::SetSpin(bool) {}
-void LoopWatch::YieldCpu() {}
+void LoopWatch::YieldCpu() { std::this_thread::yield(); }
 void LoopWatch::Stop() {}
 
 #endif

@@ -37,7 +37,7 @@ class LoopWatch {
   // block in its poll phase (an idle handle). The owner turns it off once its spin window has passed. An idle
   // handle is unreferenced: spinning never keeps the process alive by itself.
   void SetSpin(bool on);
-  // Gives up the rest of this thread's time slice when another thread is ready to run (sched_yield).
+  // Gives up the rest of this thread's time slice when another thread is ready to run (std::this_thread::yield).
   static void YieldCpu();
   bool spinning() const { return spin_; }
   // Closes the handles (their memory is freed by libuv's close callbacks). Idempotent.

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <cstring>
+#include <thread>
 
 namespace netdirect {
 
@@ -325,6 +326,8 @@ bool Poller::Spin(OVERLAPPED_ENTRY* entries, ULONG* n, std::unique_ptr<Batch>* b
     if (!(*batch)->empty()) {
       Flush(batch);
       deadline = Clock::now() + spin;
+    } else {
+      std::this_thread::yield();  // an empty round offers the core (docs/threads.md, "Busy-polling")
     }
     if (Clock::now() >= deadline) break;
   }
