@@ -484,7 +484,10 @@ export function buildMpi(o: OsuOptions, launcher: string, warn: (text: string) =
     if ((cc.error as NodeJS.ErrnoException | undefined)?.code === 'ENOENT') {
       return `${o.mpicc} not found: install an MPI with its compiler wrapper (Debian/Ubuntu: apt-get install mpich) or name it with --mpicc / MPICC`;
     }
-    return `${o.mpicc} could not compile ${source}: ${(cc.stderr || String(cc.error)).trim().split('\n').slice(-3).join(' | ')}`;
+    const why = (cc.stderr || String(cc.error)).trim();
+    // Debian's mpich installed without its recommends has the mpicc wrapper but not MPI's headers.
+    const hint = /mpi\.h/.test(why) ? ' (MPI\'s headers are missing: Debian/Ubuntu: apt-get install libmpich-dev)' : '';
+    return `${o.mpicc} could not compile ${source}${hint}: ${why.split('\n').slice(-3).join(' | ')}`;
   }
   const mpiexec = o.mpiexec ?? (launcher === 'hydra' && onPath('mpiexec.hydra') ? 'mpiexec.hydra' : 'mpiexec');
   const runner: MpiRunner = {
@@ -492,13 +495,13 @@ export function buildMpi(o: OsuOptions, launcher: string, warn: (text: string) =
     run: async (opts, ranks) => {
       let out;
       try {
-        out = await runMpi(mpiexec, exe, opts, ranks);
+        out = await runMpi(mpiexec, exe, opts, ranks, warn);
       } catch (err) {
         // An MPI job that ended before MPI_Init finished (seen with MPICH's UCX on a loaded machine: "init_worker No
         // such device") printed nothing: it is started once more, and the failure said.
         if (!(err instanceof MpiStartFailed)) throw err;
         warn(`the MPI run failed at start-up, starting it once more (${err.message})`);
-        out = await runMpi(mpiexec, exe, opts, ranks);
+        out = await runMpi(mpiexec, exe, opts, ranks, warn);
       }
       runner.library ||= out.library;
       return out.figures;
@@ -528,21 +531,40 @@ export function mpiEnvironment(env: NodeJS.ProcessEnv): NodeJS.ProcessEnv {
   return out;
 }
 
-async function runMpi(mpiexec: string, exe: string, o: OsuOptions, ranks: number): Promise<{ library: string; figures: Figure[] }> {
+/** How long an MPI job may take to end once its rank 0 printed every figure ("# done"). */
+export const MPI_FINALIZE_GRACE_MS = 10_000;
+
+async function runMpi(mpiexec: string, exe: string, o: OsuOptions, ranks: number, warn: (text: string) => void = () => undefined): Promise<{ library: string; figures: Figure[] }> {
   const min = Math.min(...o.sizes);
   const max = Math.max(...o.sizes);
   const args = ['-n', String(ranks), exe, o.test, String(min), String(max), String(o.iters), String(o.itersLarge), String(o.warmup), String(o.warmupLarge), String(o.window)];
   const child = spawn(mpiexec, args, { env: mpiEnvironment(process.env), stdio: ['ignore', 'pipe', 'pipe'] });
   let stdout = '';
   let stderr = '';
-  child.stdout.on('data', (d) => (stdout += d));
+  // MPICH over UCX's TCP transport was seen to hang in MPI_Finalize after every figure was out: one rank waits in
+  // UCX for its endpoints to close while the others already wait in the launcher's barrier, which does not drive
+  // UCX. The figures are complete by then, so the job gets a grace period to end and is ended after it, said.
+  let finalizeHung = false;
+  let grace: NodeJS.Timeout | undefined;
+  child.stdout.on('data', (d) => {
+    stdout += d;
+    if (grace === undefined && /^# done$/m.test(stdout)) {
+      grace = setTimeout(() => {
+        finalizeHung = true;
+        child.kill('SIGINT'); // Hydra's mpiexec ends its proxies and ranks on SIGINT
+        setTimeout(() => child.kill('SIGKILL'), 3000).unref();
+      }, MPI_FINALIZE_GRACE_MS);
+    }
+  });
   child.stderr.on('data', (d) => (stderr += d));
   const timer = setTimeout(() => child.kill('SIGKILL'), o.timeout * 1000);
   const code = await new Promise<number | string>((resolve) => {
     child.on('error', (err) => resolve((err as NodeJS.ErrnoException).code === 'ENOENT' ? `${mpiexec} not found (name the launcher with --mpiexec or NDBENCH_MPIEXEC)` : err.message));
-    child.on('exit', (c, signal) => resolve(signal ? `killed by ${signal}${signal === 'SIGKILL' ? ` after --timeout ${o.timeout} s` : ''}` : (c ?? 1)));
+    child.on('exit', (c, signal) => resolve(finalizeHung ? 0 : signal ? `killed by ${signal}${signal === 'SIGKILL' ? ` after --timeout ${o.timeout} s` : ''}` : (c ?? 1)));
   });
   clearTimeout(timer);
+  clearTimeout(grace);
+  if (finalizeHung) warn(`the MPI job printed every figure but had not ended ${MPI_FINALIZE_GRACE_MS / 1000} s later (MPI_Finalize did not return); it was ended and its figures kept`);
   if (code !== 0) {
     const what = `${mpiexec} -n ${ranks} ${path.basename(exe)} ${o.test}: ${typeof code === 'string' ? code : `exit ${code}`}${stderr.trim() ? `: ${stderr.trim().split('\n').slice(-3).join(' | ')}` : ''}`;
     throw typeof code === 'number' && !stdout.startsWith('# ') ? new MpiStartFailed(what) : new Error(what);

@@ -3,6 +3,9 @@
 // JSON, and --compare mpi (scripts/osu-mpi.c built with mpicc at run time) with MPI's figure and the ratio beside
 // netdirect's. Short iteration counts: these check what is printed, never how fast (figures go to docs/ndbench.md).
 import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { parseOsuArgs, rowsOf, targetLines, type OsuOptions } from '../../lib/bench/osu';
 import { UsageError } from '../../lib/bench/options';
@@ -211,6 +214,20 @@ describe.skipIf(!mpiexec)('ndbench osu_* under mpiexec (Hydra)', () => {
     expect(table(r.stdout).header).not.toMatch(/MPI/);
   });
 
+  it('--compare mpi with mpicc but no MPI headers names the package that has them', async () => {
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'nd-osu-cc-'));
+    const mpicc = path.join(dir, 'mpicc');
+    // What Debian's mpicc says when mpich was installed without libmpich-dev.
+    writeFileSync(mpicc, '#!/bin/sh\necho "osu-mpi.c:25:10: fatal error: mpi.h: No such file or directory" >&2\nexit 1\n', { mode: 0o755 });
+    try {
+      const r = await underMpiexec(2, ['osu_latency', '-m', '1:2', ...quick, '--compare', 'mpi', '--reps', '1', '--mpicc', mpicc]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).toMatch(/--compare mpi: \S+mpicc could not compile \S+osu-mpi\.c \(MPI's headers are missing: Debian\/Ubuntu: apt-get install libmpich-dev\): .*mpi\.h: No such file.*; the run goes on without the MPI comparison/);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
   it('--compare mpi without an MPI compiler says so and runs netdirect alone', async () => {
     const r = await underMpiexec(2, ['osu_latency', '-m', '1:2', ...quick, '--compare', 'mpi', '--reps', '1', '--mpicc', '/nonexistent/mpicc']);
     expect(r.code, r.stderr).toBe(0);
@@ -250,6 +267,26 @@ describe.skipIf(!mpiexec || !hasMpicc)('ndbench osu_* --compare mpi (mpicc at ru
     expect(t.header).toMatch(/^# Size\s+Bandwidth \(MB\/s\)\s+MPI \(MB\/s\)\s+nd\/MPI$/);
     expect(t.rows.map((row) => row[0])).toEqual([1024, 2048]);
     for (const row of t.rows) for (const v of row) expect(v).toBeGreaterThan(0);
+  });
+
+  it('--compare mpi whose job prints every figure and then never ends (MPI_Finalize hung): ended after the grace, figures kept, said', async () => {
+    // A launcher that behaves like MPICH over UCX between namespaces: the figures and '# done', then no exit.
+    const dir = mkdtempSync(path.join(os.tmpdir(), 'nd-osu-hang-'));
+    const launcher = path.join(dir, 'mpiexec-hangs');
+    writeFileSync(launcher, '#!/bin/sh\nprintf "# Fake MPI 1.0\\n1 7.000 7.000 7.000 2\\n2 8.000 8.000 8.000 2\\n# done\\n"\nexec sleep 600\n', { mode: 0o755 });
+    try {
+      const started = Date.now();
+      const r = await underMpiexec(2, ['osu_latency', '-m', '1:2', ...quick, '--compare', 'mpi', '--reps', '1', '--mpiexec', launcher]);
+      expect(r.code, r.stderr).toBe(0);
+      expect(r.stderr).toMatch(/--compare mpi: the MPI job printed every figure but had not ended 10 s later \(MPI_Finalize did not return\); it was ended and its figures kept/);
+      expect(r.stderr).not.toMatch(/the MPI run failed/);
+      const t = table(r.stdout);
+      expect(t.notes.join('\n')).toMatch(/# MPI: Fake MPI 1\.0;/);
+      expect(t.rows.map((row) => row.slice(0, 1).concat(row[2]))).toEqual([[1, 7], [2, 8]]);
+      expect(Date.now() - started).toBeLessThan(60_000); // not the 600 s of the hung job, nor --timeout
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('mpiexec -n 4 ndbench osu_allreduce --compare mpi: MPI\'s average beside the ranks\' avg/min/max', async () => {
