@@ -13,9 +13,10 @@
 // namespaces, so UCX_TLS=tcp,self and UCX_NET_DEVICES=nd0 (each namespace's veth end) put it on TCP over the
 // veth links, as netdirect's ranks are. MPICH's own mpiexec, started by ndbench's rank 0 inside the first
 // namespace, reaches the other namespaces through a small wrapper (--mpiexec) that gives it the same host file
-// and launcher, with its control port on that namespace's address. MPICH's UCX TCP transport was seen to stall
-// on the loaded 2-core machine (two ranks polling, two asleep, until killed; docs/ndbench.md), so each MPI run
-// gets --mpi-timeout (120 s) rather than ndbench's 600 s, and a row whose MPI run stalled says so.
+// and launcher, with its control port on that namespace's address. MPICH's UCX TCP transport hangs in
+// MPI_Finalize between namespaces after printing every figure; ndbench ends such a job 10 s after its last figure
+// and keeps the figures (docs/ndbench.md). Each MPI run still gets --mpi-timeout (120 s) rather than ndbench's
+// 600 s, and a row whose MPI run stalled before its figures says so.
 import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
