@@ -31,7 +31,7 @@ import { Connector, parseEndpoint, type ConnectOptions } from './connector.js';
 import { Listener, type ListenOptions } from './listener.js';
 
 export interface AdapterOptions {
-  /** 'auto' (default): system ND v2 providers on Windows, else 'soft'; 'soft'; a provider name; a DLL path. */
+  /** 'auto' (default): system ND v2 providers on Windows; on Linux the verbs provider when an RDMA device serves the (non-loopback) address, else 'soft'; 'soft'; 'verbs'; a provider name; a DLL path. */
   provider?: string;
   /**
    * Who delivers completions and drives the provider (default 'auto', or the NETDIRECT_COMPLETION environment

@@ -99,6 +99,20 @@ describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
         expect(r.ird).toBeGreaterThan(0);
       });
 
+      it(`provider 'auto' opens ${dev.ip} on the verbs provider; loopback stays on the software provider`, async () => {
+        const out = await guestNode(`
+          const nd = require('./dist/cjs/index.js');
+          (async () => {
+            const a = await nd.openAdapter('${dev.ip}');
+            const b = await nd.openAdapter('${dev.ip}', { provider: 'auto' });
+            const l = await nd.openAdapter('127.0.0.1');
+            console.log(JSON.stringify({ dflt: a.provider, auto: b.provider, loopback: l.provider, caller: a.info.maxCallerData }));
+            await a.close(); await b.close(); await l.close();
+          })().catch((e) => { console.error(e); process.exit(1); });`);
+        const r = JSON.parse(out.trim().split('\n').pop()!);
+        expect(r).toEqual({ dflt: 'verbs', auto: 'verbs', loopback: 'soft', caller: dev.callerData });
+      });
+
       it(`netdirect doctor reports ${dev.name}: transport, link state, usable by the verbs provider`, async () => {
         const r = await vm.run(`cd ${PKG} && ${NODE} dist/cjs/cli.js doctor`, 60_000);
         expect(r.output, r.output).toMatch(new RegExp(`${dev.name}: \\S+ \\(by name\\), ${dev.transport}, port 1 active.*usable: openAdapter`));
