@@ -319,7 +319,9 @@ class VerbsQueuePair final : public ComObject<IND2QueuePair> {
   bool alloc_slot(bool send, void* ctx, ND2_REQUEST_TYPE type, bool silent, uint64_t* wr_id);
   HRESULT post_bind(void* ctx, ND2_REQUEST_TYPE type, VerbsMemoryWindow* mw, VerbsMemoryRegion* mr, uint64_t addr,
                     uint64_t length, int access, ULONG flags);
-  HRESULT fill_sges(const ND2_SGE* sge, ULONG nSge, ULONG max, ibv_sge* out, size_t* total);
+  // The ND SGEs as verbs SGEs in out[0, *n) (copy_sges, below); *total their bytes.
+  HRESULT fill_sges(const ND2_SGE* sge, ULONG nSge, ULONG max, bool receive, ibv_sge* out, ULONG* n,
+                    size_t* total);
 
   VerbsAdapter* adapter_;
   void* context_;
@@ -418,6 +420,32 @@ class VerbsListener final : public ComObject<IND2Listener>, public CmHandler {
 };
 
 // Helpers shared by the objects.
+// Copies ND SGEs (at most 64) into verbs SGEs, leaving zero-length ones out: they carry no byte, and devices
+// differ on them. A receive that is left with none (a 0-byte receive) gets one SGE of length 0, since siw's
+// userspace driver refuses a receive without SGEs (EINVAL). *n: the SGEs written; *total: their bytes. False
+// when more than 64 are given.
+inline bool copy_sges(const ND2_SGE* sge, ULONG nSge, bool receive, ibv_sge* out, ULONG* n, size_t* total) {
+  *n = 0;
+  *total = 0;
+  if (nSge > 64) return false;
+  for (ULONG i = 0; i < nSge; ++i) {
+    if (sge[i].BufferLength == 0) continue;
+    out[*n].addr = reinterpret_cast<uintptr_t>(sge[i].Buffer);
+    out[*n].length = sge[i].BufferLength;
+    out[*n].lkey = sge[i].MemoryRegionToken;
+    *total += sge[i].BufferLength;
+    ++*n;
+  }
+  if (receive && *n == 0) {
+    out[0].addr = nSge > 0 ? reinterpret_cast<uintptr_t>(sge[0].Buffer) : 0;
+    out[0].length = 0;
+    out[0].lkey = nSge > 0 ? sge[0].MemoryRegionToken : 0;
+    *n = 1;
+  }
+  return true;
+}
+// A post call's result as a positive errno: userspace drivers return errno values, some of them negated (siw).
+inline int errno_of(int rv) { return rv < 0 ? -rv : rv; }
 HRESULT copy_sockaddr(const sockaddr* from, sockaddr* to, ULONG* size);
 ULONG sockaddr_length(const sockaddr* a);
 // A caller's address of a family we know, with `len` covering it.

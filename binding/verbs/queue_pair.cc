@@ -143,17 +143,11 @@ Slot VerbsQueuePair::take_slot(uint64_t wr_id) {
   return s;
 }
 
-HRESULT VerbsQueuePair::fill_sges(const ND2_SGE* sge, ULONG nSge, ULONG max, ibv_sge* out, size_t* total) {
+HRESULT VerbsQueuePair::fill_sges(const ND2_SGE* sge, ULONG nSge, ULONG max, bool receive, ibv_sge* out, ULONG* n,
+                                  size_t* total) {
   if (nSge > max) return ND_DATA_OVERRUN;
   if (nSge > 0 && sge == nullptr) return ND_INVALID_PARAMETER_2;
-  *total = 0;
-  for (ULONG i = 0; i < nSge; ++i) {
-    out[i].addr = reinterpret_cast<uintptr_t>(sge[i].Buffer);
-    out[i].length = sge[i].BufferLength;
-    out[i].lkey = sge[i].MemoryRegionToken;
-    *total += sge[i].BufferLength;
-  }
-  return ND_SUCCESS;
+  return copy_sges(sge, nSge, receive, out, n, total) ? ND_SUCCESS : ND_DATA_OVERRUN;
 }
 
 HRESULT VerbsQueuePair::post_send(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
@@ -161,14 +155,15 @@ HRESULT VerbsQueuePair::post_send(void* ctx, ND2_REQUEST_TYPE type, const ND2_SG
   if (errored_.load()) return ND_CONNECTION_INVALID;
   const bool inl = (flags & ND_OP_FLAG_INLINE) != 0;
   ibv_sge list[64];
+  ULONG n = 0;
   size_t total = 0;
-  HRESULT hr = fill_sges(sge, nSge, std::min<ULONG>(sq_sge_, 64), list, &total);
+  HRESULT hr = fill_sges(sge, nSge, std::min<ULONG>(sq_sge_, 64), false, list, &n, &total);
   if (hr != ND_SUCCESS) return hr;
   if (inl && total > inline_) return ND_BUFFER_OVERFLOW;
   ibv_send_wr wr{};
   if (!alloc_slot(true, ctx, type, (flags & ND_OP_FLAG_SILENT_SUCCESS) != 0, &wr.wr_id)) return ND_NO_MORE_ENTRIES;
-  wr.sg_list = nSge > 0 ? list : nullptr;
-  wr.num_sge = static_cast<int>(nSge);
+  wr.sg_list = n > 0 ? list : nullptr;
+  wr.num_sge = static_cast<int>(n);
   wr.opcode = op;
   wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0) |
                   ((flags & ND_OP_FLAG_READ_FENCE) ? IBV_SEND_FENCE : 0) |
@@ -176,7 +171,7 @@ HRESULT VerbsQueuePair::post_send(void* ctx, ND2_REQUEST_TYPE type, const ND2_SG
   wr.wr.rdma.remote_addr = remote;
   wr.wr.rdma.rkey = rkey;
   ibv_send_wr* bad = nullptr;
-  const int err = ibv_post_send(qp_, &wr, &bad);
+  const int err = errno_of(ibv_post_send(qp_, &wr, &bad));
   if (err != 0) {
     take_slot(wr.wr_id);
     return err == ENOMEM ? ND_NO_MORE_ENTRIES : (err == EINVAL ? ND_CONNECTION_INVALID : status_of_errno(err));
@@ -210,15 +205,16 @@ HRESULT VerbsQueuePair::Receive(VOID* requestContext, const ND2_SGE sge[], ULONG
   if (srq_ != nullptr) return ND_INVALID_DEVICE_REQUEST;  // receives come from the shared receive queue
   if (errored_.load()) return ND_CONNECTION_INVALID;
   ibv_sge list[64];
+  ULONG n = 0;
   size_t total = 0;
-  HRESULT hr = fill_sges(sge, nSge, std::min<ULONG>(rq_sge_, 64), list, &total);
+  HRESULT hr = fill_sges(sge, nSge, std::min<ULONG>(rq_sge_, 64), true, list, &n, &total);
   if (hr != ND_SUCCESS) return hr;
   ibv_recv_wr wr{};
   if (!alloc_slot(false, requestContext, Nd2RequestTypeReceive, false, &wr.wr_id)) return ND_NO_MORE_ENTRIES;
-  wr.sg_list = nSge > 0 ? list : nullptr;
-  wr.num_sge = static_cast<int>(nSge);
+  wr.sg_list = n > 0 ? list : nullptr;
+  wr.num_sge = static_cast<int>(n);
   ibv_recv_wr* bad = nullptr;
-  const int err = ibv_post_recv(qp_, &wr, &bad);
+  const int err = errno_of(ibv_post_recv(qp_, &wr, &bad));
   if (err != 0) {
     take_slot(wr.wr_id);
     return err == ENOMEM ? ND_NO_MORE_ENTRIES : (err == EINVAL ? ND_CONNECTION_INVALID : status_of_errno(err));
@@ -240,7 +236,7 @@ HRESULT VerbsQueuePair::post_bind(void* ctx, ND2_REQUEST_TYPE type, VerbsMemoryW
   b.bind_info.mw_access_flags = static_cast<unsigned int>(access);
   // The window's rkey changes when the bind is posted (ibv_bind_mw(3)); one post at a time per window.
   std::lock_guard<std::mutex> lock(mw->post_mu());
-  const int err = ibv_bind_mw(qp_, mw->mw(), &b);
+  const int err = errno_of(ibv_bind_mw(qp_, mw->mw(), &b));
   if (err != 0) {
     take_slot(b.wr_id);
     return err == ENOMEM ? ND_NO_MORE_ENTRIES

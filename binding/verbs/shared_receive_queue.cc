@@ -139,22 +139,19 @@ HRESULT VerbsSharedReceiveQueue::Receive(VOID* requestContext, const ND2_SGE sge
   if (nSge > max_sge_) return ND_DATA_OVERRUN;
   if (nSge > 0 && sge == nullptr) return ND_INVALID_PARAMETER_2;
   ibv_sge list[64];
-  for (ULONG i = 0; i < nSge && i < 64; ++i) {
-    list[i].addr = reinterpret_cast<uintptr_t>(sge[i].Buffer);
-    list[i].length = sge[i].BufferLength;
-    list[i].lkey = sge[i].MemoryRegionToken;
-  }
-  if (nSge > 64) return ND_DATA_OVERRUN;
+  ULONG n = 0;
+  size_t total = 0;
+  if (!copy_sges(sge, nSge, true, list, &n, &total)) return ND_DATA_OVERRUN;
   std::lock_guard<std::mutex> lock(mu_);
   if (count_ >= capacity_ || free_.empty()) return ND_NO_MORE_ENTRIES;
   const uint32_t i = free_.back();
   ibv_recv_wr wr{};
   wr.wr_id = kWrSrq | (static_cast<uint64_t>(id_) << kWrSrqShift) | i;
-  wr.sg_list = nSge > 0 ? list : nullptr;
-  wr.num_sge = static_cast<int>(nSge);
+  wr.sg_list = n > 0 ? list : nullptr;
+  wr.num_sge = static_cast<int>(n);
   slots_[i] = Slot{requestContext, Nd2RequestTypeReceive, false, true};
   ibv_recv_wr* bad = nullptr;
-  const int err = ibv_post_srq_recv(srq_, &wr, &bad);
+  const int err = errno_of(ibv_post_srq_recv(srq_, &wr, &bad));
   if (err != 0) {
     slots_[i].live = false;
     return err == ENOMEM ? ND_NO_MORE_ENTRIES : status_of_errno(err);

@@ -133,11 +133,12 @@ describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
       }
 
       // test/interop/verbs_features.mjs: both ends in one guest process on this device.
-      it(`shared receive queue, memory windows${dev.windows ? '' : ' (none on this device: ND_NOT_SUPPORTED)'} and disconnects from either side`, async () => {
+      it(`shared receive queue, a 0-byte receive, memory windows${dev.windows ? '' : ' (none on this device: ND_NOT_SUPPORTED)'} and disconnects from either side`, async () => {
         const port = nextInnerPort++;
         const r = await vm.run(`cd ${PKG} && timeout 120 ${NODE} test/interop/verbs_features.mjs ${dev.ip} ${port}`, 150_000);
         expect(r.output, r.output).toMatch(/verbs_features: ok/);
         expect(r.output).toMatch(/srq: receive 2: 17 bytes from client 1 \(for server QP A\) verified/);
+        expect(r.output).toMatch(/zero: a 0-byte Send landed in a 0-byte receive/);
         if (dev.windows) {
           expect(r.output).toMatch(/mw: Read through the window verified/);
           expect(r.output).toMatch(/mw: Read through the invalidated window refused \(.*ND_ACCESS_VIOLATION/);

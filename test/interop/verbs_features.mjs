@@ -7,6 +7,7 @@
 // Steps (each prints a line; "verbs_features: ok" and exit 0, or "verbs_features: FAIL ..." and exit 1):
 //   srq   two server QPs share one SRQ; three Sends from two client QPs land in the SRQ's receives in the order
 //         posted, every byte checked;
+//   zero  a 0-byte Send into a 0-byte receive (no SGE with a byte in it);
 //   mw    where the device has memory windows (info.maxWindowSize > 0): a window bound over part of a region,
 //         the peer Writes and Reads through it (bytes checked), the window invalidated, and a Read through the
 //         old token then fails; where it has none: createMemoryWindow fails ND_NOT_SUPPORTED ("mw: not supported");
@@ -91,6 +92,14 @@ async function main() {
     }
     if (srq.outstanding !== 1) throw new Failure(`srq: ${srq.outstanding} receives outstanding, expected 1`);
     say('srq: ok');
+
+    // --- zero: a 0-byte Send into a receive with no bytes (siw's driver refuses a receive without SGEs).
+    const z = c1.receive(tx.slice(5, 0));
+    z.catch(() => undefined);
+    await step(sqA.send(null), 'zero: a 0-byte Send');
+    const zc = await step(z, 'zero: the 0-byte receive');
+    if (zc.bytes !== 0) throw new Failure(`zero: the receive completed ${zc.bytes} bytes, expected 0`);
+    say('zero: a 0-byte Send landed in a 0-byte receive');
 
     // --- mw
     if (server.info.maxWindowSize === 0) {
