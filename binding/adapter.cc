@@ -86,6 +86,7 @@ Adapter::Adapter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Adapter>(inf
   HRESULT hr = netdirect::GetProvider(spec, &provider, &provider_, &why);
   if (FAILED(hr)) ThrowNdError(env, NdStatusName(hr) ? NdStatusName(hr) : "ND_UNSUCCESSFUL", hr, op, why);
   SockAddr sa = ParseAddress(env, address, 0, op);
+  netdirect::PreferDeviceProvider(spec, sa.get(), sa.length, &provider, &provider_);  // 'auto': an RDMA device
   hr = netdirect::OpenAdapter(provider.get(), sa.get(), sa.length, &nd_, &why);
   if (FAILED(hr)) {
     const char* name = NdStatusName(hr);

@@ -7,6 +7,12 @@
 #include "providers.h"
 
 #include <cstdio>
+#include <utility>
+
+#ifndef _WIN32
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#endif
 
 #include "soft/provider.h"
 #ifdef NETDIRECT_HAVE_VERBS
@@ -101,6 +107,44 @@ HRESULT GetProvider(const std::string& spec, NdPtr<IND2Provider>* provider, std:
          "': only the built-in software provider ('soft' or 'auto') exists on this platform; system ND v2 "
          "providers (DLLs) are loaded on Windows only";
   return ND_NOT_SUPPORTED;
+#endif
+}
+
+void PreferDeviceProvider(const std::string& spec, const sockaddr* address, ULONG addressLength,
+                          NdPtr<IND2Provider>* provider, std::string* resolvedName) {
+#if defined(NETDIRECT_HAVE_VERBS) && !defined(_WIN32)
+  if (spec != "auto" && !spec.empty()) return;
+  if (address == nullptr) return;
+  // Loopback stays on the software provider: siw attaches to lo too (siw_lo), but a connection to oneself
+  // through the kernel's software device gains nothing over the built-in provider.
+  if (address->sa_family == AF_INET) {
+    if (addressLength < sizeof(sockaddr_in)) return;
+    const auto* in = reinterpret_cast<const sockaddr_in*>(address);
+    if ((ntohl(in->sin_addr.s_addr) >> 24) == 127 || in->sin_addr.s_addr == htonl(INADDR_ANY)) return;
+  } else if (address->sa_family == AF_INET6) {
+    if (addressLength < sizeof(sockaddr_in6)) return;
+    const auto* in6 = reinterpret_cast<const sockaddr_in6*>(address);
+    if (IN6_IS_ADDR_LOOPBACK(&in6->sin6_addr) || IN6_IS_ADDR_UNSPECIFIED(&in6->sin6_addr) ||
+        IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr)) {
+      return;
+    }
+  } else {
+    return;
+  }
+  IND2Provider* v = nullptr;
+  std::string why;
+  if (FAILED(verbs::get_provider(&v, &why))) return;  // no rdma-core or no device: the software provider
+  NdPtr<IND2Provider> verbs = NdPtr<IND2Provider>::Adopt(v);
+  UINT64 id = 0;
+  if (FAILED(verbs->ResolveAddress(address, addressLength, &id))) return;  // no device serves it
+  *provider = std::move(verbs);
+  *resolvedName = kVerbsName;
+#else
+  (void)spec;
+  (void)address;
+  (void)addressLength;
+  (void)provider;
+  (void)resolvedName;
 #endif
 }
 

@@ -26,6 +26,12 @@ std::vector<ProviderInfo> ListProviders();
 HRESULT GetProvider(const std::string& spec, NdPtr<IND2Provider>* provider, std::string* resolvedName,
                     std::string* why);
 
+// provider 'auto' (or none) on Linux: when an RDMA device serves `address` (the verbs provider resolves it) and
+// the address is not a loopback one, *provider becomes the verbs provider and *resolvedName 'verbs'; otherwise
+// both stay as they are (the software provider). Elsewhere, or with any other spec, it does nothing.
+void PreferDeviceProvider(const std::string& spec, const sockaddr* address, ULONG addressLength,
+                          NdPtr<IND2Provider>* provider, std::string* resolvedName);
+
 // NdOpenAdapter: ResolveAddress(local address, port 0) -> OpenAdapter(IID_IND2Adapter).
 HRESULT OpenAdapter(IND2Provider* provider, const sockaddr* address, ULONG addressLength,
                     NdPtr<IND2Adapter>* adapter, std::string* why);

@@ -31,7 +31,7 @@ import { Connector, parseEndpoint, type ConnectOptions } from './connector.js';
 import { Listener, type ListenOptions } from './listener.js';
 
 export interface AdapterOptions {
-  /** 'auto' (default): system ND v2 providers on Windows, else 'soft'; 'soft'; a provider name; a DLL path. */
+  /** 'auto' (default): system ND v2 providers on Windows; on Linux the verbs provider when an RDMA device serves the (non-loopback) address, else 'soft'; 'soft'; 'verbs'; a provider name; a DLL path. */
   provider?: string;
   /**
    * Who delivers completions and drives the provider (default 'auto', or the NETDIRECT_COMPLETION environment
@@ -372,12 +372,16 @@ export class Adapter implements AsyncDisposable {
   /**
    * Creates a memory window, for qp.bind().
    *
-   * @throws {@link NdError} ERR_ND_CLOSED when the adapter is closed; the provider's status when it cannot create
-   *   one.
+   * @throws {@link NdError} ERR_ND_CLOSED when the adapter is closed; ND_NOT_SUPPORTED when the adapter has no
+   *   memory windows (info.maxWindowSize 0: e.g. Linux siw through the verbs provider); the provider's status
+   *   when it cannot create one.
    */
   createMemoryWindow(): MemoryWindow {
     const op = 'createMemoryWindow';
     this._checkOpen(op);
+    if (Number(this.info.maxWindowSize) === 0) {
+      throw new NdError('ND_NOT_SUPPORTED', 0xc00000bb, op, `${op}: adapter ${this.address} has no memory windows (the device reports none: info.maxWindowSize 0)`);
+    }
     const mw = new MemoryWindow(this, this._native.createMemoryWindow());
     this._windows.add(mw);
     return mw;

@@ -1072,7 +1072,7 @@ function otherChecks(facts: DoctorFacts): DoctorCheck[] {
       const usable = !v?.listed
         ? 'not usable: the verbs provider is not available (rdma-core missing?)'
         : state === 'active'
-          ? "usable: openAdapter(address, { provider: 'verbs' })"
+          ? "usable: openAdapter(address) opens it for an address it serves (or pin { provider: 'verbs' })"
           : 'not usable: port 1 is not active';
       return `${x.name}: ${kind}, ${rdmaTransport(x)}, port 1 ${state}${x.parent ? `, on ${x.parent}` : ''} — ${usable}`;
     });

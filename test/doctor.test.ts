@@ -288,7 +288,7 @@ describe('diagnose() elsewhere (Linux facts)', () => {
     const checks = diagnose(facts);
     expect(statuses(checks)).toMatchObject({ addresses: 'warn', crc32c: 'warn', 'rdma-devices': 'ok', 'kernel-soft-rdma': 'ok' });
     const detail = byId(checks, 'rdma-devices').detail;
-    expect(detail).toContain("siw_eth0: siw (by name), iwarp, port 1 active, on eth0 — usable: openAdapter(address, { provider: 'verbs' })");
+    expect(detail).toContain("siw_eth0: siw (by name), iwarp, port 1 active, on eth0 — usable: openAdapter(address) opens it for an address it serves (or pin { provider: 'verbs' })");
     expect(detail).toContain('irdma0: irdma, iwarp, port 1 down — not usable: port 1 is not active');
     expect(detail).toContain('rxe0: rxe (by name), roce, port 1 active');
     expect(detail).toContain('verbs provider addresses: 10.0.2.15');

@@ -116,12 +116,18 @@ export async function connectToPeer(
 }
 
 /**
- * An adapter on 127.0.0.1 in `completion` mode (default: the run's mode, NETDIRECT_COMPLETION or 'auto'). In the
+ * The address the two-process suites open their adapters on: 127.0.0.1, or NETDIRECT_TEST_ADDRESS (an RDMA
+ * device's address in the siw-vm guest, where provider 'auto' opens the verbs provider: docs/verbs.md §6).
+ */
+export const TEST_ADDRESS = process.env.NETDIRECT_TEST_ADDRESS || '127.0.0.1';
+
+/**
+ * An adapter on TEST_ADDRESS (127.0.0.1) in `completion` mode (default: the run's mode, NETDIRECT_COMPLETION or 'auto'). In the
  * run's mode, a 'manual' adapter is driven (fixtures/manual-driver.mjs: its CQs are polled while requests are
  * pending), as a manual-mode program would; one asked for explicitly is left to the test to poll.
  */
 export async function openLocal(completion?: CompletionOption): Promise<{ adapter: Adapter; cq: CompletionQueue }> {
-  const adapter = await openAdapter('127.0.0.1', completion === undefined ? {} : { completion });
+  const adapter = await openAdapter(TEST_ADDRESS, completion === undefined ? {} : { completion });
   if (completion === undefined) driveManual(adapter);
   track(`adapter ${adapter.address}`, () => describeAdapter(adapter));
   const cq = adapter.createCompletionQueue({ depth: 2048 });

@@ -132,8 +132,11 @@ HRESULT VerbsAdapter::init(UINT64 index) {
   if (cc_ == nullptr || ec_ == nullptr) return ND_INSUFFICIENT_RESOURCES;
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
   wakefd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (epfd_ < 0 || wakefd_ < 0 || !set_nonblocking(cc_->fd) || !set_nonblocking(ec_->fd) || !watch(epfd_, cc_->fd) ||
-      !watch(epfd_, ec_->fd)) {
+  // The device's asynchronous events (SRQ limit) share the epoll set. librdmacm shares one ibv_context per device
+  // in the process; its async descriptor is made non-blocking for all of them (rdma-core reads it only on request).
+  if (epfd_ < 0 || wakefd_ < 0 || !set_nonblocking(cc_->fd) || !set_nonblocking(ec_->fd) ||
+      !set_nonblocking(ctx_->async_fd) || !watch(epfd_, cc_->fd) || !watch(epfd_, ec_->fd) ||
+      !watch(epfd_, ctx_->async_fd)) {
     return ND_INSUFFICIENT_RESOURCES;
   }
   thread_ = std::thread([this] { run_thread(); });
@@ -185,7 +188,24 @@ void VerbsAdapter::run_thread() {
   close(own);
 }
 
-uint32_t VerbsAdapter::progress_round() { return drain_cq_events() + drain_cm_events(); }
+uint32_t VerbsAdapter::progress_round() { return drain_cq_events() + drain_cm_events() + drain_async_events(); }
+
+uint32_t VerbsAdapter::drain_async_events() {
+  uint32_t work = 0;
+  for (;;) {
+    ibv_async_event ev{};
+    if (lib_->get_async_event(ctx_, &ev) != 0) break;  // EAGAIN: the descriptor is non-blocking
+    // Handled before the acknowledgement: ibv_destroy_srq waits for its events to be acknowledged, and it runs
+    // under progress_mu_ (held here), so the SRQ is alive.
+    if (ev.event_type == IBV_EVENT_SRQ_LIMIT_REACHED && ev.element.srq != nullptr &&
+        ev.element.srq->srq_context != nullptr) {
+      static_cast<VerbsSharedReceiveQueue*>(ev.element.srq->srq_context)->on_limit();
+    }
+    lib_->ack_async_event(&ev);
+    ++work;
+  }
+  return work;
+}
 
 uint32_t VerbsAdapter::drain_cq_events() {
   uint32_t work = 0;
@@ -334,6 +354,27 @@ VerbsQueuePair* VerbsAdapter::find_qp_locked(uint32_t num) {
   return it == qps_.end() ? nullptr : it->second;
 }
 
+uint32_t VerbsAdapter::add_srq(VerbsSharedReceiveQueue* srq) {
+  std::lock_guard<std::mutex> lock(qps_mu_);
+  uint32_t id = next_srq_id_;
+  while (id == 0 || id >= (1u << (64 - kWrSrqShift)) || srqs_.count(id) != 0) {
+    id = id + 1 >= (1u << (64 - kWrSrqShift)) ? 1 : id + 1;  // 24 bits of wr_id carry the id
+  }
+  next_srq_id_ = id + 1;
+  srqs_[id] = srq;
+  return id;
+}
+
+void VerbsAdapter::remove_srq(uint32_t id) {
+  std::lock_guard<std::mutex> lock(qps_mu_);
+  srqs_.erase(id);
+}
+
+VerbsSharedReceiveQueue* VerbsAdapter::find_srq_locked(uint32_t id) {
+  auto it = srqs_.find(id);
+  return it == srqs_.end() ? nullptr : it->second;
+}
+
 HRESULT VerbsAdapter::CreateCompletionQueue(REFIID iid, HANDLE hOverlappedFile, ULONG queueDepth, USHORT, KAFFINITY,
                                             VOID** ppCompletionQueue) {
   if (ppCompletionQueue == nullptr) return ND_INVALID_PARAMETER_6;
@@ -362,15 +403,29 @@ HRESULT VerbsAdapter::CreateMemoryWindow(REFIID iid, VOID** ppMemoryWindow) {
   if (ppMemoryWindow == nullptr) return ND_INVALID_PARAMETER_2;
   *ppMemoryWindow = nullptr;
   if (!IsEqualGUID(iid, IID_IND2MemoryWindow)) return E_NOINTERFACE;
-  return ND_NOT_SUPPORTED;  // docs/verbs.md §5: memory windows are not implemented over verbs yet
+  VerbsMemoryWindow* mw = nullptr;
+  HRESULT hr = VerbsMemoryWindow::create(this, &mw);
+  if (FAILED(hr)) return hr;
+  *ppMemoryWindow = static_cast<IND2MemoryWindow*>(mw);
+  return ND_SUCCESS;
 }
 
-HRESULT VerbsAdapter::CreateSharedReceiveQueue(REFIID iid, HANDLE, ULONG, ULONG, ULONG, USHORT, KAFFINITY,
+HRESULT VerbsAdapter::CreateSharedReceiveQueue(REFIID iid, HANDLE hOverlappedFile, ULONG queueDepth,
+                                               ULONG maxRequestSge, ULONG notifyThreshold, USHORT, KAFFINITY,
                                                VOID** ppSharedReceiveQueue) {
   if (ppSharedReceiveQueue == nullptr) return ND_INVALID_PARAMETER_8;
   *ppSharedReceiveQueue = nullptr;
   if (!IsEqualGUID(iid, IID_IND2SharedReceiveQueue)) return E_NOINTERFACE;
-  return ND_NOT_SUPPORTED;  // docs/verbs.md §5: shared receive queues are not implemented over verbs yet
+  if (attr_.max_srq == 0 || attr_.max_srq_wr == 0) return ND_NOT_SUPPORTED;  // the device has no SRQs
+  if (queueDepth == 0 || queueDepth > static_cast<ULONG>(attr_.max_srq_wr)) return ND_INVALID_PARAMETER_3;
+  const ULONG max_sge = static_cast<ULONG>(attr_.max_srq_sge > 0 ? attr_.max_srq_sge : attr_.max_sge);
+  if (maxRequestSge == 0 || maxRequestSge > std::min<ULONG>(max_sge, 64)) return ND_INVALID_PARAMETER_4;
+  if (notifyThreshold > queueDepth) return ND_INVALID_PARAMETER_5;
+  VerbsSharedReceiveQueue* srq = nullptr;
+  HRESULT hr = VerbsSharedReceiveQueue::create(this, hOverlappedFile, queueDepth, maxRequestSge, notifyThreshold, &srq);
+  if (FAILED(hr)) return hr;
+  *ppSharedReceiveQueue = static_cast<IND2SharedReceiveQueue*>(srq);
+  return ND_SUCCESS;
 }
 
 HRESULT VerbsAdapter::CreateQueuePair(REFIID iid, IUnknown* pReceiveCompletionQueue,
@@ -396,19 +451,39 @@ HRESULT VerbsAdapter::CreateQueuePair(REFIID iid, IUnknown* pReceiveCompletionQu
   }
   if (inlineDataSize > max_inline_) return ND_INVALID_PARAMETER_9;
   VerbsQueuePair* qp = nullptr;
-  HRESULT hr = VerbsQueuePair::create(this, rcq, icq, context, receiveQueueDepth, initiatorQueueDepth,
+  HRESULT hr = VerbsQueuePair::create(this, rcq, icq, nullptr, context, receiveQueueDepth, initiatorQueueDepth,
                                       maxReceiveRequestSge, maxInitiatorRequestSge, inlineDataSize, &qp);
   if (FAILED(hr)) return hr;
   *ppQueuePair = static_cast<IND2QueuePair*>(qp);
   return ND_SUCCESS;
 }
 
-HRESULT VerbsAdapter::CreateQueuePairWithSrq(REFIID iid, IUnknown*, IUnknown*, IUnknown*, VOID*, ULONG, ULONG, ULONG,
-                                             VOID** ppQueuePair) {
+HRESULT VerbsAdapter::CreateQueuePairWithSrq(REFIID iid, IUnknown* pReceiveCompletionQueue,
+                                             IUnknown* pInitiatorCompletionQueue, IUnknown* pSharedReceiveQueue,
+                                             VOID* context, ULONG initiatorQueueDepth, ULONG maxInitiatorRequestSge,
+                                             ULONG inlineDataSize, VOID** ppQueuePair) {
   if (ppQueuePair == nullptr) return ND_INVALID_PARAMETER_9;
   *ppQueuePair = nullptr;
   if (!IsEqualGUID(iid, IID_IND2QueuePair)) return E_NOINTERFACE;
-  return ND_NOT_SUPPORTED;
+  auto* rcq = from_unknown<VerbsCompletionQueue, IND2CompletionQueue>(pReceiveCompletionQueue);
+  if (rcq == nullptr || rcq->adapter() != this) return ND_INVALID_PARAMETER_2;
+  auto* icq = from_unknown<VerbsCompletionQueue, IND2CompletionQueue>(pInitiatorCompletionQueue);
+  if (icq == nullptr || icq->adapter() != this) return ND_INVALID_PARAMETER_3;
+  auto* srq = from_unknown<VerbsSharedReceiveQueue, IND2SharedReceiveQueue>(pSharedReceiveQueue);
+  if (srq == nullptr || srq->adapter() != this) return ND_INVALID_PARAMETER_4;
+  if (initiatorQueueDepth == 0 || initiatorQueueDepth > static_cast<ULONG>(attr_.max_qp_wr)) {
+    return ND_INVALID_PARAMETER_6;
+  }
+  if (maxInitiatorRequestSge == 0 || maxInitiatorRequestSge > static_cast<ULONG>(attr_.max_sge)) {
+    return ND_INVALID_PARAMETER_7;
+  }
+  if (inlineDataSize > max_inline_) return ND_INVALID_PARAMETER_8;
+  VerbsQueuePair* qp = nullptr;
+  HRESULT hr = VerbsQueuePair::create(this, rcq, icq, srq, context, 0, initiatorQueueDepth, 0, maxInitiatorRequestSge,
+                                      inlineDataSize, &qp);
+  if (FAILED(hr)) return hr;
+  *ppQueuePair = static_cast<IND2QueuePair*>(qp);
+  return ND_SUCCESS;
 }
 
 HRESULT VerbsAdapter::CreateConnector(REFIID iid, HANDLE hOverlappedFile, VOID** ppConnector) {

@@ -146,6 +146,18 @@ void VerbsCompletionQueue::append_and_fire(const std::vector<ND2_RESULT>& extra)
 bool VerbsCompletionQueue::translate(const ibv_wc& wc, ND2_RESULT* r) {
   std::lock_guard<std::mutex> lock(adapter_->qps_mu());
   VerbsQueuePair* qp = adapter_->find_qp_locked(wc.qp_num);
+  if (wc.wr_id & kWrSrq) {  // a shared receive queue's receive, consumed by the QP wc.qp_num
+    VerbsSharedReceiveQueue* srq = adapter_->find_srq_locked(static_cast<uint32_t>(wc.wr_id >> kWrSrqShift));
+    if (srq == nullptr) return false;
+    const Slot slot = srq->take_slot(wc.wr_id);
+    if (!slot.live) return false;
+    r->Status = status_of_wc(wc.status);
+    r->QueuePairContext = qp != nullptr ? qp->context() : nullptr;
+    r->RequestContext = slot.context;
+    r->RequestType = Nd2RequestTypeReceive;
+    r->BytesTransferred = wc.byte_len;
+    return true;
+  }
   if (qp == nullptr) return false;  // the QP was destroyed: nobody to report to
   const Slot slot = qp->take_slot(wc.wr_id);
   if (!slot.live) return false;  // completed by a sweep already

@@ -197,6 +197,12 @@ void VerbsConnector::on_cm_event(const rdma_cm_event& ev) {
       fail_connect_locked(status_of_cm_failure(ev));
       break;
     case RDMA_CM_EVENT_DISCONNECTED:
+      // The peer disconnected (or answered ours): our side disconnects too, so that both ids finish (on IB and
+      // RoCE this sends the DREP the peer's DREQ waits for; on iWARP it closes our half of the connection).
+      if (!disconnect_sent_ && id_ != nullptr) {
+        disconnect_sent_ = true;
+        (void)adapter_->lib().disconnect(id_);
+      }
       on_disconnected_locked();
       break;
     case RDMA_CM_EVENT_DEVICE_REMOVAL:
@@ -329,6 +335,7 @@ HRESULT VerbsConnector::Disconnect(OVERLAPPED* pOverlapped) {
   }
   if (state_ != State::kEstablished && state_ != State::kConnected) return ND_CONNECTION_INVALID;
   if (disconnect_ov_ != nullptr) return ND_INVALID_DEVICE_STATE;
+  disconnect_sent_ = true;
   if (adapter_->lib().disconnect(id_) != 0) {
     on_disconnected_locked();
     ndkit::mark_done(pOverlapped, ND_SUCCESS);

@@ -55,6 +55,8 @@ void load(Loaded* l) {
             resolve(v, "ibv_modify_qp", &t.modify_qp, w) & resolve(v, "ibv_destroy_qp", &t.destroy_qp, w) &
             resolve(v, "ibv_create_srq", &t.create_srq, w) & resolve(v, "ibv_modify_srq", &t.modify_srq, w) &
             resolve(v, "ibv_destroy_srq", &t.destroy_srq, w) & resolve(v, "ibv_wc_status_str", &t.wc_status_str, w) &
+            resolve(v, "ibv_get_async_event", &t.get_async_event, w) &
+            resolve(v, "ibv_ack_async_event", &t.ack_async_event, w) &
             resolve(c, "rdma_create_event_channel", &t.create_event_channel, w) &
             resolve(c, "rdma_destroy_event_channel", &t.destroy_event_channel, w) &
             resolve(c, "rdma_create_id", &t.create_id, w) & resolve(c, "rdma_destroy_id", &t.destroy_id, w) &

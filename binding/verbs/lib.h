@@ -40,6 +40,8 @@ struct Lib {
   int (*modify_srq)(struct ibv_srq*, struct ibv_srq_attr*, int);
   int (*destroy_srq)(struct ibv_srq*);
   const char* (*wc_status_str)(enum ibv_wc_status);
+  int (*get_async_event)(struct ibv_context*, struct ibv_async_event*);
+  void (*ack_async_event)(struct ibv_async_event*);
   // librdmacm
   struct rdma_event_channel* (*create_event_channel)();
   void (*destroy_event_channel)(struct rdma_event_channel*);

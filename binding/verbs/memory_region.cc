@@ -51,8 +51,11 @@ HRESULT VerbsMemoryRegion::Register(const VOID* pBuffer, SIZE_T cbBuffer, ULONG 
   if (base + cbBuffer < base) return ND_ACCESS_VIOLATION;
   std::lock_guard<std::mutex> lock(mu_);
   if (mr_ != nullptr) return ND_INVALID_DEVICE_STATE;
+  // ND binds a window to any region: where the device has windows, every region allows binding (verbs asks for
+  // it at registration, IBV_ACCESS_MW_BIND).
+  const int mw = adapter_->attr().max_mw > 0 ? IBV_ACCESS_MW_BIND : 0;
   mr_ = adapter_->lib().reg_mr(adapter_->pd(), const_cast<VOID*>(pBuffer), cbBuffer,
-                               access_of(flags, adapter_->transport()));
+                               access_of(flags, adapter_->transport()) | mw);
   if (mr_ == nullptr) return status_of_errno(errno);
   ndkit::mark_done(pOverlapped, ND_SUCCESS);
   return ND_SUCCESS;
@@ -71,6 +74,11 @@ HRESULT VerbsMemoryRegion::Deregister(OVERLAPPED* pOverlapped) {
 UINT32 VerbsMemoryRegion::GetLocalToken() {
   std::lock_guard<std::mutex> lock(mu_);
   return mr_ != nullptr ? mr_->lkey : 0;
+}
+
+ibv_mr* VerbsMemoryRegion::mr() {
+  std::lock_guard<std::mutex> lock(mu_);
+  return mr_;
 }
 
 UINT32 VerbsMemoryRegion::GetRemoteToken() {

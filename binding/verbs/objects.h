@@ -40,6 +40,15 @@ Impl* from_unknown(IUnknown* unk) {
 
 class VerbsQueuePair;
 class VerbsConnector;
+class VerbsSharedReceiveQueue;
+class VerbsMemoryRegion;
+
+// wr_id of a posted request: the slot index in the low 32 bits; kWrRecv for the QP's receive slots; kWrSrq for
+// a shared receive queue's, with the SRQ's id (VerbsAdapter::add_srq) from bit kWrSrqShift on: the completion
+// names the QP that consumed the receive, not the SRQ it came from.
+constexpr uint64_t kWrRecv = uint64_t{1} << 32;
+constexpr uint64_t kWrSrq = uint64_t{1} << 33;
+constexpr int kWrSrqShift = 40;
 
 // What an rdma_cm id's context points to: the connector or listener its events are for (nullptr: nobody yet).
 struct CmHandler {
@@ -104,7 +113,12 @@ class VerbsAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   void add_qp(uint32_t num, VerbsQueuePair* qp);
   void remove_qp(uint32_t num);
   VerbsQueuePair* find_qp_locked(uint32_t num);
+  // Shared receive queues by id (the id travels in wr_id); under qps_mu_ like the QP table.
+  uint32_t add_srq(VerbsSharedReceiveQueue* srq);
+  void remove_srq(uint32_t id);
+  VerbsSharedReceiveQueue* find_srq_locked(uint32_t id);
   std::mutex& qps_mu() { return qps_mu_; }
+  const ibv_device_attr& attr() const { return attr_; }
 
  private:
   VerbsAdapter() = default;
@@ -114,6 +128,7 @@ class VerbsAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   uint32_t progress_round();  // with progress_mu_ held
   uint32_t drain_cq_events();
   uint32_t drain_cm_events();
+  uint32_t drain_async_events();
 
   const Lib* lib_ = nullptr;
   UINT64 index_ = 0;
@@ -135,6 +150,8 @@ class VerbsAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   bool stopping_ = false;
   std::mutex qps_mu_;
   std::unordered_map<uint32_t, VerbsQueuePair*> qps_;
+  std::unordered_map<uint32_t, VerbsSharedReceiveQueue*> srqs_;
+  uint32_t next_srq_id_ = 1;
 };
 
 class VerbsCompletionQueue final : public ComObject<IND2CompletionQueue> {
@@ -181,6 +198,8 @@ class VerbsMemoryRegion final : public ComObject<IND2MemoryRegion> {
   HRESULT ND_CALL Deregister(OVERLAPPED* pOverlapped) override;
   UINT32 ND_CALL GetLocalToken() override;
   UINT32 ND_CALL GetRemoteToken() override;
+  ibv_mr* mr();  // nullptr while not registered
+  VerbsAdapter* adapter() const { return adapter_; }
 
  private:
   explicit VerbsMemoryRegion(VerbsAdapter* adapter) : adapter_(adapter) { adapter_->AddRef(); }
@@ -198,16 +217,83 @@ struct Slot {
   bool live = false;  // false: completed already (by a sweep); a late completion for it is dropped
 };
 
+// A type 1 memory window (ibv_alloc_mw), bound and invalidated through a queue pair (VerbsQueuePair::Bind /
+// Invalidate: ibv_bind_mw, an invalidate being a bind of length 0). Devices without windows (siw) fail
+// CreateMemoryWindow with ND_NOT_SUPPORTED (docs/verbs.md §2).
+class VerbsMemoryWindow final : public ComObject<IND2MemoryWindow> {
+ public:
+  static HRESULT create(VerbsAdapter* adapter, VerbsMemoryWindow** out);
+  UINT32 ND_CALL GetRemoteToken() override;
+
+  ibv_mw* mw() const { return mw_; }
+  VerbsAdapter* adapter() const { return adapter_; }
+  // The region of the last bind (referenced until the next bind or the window's end): an invalidate names it.
+  void set_region(VerbsMemoryRegion* mr);
+  VerbsMemoryRegion* region();
+  std::mutex& post_mu() { return mu_; }
+
+ private:
+  explicit VerbsMemoryWindow(VerbsAdapter* adapter) : adapter_(adapter) { adapter_->AddRef(); }
+  ~VerbsMemoryWindow() override;
+  VerbsAdapter* adapter_;
+  ibv_mw* mw_ = nullptr;
+  std::mutex mu_;
+  VerbsMemoryRegion* region_ = nullptr;
+};
+
+// An ibv_srq. Each receive takes a slot (wr_id: kWrSrq, the SRQ's id and the slot); the completion arrives on
+// the receive CQ of the QP that consumed it, with that QP's context. Notify: ND_SUCCESS at once when fewer than
+// the threshold are outstanding; otherwise it arms the device's SRQ limit (IBV_EVENT_SRQ_LIMIT_REACHED, an
+// asynchronous event the adapter's progress reads) and also completes when polling takes the count below it.
+class VerbsSharedReceiveQueue final : public ComObject<IND2SharedReceiveQueue> {
+ public:
+  static HRESULT create(VerbsAdapter* adapter, HANDLE file, ULONG depth, ULONG maxSge, ULONG notifyThreshold,
+                        VerbsSharedReceiveQueue** out);
+  HRESULT ND_CALL CancelOverlappedRequests() override;
+  HRESULT ND_CALL GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) override;
+  HRESULT ND_CALL GetNotifyAffinity(USHORT* pGroup, KAFFINITY* pAffinity) override;
+  HRESULT ND_CALL Modify(ULONG queueDepth, ULONG notifyThreshold) override;
+  HRESULT ND_CALL Notify(OVERLAPPED* pOverlapped) override;
+  HRESULT ND_CALL Receive(VOID* requestContext, const ND2_SGE sge[], ULONG nSge) override;
+
+  ibv_srq* srq() const { return srq_; }
+  VerbsAdapter* adapter() const { return adapter_; }
+  // CQ poll (adapter's qps_mu_ held): the slot a wr_id names, released.
+  Slot take_slot(uint64_t wr_id);
+  // Progress (progress_mu_ held): the device reported the SRQ limit.
+  void on_limit();
+
+ private:
+  VerbsSharedReceiveQueue(VerbsAdapter* adapter, HANDLE file) : adapter_(adapter), file_(file) { adapter_->AddRef(); }
+  ~VerbsSharedReceiveQueue() override;
+  void check_threshold_locked(std::vector<OVERLAPPED*>* fire);
+
+  VerbsAdapter* adapter_;
+  HANDLE file_;
+  ibv_srq* srq_ = nullptr;
+  uint32_t id_ = 0;
+  ULONG max_sge_ = 0;
+  std::mutex mu_;
+  ULONG capacity_ = 0;   // ND depth: receives that may be outstanding
+  ULONG threshold_ = 0;  // 0: no notification
+  ULONG count_ = 0;      // posted and not yet completed
+  std::vector<Slot> slots_;
+  std::vector<uint32_t> free_;
+  std::vector<OVERLAPPED*> waiters_;
+};
+
 class VerbsQueuePair final : public ComObject<IND2QueuePair> {
  public:
-  static HRESULT create(VerbsAdapter* adapter, VerbsCompletionQueue* rcq, VerbsCompletionQueue* icq, void* context,
-                        ULONG rqDepth, ULONG sqDepth, ULONG rqSge, ULONG sqSge, ULONG inlineSize,
-                        VerbsQueuePair** out);
+  // srq: nullable; with one, the QP has no receive queue of its own (rqDepth, rqSge 0).
+  static HRESULT create(VerbsAdapter* adapter, VerbsCompletionQueue* rcq, VerbsCompletionQueue* icq,
+                        VerbsSharedReceiveQueue* srq, void* context, ULONG rqDepth, ULONG sqDepth, ULONG rqSge,
+                        ULONG sqSge, ULONG inlineSize, VerbsQueuePair** out);
   HRESULT ND_CALL Flush() override;
   HRESULT ND_CALL Send(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, ULONG flags) override;
   HRESULT ND_CALL Receive(VOID* requestContext, const ND2_SGE sge[], ULONG nSge) override;
-  HRESULT ND_CALL Bind(VOID*, IUnknown*, IUnknown*, const VOID*, SIZE_T, ULONG) override { return ND_NOT_SUPPORTED; }
-  HRESULT ND_CALL Invalidate(VOID*, IUnknown*, ULONG) override { return ND_NOT_SUPPORTED; }
+  HRESULT ND_CALL Bind(VOID* requestContext, IUnknown* pMemoryRegion, IUnknown* pMemoryWindow, const VOID* pBuffer,
+                       SIZE_T cbBuffer, ULONG flags) override;
+  HRESULT ND_CALL Invalidate(VOID* requestContext, IUnknown* pMemoryWindow, ULONG flags) override;
   HRESULT ND_CALL Read(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, UINT64 remoteAddress,
                        UINT32 remoteToken, ULONG flags) override;
   HRESULT ND_CALL Write(VOID* requestContext, const ND2_SGE sge[], ULONG nSge, UINT64 remoteAddress,
@@ -231,12 +317,17 @@ class VerbsQueuePair final : public ComObject<IND2QueuePair> {
   HRESULT post_send(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
                     ibv_wr_opcode op, UINT64 remote, UINT32 rkey);
   bool alloc_slot(bool send, void* ctx, ND2_REQUEST_TYPE type, bool silent, uint64_t* wr_id);
-  HRESULT fill_sges(const ND2_SGE* sge, ULONG nSge, ULONG max, ibv_sge* out, size_t* total);
+  HRESULT post_bind(void* ctx, ND2_REQUEST_TYPE type, VerbsMemoryWindow* mw, VerbsMemoryRegion* mr, uint64_t addr,
+                    uint64_t length, int access, ULONG flags);
+  // The ND SGEs as verbs SGEs in out[0, *n) (copy_sges, below); *total their bytes.
+  HRESULT fill_sges(const ND2_SGE* sge, ULONG nSge, ULONG max, bool receive, ibv_sge* out, ULONG* n,
+                    size_t* total);
 
   VerbsAdapter* adapter_;
   void* context_;
   VerbsCompletionQueue* rcq_ = nullptr;
   VerbsCompletionQueue* icq_ = nullptr;
+  VerbsSharedReceiveQueue* srq_ = nullptr;
   ibv_qp* qp_ = nullptr;
   ULONG sq_sge_ = 0, rq_sge_ = 0, inline_ = 0;
   std::atomic<bool> errored_{false};
@@ -296,6 +387,7 @@ class VerbsConnector final : public ComObject<IND2Connector>, public CmHandler {
   ULONG ird_ = 0, ord_ = 0;            // ours, for Connect/Accept
   ULONG peer_ird_ = 0, peer_ord_ = 0;  // the peer's, from the request/reply
   bool disconnected_ = false;
+  bool disconnect_sent_ = false;  // rdma_disconnect called (Disconnect, or answering the peer's)
   sockaddr_storage dest_{};
 };
 
@@ -328,6 +420,32 @@ class VerbsListener final : public ComObject<IND2Listener>, public CmHandler {
 };
 
 // Helpers shared by the objects.
+// Copies ND SGEs (at most 64) into verbs SGEs, leaving zero-length ones out: they carry no byte, and devices
+// differ on them. A receive that is left with none (a 0-byte receive) gets one SGE of length 0, since siw's
+// userspace driver refuses a receive without SGEs (EINVAL). *n: the SGEs written; *total: their bytes. False
+// when more than 64 are given.
+inline bool copy_sges(const ND2_SGE* sge, ULONG nSge, bool receive, ibv_sge* out, ULONG* n, size_t* total) {
+  *n = 0;
+  *total = 0;
+  if (nSge > 64) return false;
+  for (ULONG i = 0; i < nSge; ++i) {
+    if (sge[i].BufferLength == 0) continue;
+    out[*n].addr = reinterpret_cast<uintptr_t>(sge[i].Buffer);
+    out[*n].length = sge[i].BufferLength;
+    out[*n].lkey = sge[i].MemoryRegionToken;
+    *total += sge[i].BufferLength;
+    ++*n;
+  }
+  if (receive && *n == 0) {
+    out[0].addr = nSge > 0 ? reinterpret_cast<uintptr_t>(sge[0].Buffer) : 0;
+    out[0].length = 0;
+    out[0].lkey = nSge > 0 ? sge[0].MemoryRegionToken : 0;
+    *n = 1;
+  }
+  return true;
+}
+// A post call's result as a positive errno: userspace drivers return errno values, some of them negated (siw).
+inline int errno_of(int rv) { return rv < 0 ? -rv : rv; }
 HRESULT copy_sockaddr(const sockaddr* from, sockaddr* to, ULONG* size);
 ULONG sockaddr_length(const sockaddr* a);
 // A caller's address of a family we know, with `len` covering it.

@@ -9,12 +9,12 @@
 namespace netdirect::verbs {
 
 namespace {
-constexpr uint64_t kRecvBit = uint64_t{1} << 32;
+constexpr uint64_t kRecvBit = kWrRecv;
 }
 
 HRESULT VerbsQueuePair::create(VerbsAdapter* adapter, VerbsCompletionQueue* rcq, VerbsCompletionQueue* icq,
-                               void* context, ULONG rqDepth, ULONG sqDepth, ULONG rqSge, ULONG sqSge,
-                               ULONG inlineSize, VerbsQueuePair** out) {
+                               VerbsSharedReceiveQueue* srq, void* context, ULONG rqDepth, ULONG sqDepth,
+                               ULONG rqSge, ULONG sqSge, ULONG inlineSize, VerbsQueuePair** out) {
   auto* q = new (std::nothrow) VerbsQueuePair(adapter, context);
   if (q == nullptr) return ND_NO_MEMORY;
   ibv_qp_init_attr a{};
@@ -27,6 +27,13 @@ HRESULT VerbsQueuePair::create(VerbsAdapter* adapter, VerbsCompletionQueue* rcq,
   a.cap.max_send_sge = sqSge;
   a.cap.max_recv_sge = rqSge;
   a.cap.max_inline_data = inlineSize;
+  if (srq != nullptr) {
+    a.srq = srq->srq();
+    a.cap.max_recv_wr = 0;
+    a.cap.max_recv_sge = 0;
+    rqDepth = 0;
+    rqSge = 0;
+  }
   q->qp_ = adapter->lib().create_qp(adapter->pd(), &a);
   if (q->qp_ == nullptr) {
     const HRESULT hr = status_of_errno(errno);
@@ -37,6 +44,10 @@ HRESULT VerbsQueuePair::create(VerbsAdapter* adapter, VerbsCompletionQueue* rcq,
   q->icq_ = icq;
   rcq->AddRef();
   icq->AddRef();
+  if (srq != nullptr) {
+    q->srq_ = srq;
+    srq->AddRef();
+  }
   q->sq_sge_ = sqSge;
   q->rq_sge_ = rqSge;
   q->inline_ = inlineSize;
@@ -66,6 +77,7 @@ VerbsQueuePair::~VerbsQueuePair() {
   }
   if (rcq_ != nullptr) rcq_->Release();
   if (icq_ != nullptr) icq_->Release();
+  if (srq_ != nullptr) srq_->Release();
   adapter_->Release();
 }
 
@@ -131,17 +143,11 @@ Slot VerbsQueuePair::take_slot(uint64_t wr_id) {
   return s;
 }
 
-HRESULT VerbsQueuePair::fill_sges(const ND2_SGE* sge, ULONG nSge, ULONG max, ibv_sge* out, size_t* total) {
+HRESULT VerbsQueuePair::fill_sges(const ND2_SGE* sge, ULONG nSge, ULONG max, bool receive, ibv_sge* out, ULONG* n,
+                                  size_t* total) {
   if (nSge > max) return ND_DATA_OVERRUN;
   if (nSge > 0 && sge == nullptr) return ND_INVALID_PARAMETER_2;
-  *total = 0;
-  for (ULONG i = 0; i < nSge; ++i) {
-    out[i].addr = reinterpret_cast<uintptr_t>(sge[i].Buffer);
-    out[i].length = sge[i].BufferLength;
-    out[i].lkey = sge[i].MemoryRegionToken;
-    *total += sge[i].BufferLength;
-  }
-  return ND_SUCCESS;
+  return copy_sges(sge, nSge, receive, out, n, total) ? ND_SUCCESS : ND_DATA_OVERRUN;
 }
 
 HRESULT VerbsQueuePair::post_send(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
@@ -149,14 +155,15 @@ HRESULT VerbsQueuePair::post_send(void* ctx, ND2_REQUEST_TYPE type, const ND2_SG
   if (errored_.load()) return ND_CONNECTION_INVALID;
   const bool inl = (flags & ND_OP_FLAG_INLINE) != 0;
   ibv_sge list[64];
+  ULONG n = 0;
   size_t total = 0;
-  HRESULT hr = fill_sges(sge, nSge, std::min<ULONG>(sq_sge_, 64), list, &total);
+  HRESULT hr = fill_sges(sge, nSge, std::min<ULONG>(sq_sge_, 64), false, list, &n, &total);
   if (hr != ND_SUCCESS) return hr;
   if (inl && total > inline_) return ND_BUFFER_OVERFLOW;
   ibv_send_wr wr{};
   if (!alloc_slot(true, ctx, type, (flags & ND_OP_FLAG_SILENT_SUCCESS) != 0, &wr.wr_id)) return ND_NO_MORE_ENTRIES;
-  wr.sg_list = nSge > 0 ? list : nullptr;
-  wr.num_sge = static_cast<int>(nSge);
+  wr.sg_list = n > 0 ? list : nullptr;
+  wr.num_sge = static_cast<int>(n);
   wr.opcode = op;
   wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0) |
                   ((flags & ND_OP_FLAG_READ_FENCE) ? IBV_SEND_FENCE : 0) |
@@ -164,7 +171,7 @@ HRESULT VerbsQueuePair::post_send(void* ctx, ND2_REQUEST_TYPE type, const ND2_SG
   wr.wr.rdma.remote_addr = remote;
   wr.wr.rdma.rkey = rkey;
   ibv_send_wr* bad = nullptr;
-  const int err = ibv_post_send(qp_, &wr, &bad);
+  const int err = errno_of(ibv_post_send(qp_, &wr, &bad));
   if (err != 0) {
     take_slot(wr.wr_id);
     return err == ENOMEM ? ND_NO_MORE_ENTRIES : (err == EINVAL ? ND_CONNECTION_INVALID : status_of_errno(err));
@@ -195,22 +202,81 @@ HRESULT VerbsQueuePair::Read(VOID* requestContext, const ND2_SGE sge[], ULONG nS
 }
 
 HRESULT VerbsQueuePair::Receive(VOID* requestContext, const ND2_SGE sge[], ULONG nSge) {
+  if (srq_ != nullptr) return ND_INVALID_DEVICE_REQUEST;  // receives come from the shared receive queue
   if (errored_.load()) return ND_CONNECTION_INVALID;
   ibv_sge list[64];
+  ULONG n = 0;
   size_t total = 0;
-  HRESULT hr = fill_sges(sge, nSge, std::min<ULONG>(rq_sge_, 64), list, &total);
+  HRESULT hr = fill_sges(sge, nSge, std::min<ULONG>(rq_sge_, 64), true, list, &n, &total);
   if (hr != ND_SUCCESS) return hr;
   ibv_recv_wr wr{};
   if (!alloc_slot(false, requestContext, Nd2RequestTypeReceive, false, &wr.wr_id)) return ND_NO_MORE_ENTRIES;
-  wr.sg_list = nSge > 0 ? list : nullptr;
-  wr.num_sge = static_cast<int>(nSge);
+  wr.sg_list = n > 0 ? list : nullptr;
+  wr.num_sge = static_cast<int>(n);
   ibv_recv_wr* bad = nullptr;
-  const int err = ibv_post_recv(qp_, &wr, &bad);
+  const int err = errno_of(ibv_post_recv(qp_, &wr, &bad));
   if (err != 0) {
     take_slot(wr.wr_id);
     return err == ENOMEM ? ND_NO_MORE_ENTRIES : (err == EINVAL ? ND_CONNECTION_INVALID : status_of_errno(err));
   }
   return ND_SUCCESS;
+}
+
+HRESULT VerbsQueuePair::post_bind(void* ctx, ND2_REQUEST_TYPE type, VerbsMemoryWindow* mw, VerbsMemoryRegion* mr,
+                                  uint64_t addr, uint64_t length, int access, ULONG flags) {
+  if (errored_.load()) return ND_CONNECTION_INVALID;
+  ibv_mr* m = mr->mr();
+  if (m == nullptr) return ND_ACCESS_VIOLATION;  // not registered (any more)
+  ibv_mw_bind b{};
+  if (!alloc_slot(true, ctx, type, (flags & ND_OP_FLAG_SILENT_SUCCESS) != 0, &b.wr_id)) return ND_NO_MORE_ENTRIES;
+  b.send_flags = IBV_SEND_SIGNALED | ((flags & ND_OP_FLAG_READ_FENCE) ? IBV_SEND_FENCE : 0);
+  b.bind_info.mr = m;
+  b.bind_info.addr = addr;
+  b.bind_info.length = length;
+  b.bind_info.mw_access_flags = static_cast<unsigned int>(access);
+  // The window's rkey changes when the bind is posted (ibv_bind_mw(3)); one post at a time per window.
+  std::lock_guard<std::mutex> lock(mw->post_mu());
+  const int err = errno_of(ibv_bind_mw(qp_, mw->mw(), &b));
+  if (err != 0) {
+    take_slot(b.wr_id);
+    return err == ENOMEM ? ND_NO_MORE_ENTRIES
+                         : err == EPERM ? ND_ACCESS_VIOLATION
+                                        : (err == EINVAL ? ND_INVALID_PARAMETER : status_of_errno(err));
+  }
+  mw->set_region(mr);
+  return ND_SUCCESS;
+}
+
+HRESULT VerbsQueuePair::Bind(VOID* requestContext, IUnknown* pMemoryRegion, IUnknown* pMemoryWindow,
+                             const VOID* pBuffer, SIZE_T cbBuffer, ULONG flags) {
+  auto* mr = from_unknown<VerbsMemoryRegion, IND2MemoryRegion>(pMemoryRegion);
+  if (mr == nullptr || mr->adapter() != adapter_) return ND_INVALID_PARAMETER_2;
+  auto* mw = from_unknown<VerbsMemoryWindow, IND2MemoryWindow>(pMemoryWindow);
+  if (mw == nullptr || mw->adapter() != adapter_) return ND_INVALID_PARAMETER_3;
+  if (pBuffer == nullptr) return ND_INVALID_PARAMETER_4;
+  if (cbBuffer == 0) return ND_INVALID_BUFFER_SIZE;
+  if (flags & ~(ND_OP_FLAG_SILENT_SUCCESS | ND_OP_FLAG_READ_FENCE | ND_OP_FLAG_ALLOW_READ | ND_OP_FLAG_ALLOW_WRITE)) {
+    return ND_INVALID_PARAMETER_6;
+  }
+  ibv_mr* m = mr->mr();
+  const uint64_t addr = reinterpret_cast<uintptr_t>(pBuffer);
+  const uint64_t base = m != nullptr ? reinterpret_cast<uintptr_t>(m->addr) : 0;
+  if (m == nullptr || addr < base || addr + cbBuffer < addr || addr + cbBuffer > base + m->length) {
+    return ND_ACCESS_VIOLATION;  // the window must lie inside the registered region
+  }
+  const int access = ((flags & ND_OP_FLAG_ALLOW_READ) ? IBV_ACCESS_REMOTE_READ : 0) |
+                     ((flags & ND_OP_FLAG_ALLOW_WRITE) ? IBV_ACCESS_REMOTE_WRITE : 0);
+  return post_bind(requestContext, Nd2RequestTypeBind, mw, mr, addr, cbBuffer, access, flags);
+}
+
+HRESULT VerbsQueuePair::Invalidate(VOID* requestContext, IUnknown* pMemoryWindow, ULONG flags) {
+  auto* mw = from_unknown<VerbsMemoryWindow, IND2MemoryWindow>(pMemoryWindow);
+  if (mw == nullptr || mw->adapter() != adapter_) return ND_INVALID_PARAMETER_2;
+  if (flags & ~(ND_OP_FLAG_SILENT_SUCCESS | ND_OP_FLAG_READ_FENCE)) return ND_INVALID_PARAMETER_3;
+  VerbsMemoryRegion* mr = mw->region();
+  if (mr == nullptr) return ND_INVALID_DEVICE_REQUEST;  // never bound
+  // A type 1 window is invalidated by binding it with length 0 (ibv_bind_mw(3)); its rkey changes again.
+  return post_bind(requestContext, Nd2RequestTypeInvalidate, mw, mr, 0, 0, 0, flags);
 }
 
 }  // namespace netdirect::verbs

@@ -5,6 +5,8 @@
 //     Adapter.info carries ibv_query_device's limits and the transport's private data limit;
 //   * nd_peer.mjs over the verbs provider against verbs_peer.c (a plain rdma_cm + libibverbs program), both
 //     roles, completion 'loop' (libuv watches the adapter's epoll descriptor) and 'thread';
+//   * verbs_features.mjs: a shared receive queue behind two QPs, memory windows (rxe; ND_NOT_SUPPORTED on siw),
+//     and disconnects initiated by either side;
 // on siw only (the host's software provider speaks iWARP):
 //   * interop across the wire: the verbs provider on guest siw <-> the software provider on the host, both
 //     directions. Every byte is checked on the side it lands on (nd_peer.mjs / verbs_peer.c protocol);
@@ -41,8 +43,10 @@ let nextInnerPort = 7300;
 
 /** The guest's RDMA devices (test/interop/siw-vm/build sets both up at boot). */
 const DEVICES = [
-  { name: 'siw0', ip: GUEST_IP, transport: 'iwarp', callerData: 255 }, // librdmacm's uint8_t private_data_len
-  { name: 'rxe0', ip: '10.0.3.15', transport: 'roce', callerData: 56 }, // the IB CM REQ's 92 bytes less rdma_cm's 36
+  // librdmacm's uint8_t private_data_len; siw has no memory windows (max_mw 0)
+  { name: 'siw0', ip: GUEST_IP, transport: 'iwarp', callerData: 255, windows: false },
+  // the IB CM REQ's 92 bytes less rdma_cm's 36; rxe has type 1 windows
+  { name: 'rxe0', ip: '10.0.3.15', transport: 'roce', callerData: 56, windows: true },
 ] as const;
 
 describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
@@ -95,6 +99,20 @@ describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
         expect(r.ird).toBeGreaterThan(0);
       });
 
+      it(`provider 'auto' opens ${dev.ip} on the verbs provider; loopback stays on the software provider`, async () => {
+        const out = await guestNode(`
+          const nd = require('./dist/cjs/index.js');
+          (async () => {
+            const a = await nd.openAdapter('${dev.ip}');
+            const b = await nd.openAdapter('${dev.ip}', { provider: 'auto' });
+            const l = await nd.openAdapter('127.0.0.1');
+            console.log(JSON.stringify({ dflt: a.provider, auto: b.provider, loopback: l.provider, caller: a.info.maxCallerData }));
+            await a.close(); await b.close(); await l.close();
+          })().catch((e) => { console.error(e); process.exit(1); });`);
+        const r = JSON.parse(out.trim().split('\n').pop()!);
+        expect(r).toEqual({ dflt: 'verbs', auto: 'verbs', loopback: 'soft', caller: dev.callerData });
+      });
+
       it(`netdirect doctor reports ${dev.name}: transport, link state, usable by the verbs provider`, async () => {
         const r = await vm.run(`cd ${PKG} && ${NODE} dist/cjs/cli.js doctor`, 60_000);
         expect(r.output, r.output).toMatch(new RegExp(`${dev.name}: \\S+ \\(by name\\), ${dev.transport}, port 1 active.*usable: openAdapter`));
@@ -113,6 +131,24 @@ describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
           expect(peer.log, peer.log).toMatch(/verbs_peer: ok \(4 rounds\)/);
         }, 180_000);
       }
+
+      // test/interop/verbs_features.mjs: both ends in one guest process on this device.
+      it(`shared receive queue, a 0-byte receive, memory windows${dev.windows ? '' : ' (none on this device: ND_NOT_SUPPORTED)'} and disconnects from either side`, async () => {
+        const port = nextInnerPort++;
+        const r = await vm.run(`cd ${PKG} && timeout 120 ${NODE} test/interop/verbs_features.mjs ${dev.ip} ${port}`, 150_000);
+        expect(r.output, r.output).toMatch(/verbs_features: ok/);
+        expect(r.output).toMatch(/srq: receive 2: 17 bytes from client 1 \(for server QP A\) verified/);
+        expect(r.output).toMatch(/zero: a 0-byte Send landed in a 0-byte receive/);
+        if (dev.windows) {
+          expect(r.output).toMatch(/mw: Read through the window verified/);
+          expect(r.output).toMatch(/mw: Read through the invalidated window refused \(.*ND_ACCESS_VIOLATION/);
+        } else {
+          expect(r.output).toMatch(/mw: not supported \(.*has no memory windows \(the device reports none/);
+        }
+        // On rxe, without the passive side's rdma_disconnect the initiator waits for the IB CM's DREQ timeouts.
+        expect(r.output).toMatch(/disc: client-initiated disconnect completed on both sides/);
+        expect(r.output).toMatch(/disc: server-initiated disconnect completed on both sides/);
+      }, 180_000);
 
       it('verbs provider as server, verbs_peer.c as client', async () => {
         const port = nextInnerPort++;
