@@ -2,6 +2,7 @@
 // request table and turns the addon's completion batches into settled promises (or raw completions for
 // cq.poll()). Children hold their adapter; the adapter tracks its children and closes them first.
 
+import { readFileSync } from 'node:fs';
 import { markAsUntransferable } from 'node:worker_threads';
 import {
   ERR_ND_CLOSED,
@@ -128,6 +129,38 @@ function checkRegionLength(length: number, maxRegistrationSize: number, operatio
     throw misuse(ERR_ND_OUT_OF_RANGE, operation,
       `${length} bytes exceed ${formatBytes(MAX_VIEW_LENGTH)}, the longest Uint8Array this JavaScript engine makes (region.buffer views the whole region): use several smaller regions`);
   }
+}
+
+/** @internal This process's soft RLIMIT_MEMLOCK in bytes from /proc/self/limits text; Infinity for unlimited; undefined if not found. */
+export function memlockLimit(limits: string): number | undefined {
+  const m = /^Max locked memory\s+(\S+)/m.exec(limits);
+  if (m === null) return undefined;
+  return m[1] === 'unlimited' ? Infinity : Number.isFinite(Number(m[1])) ? Number(m[1]) : undefined;
+}
+
+function readProcLimits(): string {
+  try {
+    return process.platform === 'linux' ? readFileSync('/proc/self/limits', 'utf8') : '';
+  } catch {
+    return '';
+  }
+}
+
+/**
+ * @internal A registration the verbs provider refused with ND_NO_MEMORY: an RDMA device pins registered pages and the kernel
+ * counts them against RLIMIT_MEMLOCK (siw even for root; other drivers unless the process has CAP_IPC_LOCK), the
+ * usual cause on Linux. The error says so with the limit in force; any other error is returned as it is.
+ */
+export function withMemlockHint(err: unknown, provider: string, bytes: number, limits: string = readProcLimits()): unknown {
+  if (!(err instanceof NdError) || err.code !== 'ND_NO_MEMORY' || provider !== 'verbs') return err;
+  const limit = memlockLimit(limits);
+  if (limit === Infinity) return err;
+  const what = limit === undefined ? "this process's locked-memory limit" : `this process's locked-memory limit (soft RLIMIT_MEMLOCK ${formatBytes(limit)})`;
+  const hint =
+    `the RDMA device pins registered memory, and ${bytes} bytes more may exceed ${what}: ` +
+    'raise it (`ulimit -l unlimited` in the shell that starts node; LimitMEMLOCK=infinity for a systemd service; ' +
+    'memlock in /etc/security/limits.conf for logins), or register less at a time';
+  return new NdError(err.code, err.status, err.operation, `${err.message}: ${hint}`, { cause: err });
 }
 
 /** What an overlapped call's failure most likely means, for the statuses whose bare name leaves a user guessing. */
@@ -330,7 +363,7 @@ export class Adapter implements AsyncDisposable {
       } catch (err) {
         this._regions.delete(mr);
         mr._abandon();
-        throw err;
+        throw withMemlockHint(err, this.provider, byteLength);
       }
       mr._registered();
       if (this._state !== 'open') {

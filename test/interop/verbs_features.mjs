@@ -11,9 +11,12 @@
 //   mw    where the device has memory windows (info.maxWindowSize > 0): a window bound over part of a region,
 //         the peer Writes and Reads through it (bytes checked), the window invalidated, and a Read through the
 //         old token then fails; where it has none: createMemoryWindow fails ND_NOT_SUPPORTED ("mw: not supported");
+//   memlock  a registration past the process's locked-memory limit: ND_NO_MEMORY naming RLIMIT_MEMLOCK (where the
+//         device enforces it: siw does even for root);
 //   disc  a client-initiated and a server-initiated disconnect: the initiator's disconnect() and the other
 //         side's `disconnected` both complete (the side told of the peer's disconnect disconnects too).
 // ND_FEATURES_PROVIDER (default 'verbs') runs it over another provider ('soft' on the host checks the script).
+import { readFileSync } from 'node:fs';
 import { openAdapter } from '../../dist/esm/index.mjs';
 
 const TIMEOUT_MS = 20_000;
@@ -135,6 +138,24 @@ async function main() {
       }
       if (failed === null) throw new Failure('mw: a Read through an invalidated window succeeded');
       say(`mw: Read through the invalidated window refused (${failed})`);
+    }
+
+    // --- memlock: a registration past this process's locked-memory limit (siw counts pinned pages against
+    // RLIMIT_MEMLOCK even for root): ND_NO_MEMORY, and the message names the limit and how to raise it.
+    const m = /^Max locked memory\s+(\S+)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
+    const limit = m === null || m[1] === 'unlimited' ? Infinity : Number(m[1]);
+    if (!(limit <= 256 * 1024 * 1024)) {
+      say(`memlock: no finite limit below 256 MiB to pass (${m?.[1] ?? 'not in /proc/self/limits'})`);
+    } else {
+      const big = new Uint8Array(limit + (1 << 20));
+      try {
+        const region = await server.registerMemory(big);
+        say(`memlock: ${big.length} bytes registered past the ${limit}-byte limit (not enforced for this process)`);
+        await region.deregister();
+      } catch (err) {
+        if (err?.code !== 'ND_NO_MEMORY') throw new Failure(`memlock: registering ${big.length} bytes: ${err?.code} ${err?.message}`);
+        say(`memlock: refused (${err.code}: ${err.message})`);
+      }
     }
 
     // --- disc: client 2 disconnects; the server disconnects client 1.
