@@ -57,7 +57,9 @@
 // as a Terminate and is reported on the offender. On a Terminate the requests before the offender complete
 // ND_SUCCESS (Reads only if their response arrived), the offender gets the mapped status (Writes matched
 // by STag/TO of the copied DDP header, Sends by MSN, Reads by Read MSN/order), the rest ND_CANCELED.
-// The offender may be the request still being segmented (a large Write rejected on its first FPDU).
+// The offender may be the request still being segmented (a large Write rejected on its first FPDU). A peer that
+// closes after its Terminate with our Write's rest unread resets the connection: a send that fails first reads
+// what the peer sent before the reset (qp_tx.cc tx_flush_locked), so that Terminate still names the offender.
 // With a negotiated ORD of 0 no Read can be issued: Writes/Sends then complete on transmission (a
 // remote error is then only visible as a Terminate / connection loss, as on hardware without this scheme).
 // Bounded wait (qp_tx.cc): while any outbound Read is outstanding, an engine timer checks that bytes move in

@@ -952,6 +952,64 @@ void test_terminates_received() {
       e);
 }
 
+// A peer rejects a large Write on its first FPDU with a Terminate and closes at once, with the rest of the Write
+// unread, so the close is a reset (the ND SDK's NdWriteViolation client does this with a 4 MiB Write to a window
+// without remote write). The Write must complete ND_ACCESS_VIOLATION: the reset fails the provider's next send
+// while the Terminate still waits in its socket, and what the peer sent before resetting decides the statuses
+// (#16.4; before, every request completed ND_CANCELED). Several rounds: the provider may also read the Terminate
+// before it tries to send again, which passed before too.
+void test_terminate_then_reset() {
+  Posts po;
+  po.read = po.write = po.send = false;
+  po.recvs = 1;
+  constexpr size_t kBig = size_t{32} << 20;  // far more than both socket buffers hold
+  Bytes big(kBig, 0x5A);
+  IND2MemoryRegion* mr = reg_at(big.data(), big.size(), ND_MR_FLAG_ALLOW_LOCAL_WRITE);
+  for (int round = 0; round < 20; ++round) {
+    g_test = "terminate then reset, round " + std::to_string(round);
+    g_mem->pattern();
+    Conn c;
+    if (!setup(c, po)) {
+      teardown(c);
+      continue;
+    }
+    ND2_SGE sge{big.data(), static_cast<ULONG>(kBig), mr->GetLocalToken()};
+    CHECK_ST(c.qp->Write(reinterpret_cast<void*>(kCtxWrite), &sge, 1, kRemoteWriteTo, kRemoteFakeStag, 0),
+             ND_SUCCESS);
+    // The Write's first FPDU header, then let the provider fill both socket buffers (it waits to write).
+    uint8_t head[2 + kDdpTaggedHdrSize];
+    CHECK(recv_exact(c.fd, head, sizeof head, 3000));
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    Bytes b(4);
+    put_be32(b.data(), term_control_word(term_code(DdpTaggedErr::kInvalidStag), true, true, false));
+    Bytes seg(2);
+    put_be16(seg.data(), 14 + 32);
+    b = b + seg + tagged(RdmapOpcode::kWrite, false, kRemoteFakeStag, kRemoteWriteTo);
+    CHECK(send_all(c.fd, frame(untagged(RdmapOpcode::kTerminate, true, kQnTerminate, 1, 0, b), c.crc)));
+    linger lg{1, 0};
+    ::setsockopt(c.fd, SOL_SOCKET, SO_LINGER, &lg, sizeof lg);
+    ::close(c.fd);
+    c.fd = -1;
+    ND2_RESULT r[4];
+    int got = 0;
+    HRESULT write_status = ND_PENDING, recv_status = ND_PENDING;
+    const auto until = Clock::now() + std::chrono::seconds(5);
+    while (got < 2 && Clock::now() < until) {
+      const ULONG n = c.cq->GetResults(r, 4);
+      for (ULONG i = 0; i < n; ++i, ++got) {
+        if (r[i].RequestContext == reinterpret_cast<void*>(kCtxWrite)) write_status = r[i].Status;
+        if (r[i].RequestContext == reinterpret_cast<void*>(kCtxRecv)) recv_status = r[i].Status;
+      }
+      if (n == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    CHECK_ST(write_status, ND_ACCESS_VIOLATION);
+    CHECK_ST(recv_status, ND_CANCELED);
+    CHECK_ST(wait_ov(c.conn, c.notify, 3000), ND_SUCCESS);
+    teardown(c);
+  }
+  dereg(mr);
+}
+
 // A peer that takes the application's Write (and the confirmation Read behind it) but never answers the Read: the
 // Write completes ND_IO_TIMEOUT once the response deadline passes, the provider Terminates and closes
 // (docs/nd2.md §3.6). The same for an application Read left unanswered. The deadline is shortened for the test
@@ -1844,6 +1902,7 @@ int main(int argc, char** argv) {
   test_read_requests();
   test_read_responses();
   test_terminates_received();
+  test_terminate_then_reset();
   test_send_invalidate();
   test_unanswered_reads();
   test_crc_and_truncation();

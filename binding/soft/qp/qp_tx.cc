@@ -388,10 +388,17 @@ bool SoftQueuePair::tx_flush_locked() {
       continue;
     }
     if (n < 0) {
-      // The connection is gone: everything outstanding is cancelled.
+      // The connection is gone. What the peer sent before it reset the connection is still readable, and may be
+      // a Terminate naming the request being transmitted: a peer that rejects a large Write on its first FPDU
+      // and then closes with the rest unread resets the connection, and that Write must complete
+      // ND_ACCESS_VIOLATION, not ND_CANCELED (#16.4). So the receive side reads first; if it found no Terminate
+      // (or none could be read), everything outstanding is cancelled.
       trace("qp %p send failed: errno %d", static_cast<void*>(this), static_cast<int>(-n));
       peer_eof_ = true;
-      fail_locked(ND_CONNECTION_ABORTED, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+      rx_progress_locked();
+      if (state_ == State::kConnected) {
+        fail_locked(ND_CONNECTION_ABORTED, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+      }
       return false;
     }
     size_t left = static_cast<size_t>(n);
