@@ -47,12 +47,29 @@ class ClassFactory final : public IClassFactory {
 
 ClassFactory g_factory;
 
+// The provider's threads can run this DLL's code for a moment after its last object is gone and
+// DllCanUnloadNow has said S_OK: an engine thread on its way out, and the thread that destroys an engine whose
+// last reference went on that engine's own thread (soft/adapter.cc). A consumer that unloads as soon as it may
+// (ndutil's NdFlushProviders, and the addon's provider cache on every openAdapter: binding/providers_win.cc)
+// would pull the code from under them: under Wine that was an execute page fault inside the unloaded DLL, or a
+// failed std::thread join, in about 1 of 4 runs of test/posting.test.ts. So the module pins itself in the
+// process once it hands out a provider (GetModuleHandleExW with GET_MODULE_HANDLE_EX_FLAG_PIN), as the addon
+// pins itself; DllCanUnloadNow still tells the truth about live objects.
+void pin_module() {
+  static std::atomic<bool> pinned{false};
+  if (pinned.exchange(true)) return;
+  HMODULE self = nullptr;
+  GetModuleHandleExW(GET_MODULE_HANDLE_EX_FLAG_FROM_ADDRESS | GET_MODULE_HANDLE_EX_FLAG_PIN,
+                     reinterpret_cast<LPCWSTR>(reinterpret_cast<void*>(&pin_module)), &self);
+}
+
 }  // namespace
 
 extern "C" HRESULT STDMETHODCALLTYPE DllGetClassObject(REFCLSID rclsid, REFIID riid, void** ppv) {
   if (ppv == nullptr) return E_POINTER;
   *ppv = nullptr;
   if (!IsEqualGUID(rclsid, NETDIRECT_SOFT_PROVIDER_ID)) return CLASS_E_CLASSNOTAVAILABLE;
+  pin_module();
   if (IsEqualGUID(riid, IID_IND2Provider)) return NdSoftGetProvider(riid, ppv);
   return g_factory.QueryInterface(riid, ppv);
 }
