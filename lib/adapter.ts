@@ -151,9 +151,9 @@ function readProcLimits(): string {
  * counts them against RLIMIT_MEMLOCK (siw even for root; other drivers unless the process has CAP_IPC_LOCK), the
  * usual cause on Linux. The error says so with the limit in force; any other error is returned as it is.
  */
-export function withMemlockHint(err: unknown, provider: string, bytes: number, limits: string = readProcLimits()): unknown {
+export function withMemlockHint(err: unknown, provider: string, bytes: number, limits?: string): unknown {
   if (!(err instanceof NdError) || err.code !== 'ND_NO_MEMORY' || provider !== 'verbs') return err;
-  const limit = memlockLimit(limits);
+  const limit = memlockLimit(limits ?? readProcLimits()); // read only for the failure it explains
   if (limit === Infinity) return err;
   const what = limit === undefined ? "this process's locked-memory limit" : `this process's locked-memory limit (soft RLIMIT_MEMLOCK ${formatBytes(limit)})`;
   const hint =
