@@ -140,6 +140,24 @@ describe('handshake deadline', () => {
   });
 });
 
+describe('a connect that reaches its own socket', () => {
+  // TCP's simultaneous open joins a socket bound to port P with a connect to the same address and port P. Nobody
+  // listens there: the Connect is refused, as from any other source port (the SDK-style connect flood to a closed
+  // port met this when the kernel picked the destination port as a source port: ND_CONNECTION_ABORTED).
+  it('is refused (ND_CONNECTION_REFUSED), not aborted by its own MPA Request', async () => {
+    const port = await new Promise<number>((resolve) => {
+      const s = net.createServer().listen(0, '127.0.0.1', () => {
+        const { port } = s.address() as net.AddressInfo;
+        s.close(() => resolve(port));
+      });
+    });
+    const qp = newQp(client);
+    const err = await ndError(client.adapter.connect(qp, `127.0.0.1:${port}`, { localPort: port }));
+    expect(err.code).toBe('ND_CONNECTION_REFUSED');
+    await qp.close();
+  });
+});
+
 describe('AbortSignal', () => {
   it('connect: aborting rejects with ERR_ND_ABORTED (cause: signal.reason) and closes the attempt', async () => {
     const sockets: net.Socket[] = [];

@@ -350,7 +350,21 @@ void Channel::start_connect(const net::Address& peer) {
     handle(setup_.on_closed(net::status_from_errno(r)));
     return;
   }
+  on_tcp_connected();
+}
+
+// A connect to a port nobody listens on can reach its own socket: when the kernel picks the destination port as the
+// source port (or the application binds it, connect({ localPort })), TCP's simultaneous open joins the socket to
+// itself (RFC 9293 section 3.5) and it would read its own MPA Request. Nobody listens there: ND_CONNECTION_REFUSED,
+// what the same connect gets from any other source port.
+void Channel::on_tcp_connected() {
   connecting_ = false;
+  net::Address local, peer;
+  if (net::local_address(socket_, &local) == 0 && net::peer_address(socket_, &peer) == 0 && local.same_ip(peer) &&
+      local.port() == peer.port()) {
+    handle(setup_.on_closed(ND_CONNECTION_REFUSED));
+    return;
+  }
   tune_connected(socket_);
   reading_ = true;
   if (!send_pending()) return;
@@ -466,11 +480,7 @@ void Channel::on_io(uint32_t events) {
       return;
     }
     if ((events & Engine::kWrite) == 0) return;
-    connecting_ = false;
-    tune_connected(socket_);
-    reading_ = true;
-    if (!send_pending()) return;
-    update_interest();
+    on_tcp_connected();
     return;
   }
   if (events & Engine::kWrite) {

@@ -193,6 +193,7 @@ class Channel final : public Engine::Handler {
   void disarm_timer();
   void report(MpaEvent ev);
   bool send_pending();  // false if the socket failed (reported)
+  void on_tcp_connected();  // the initiator's TCP connect finished: send the Request (or refuse a self-connect)
   void handle(MpaEvent ev);
 
   Engine& engine_;
