@@ -464,6 +464,20 @@ void case_refused(Side* s) {
   free_end(&e);
 }
 
+// The same with the connector bound to the destination port: TCP's simultaneous open joins the socket to itself,
+// nobody listens, so the Connect is refused as from any other source port (not aborted by its own MPA Request).
+void case_refused_self(Side* s) {
+  End e;
+  if (!make_end(s, &e, ND_MR_FLAG_ALLOW_LOCAL_WRITE)) return free_end(&e);
+  sockaddr_in dest = loopback(free_port());
+  CHECK_ST(e.conn->Bind(sa(dest), sizeof dest), ND_SUCCESS);
+  OVERLAPPED o;
+  HRESULT hr = e.conn->Connect(e.qp, sa(dest), sizeof dest, 0, 0, nullptr, 0, s->ov(&o));
+  CHECK_ST(hr, ND_PENDING);
+  CHECK_ST(s->finish(e.conn, &o, hr), ND_CONNECTION_REFUSED);
+  free_end(&e);
+}
+
 // The server rejects: the client's Connect completes ND_CONNECTION_REFUSED with the reject's private data.
 void case_reject(Side* server, Side* client) {
   uint16_t port = 0;
@@ -738,6 +752,7 @@ int wmain(int argc, wchar_t** argv) {
     run_case("notify cancel (block)", [&] { case_notify_cancel(&block); });
     run_case("connect refused (port)", [&] { case_refused(&port); });
     run_case("connect refused (block)", [&] { case_refused(&block); });
+    run_case("connect to itself (port)", [&] { case_refused_self(&port); });
     run_case("reject (port server)", [&] { case_reject(&port, &block); });
     run_case("reject (block server)", [&] { case_reject(&block, &port); });
     run_case("connect/data/disconnect x12", [&] { case_cycles(&port, &block, 12); });
