@@ -195,8 +195,10 @@ rm -f "$REPORT" "$STAGE/vitest-windows-report.json"
 if [[ ${NETDIRECT_WINE_SKIP_VITEST:-0} != 1 ]]; then
   say "vitest under Windows node (provider: $NETDIRECT_PROVIDER)"
   run_win "$LOGS/vitest.log" node_modules/vitest/vitest.mjs run --config vitest.windows.config.mjs \
-    --reporter=default --reporter=json --outputFile.json=vitest-windows-report.json "$@" || RC=$?
-  say "vitest exit code $RC"
+    --reporter=default --reporter=json --outputFile.json=vitest-windows-report.json "$@"
+  vrc=$?
+  say "vitest exit code $vrc"
+  ((vrc == 0)) || RC=1
   if [[ -f $STAGE/vitest-windows-report.json ]]; then
     mkdir -p "$ROOT/build" && cp "$STAGE/vitest-windows-report.json" "$REPORT"
     node -e '
