@@ -10,6 +10,7 @@ import {
   ERR_ND_OUT_OF_RANGE,
   ND_CANCELED,
   ND_IO_TIMEOUT,
+  ND_INSUFFICIENT_RESOURCES,
   ND_PENDING,
   ND_REMOTE_ERROR,
   NdError,
@@ -170,6 +171,13 @@ function overlappedHint(kind: number, status: number): string | undefined {
       'no MPA Reply came in time: if the peer accepted the TCP connection, it did not answer the MPA handshake ' +
       '(RFC 5044 §7) and is probably not an iWARP/netdirect endpoint (check the host and port); ' +
       'otherwise the host did not answer at all'
+    );
+  }
+  if (kind === K_CONNECT && status === ND_INSUFFICIENT_RESOURCES) {
+    return (
+      'the provider is out of connection resources; with the built-in provider this means too many connects in ' +
+      'progress on this adapter (64 run at once and 1024 more may wait, docs/nd2.md "Connect flood"): ' +
+      'let some finish first, or connect fewer at a time'
     );
   }
   return undefined;

@@ -169,6 +169,7 @@ export const ND_NO_MORE_ENTRIES = 0x8000001a;
 export const ND_CANCELED = 0xc0000120;
 export const ND_REMOTE_ERROR = 0xc000013d;
 export const ND_IO_TIMEOUT = 0xc00000b5;
+export const ND_INSUFFICIENT_RESOURCES = 0xc000009a;
 
 export function hex32(value: number): string {
   return '0x' + (value >>> 0).toString(16).toUpperCase().padStart(8, '0');

@@ -140,6 +140,75 @@ describe('handshake deadline', () => {
   });
 });
 
+// The software provider runs at most 64 connection setups per adapter as initiator; later Connects wait for a
+// slot under their deadline, and past 1024 waiting one fails ND_INSUFFICIENT_RESOURCES (docs/nd2.md "Connect
+// flood"; binding/soft/cm/connect_gate.h). Raw TCP servers stand in for listeners that cannot keep up.
+describe('connect flood', () => {
+  async function rawServer(hold?: number) {
+    const state = { open: 0, max: 0, accepted: 0, sockets: [] as net.Socket[] };
+    const server = net.createServer((s) => {
+      s.on('error', () => undefined);
+      state.accepted++;
+      state.max = Math.max(state.max, ++state.open);
+      if (hold === undefined) state.sockets.push(s);
+      // Closes without an MPA Reply: that Connect is refused. Counted as closed before the provider can know.
+      else
+        setTimeout(() => {
+          state.open--;
+          s.destroy();
+        }, hold);
+    });
+    await new Promise<void>((r) => server.listen({ port: 0, host: '127.0.0.1', backlog: 2048 }, r));
+    const port = (server.address() as net.AddressInfo).port;
+    const close = async () => {
+      for (const s of state.sockets) s.destroy();
+      await new Promise((r) => server.close(r));
+    };
+    return { state, port, close };
+  }
+
+  async function flood(n: number, port: number) {
+    const a = await openLocal();
+    const qps = Array.from({ length: n }, () => newQp(a));
+    const codes = await Promise.all(qps.map(async (qp) => (await ndError(a.adapter.connect(qp, { host: '127.0.0.1', port }))).code));
+    const count = (code: string) => codes.filter((c) => c === code).length;
+    return { a, codes, count };
+  }
+
+  it('runs at most 64 setups at once; the waiting ones start as slots free', async () => {
+    const srv = await rawServer(150);
+    const { a, codes, count } = await flood(200, srv.port);
+    expect(srv.state.max).toBe(64); // saturated, never more
+    expect(srv.state.accepted).toBeGreaterThan(64); // waiting Connects got slots freed by refused ones
+    // Each Connect that reached the server was refused; one still waiting at its deadline timed out.
+    expect(count('ND_CONNECTION_REFUSED')).toBe(srv.state.accepted);
+    expect(count('ND_CONNECTION_REFUSED') + count('ND_IO_TIMEOUT')).toBe(codes.length);
+    await a.adapter.close();
+    await srv.close();
+  });
+
+  it('past 1024 waiting, a Connect fails ND_INSUFFICIENT_RESOURCES at once, saying why', async () => {
+    const srv = await rawServer(); // accepts and never answers: the 64 setups hold their slots to the deadline
+    const a = await openLocal();
+    const n = 64 + 1024 + 8;
+    const qps = Array.from({ length: n }, () => newQp(a));
+    const t0 = performance.now();
+    const errors = await Promise.all(
+      qps.map(async (qp) => {
+        const err = await ndError(a.adapter.connect(qp, { host: '127.0.0.1', port: srv.port }));
+        return { err, ms: performance.now() - t0 };
+      }),
+    );
+    const full = errors.filter((e) => e.err.code === 'ND_INSUFFICIENT_RESOURCES');
+    expect(full.length).toBe(8);
+    expect(errors.filter((e) => e.err.code === 'ND_IO_TIMEOUT').length).toBe(n - 8); // waiting counts against the deadline
+    expect(Math.max(...full.map((e) => e.ms))).toBeLessThan(DEADLINE_MS); // refused at once, not at a deadline
+    expect(full[0].err.message).toMatch(/too many connects in progress on this adapter/);
+    await a.adapter.close();
+    await srv.close();
+  });
+});
+
 describe('a connect that reaches its own socket', () => {
   // TCP's simultaneous open joins a socket bound to port P with a connect to the same address and port P. Nobody
   // listens there: the Connect is refused, as from any other source port (the SDK-style connect flood to a closed

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "nd/netdirect_ext.h"
+#include "soft/cm/connect_gate.h"
 #include "soft/engine/engine.h"
 #include "soft/object.h"
 #include "soft/net/socket.h"
@@ -81,6 +82,8 @@ class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   bool serves(const net::Address& a) const;
   // Deadline of a connection handshake in ms (cm::handshake_timeout_from_env, read at open).
   uint32_t handshake_timeout_ms() const { return handshake_timeout_ms_; }
+  // Bounds the Connects in progress (engine thread only).
+  cm::ConnectGate& connect_gate() { return connect_gate_; }
 
  private:
   SoftAdapter();
@@ -91,6 +94,7 @@ class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   std::vector<net::Address> addresses_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<StagTable> stags_;
+  cm::ConnectGate connect_gate_;
 };
 
 }  // namespace netdirect::soft

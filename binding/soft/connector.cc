@@ -1,6 +1,7 @@
 #include "soft/connector.h"
 
 #include <cerrno>
+#include <chrono>
 #include <cstring>
 #include <mutex>
 #include <new>
@@ -37,6 +38,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   ~ConnectorCore() {
     if (deadline_timer_ != 0) engine().cancel_timer(deadline_timer_);
     channel_.reset();
+    leave_gate();
     if (qp_ != nullptr) {
       if (attached_) qp_->detach_events();
       qp_->Release();
@@ -108,16 +110,11 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
     peer_ = dest;
     st_ = St::kConnecting;
     connect_ov_ = ov;
+    connect_time_ = std::chrono::steady_clock::now();
     mark_pending(ov);
     channel_ = std::move(ch);
     auto self = shared_from_this();
-    engine().post([self] {
-      {
-        std::lock_guard<std::mutex> lock(self->mu_);
-        if (self->st_ != St::kConnecting || !self->channel_) return;  // cancelled meanwhile
-      }
-      self->channel_->start_connect(self->peer_);  // may report at once: no lock held
-    });
+    engine().post([self] { self->enter_gate(); });
     return ND_PENDING;
   }
 
@@ -355,6 +352,8 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
           st_ = St::kConnected;
           was_connected_ = true;
           complete(connect_ov_, ND_SUCCESS);
+          lock.unlock();
+          leave_gate();
           return;
         }
         if (ev == cm::MpaEvent::kRejected || ev == cm::MpaEvent::kFailed) {
@@ -363,6 +362,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
           lock.unlock();  // QP calls and Engine::remove never under our lock
           qp_->abort_connect();
           channel_.reset();
+          leave_gate();
         }
         return;
       case St::kConnected:
@@ -509,9 +509,9 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   // Engine thread. The Accept's part of the handshake deadline (docs/security.md "Handshake deadline"):
   // a P2P initiator that withholds its RTR (or never reads our Reply) fails the Accept with ND_IO_TIMEOUT and
   // loses the connection, instead of holding the Accept for good.
-  void arm_deadline() {  // mu_ held
+  void arm_deadline(uint32_t ms) {  // mu_ held
     std::weak_ptr<ConnectorCore> weak = weak_from_this();
-    deadline_timer_ = engine().add_timer(adapter_->handshake_timeout_ms(), [weak] {
+    deadline_timer_ = engine().add_timer(ms, [weak] {
       if (auto self = weak.lock()) self->on_deadline();
     });
   }
@@ -521,22 +521,74 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
     deadline_timer_ = 0;
   }
 
+  // Also the Connect's deadline while it waits for a slot of the adapter's ConnectGate (once it has one, the
+  // channel's own timer bounds the rest).
   void on_deadline() {  // engine thread
     {
       std::lock_guard<std::mutex> lock(mu_);
       deadline_timer_ = 0;
-      if (st_ != St::kAccepting) return;
+      if (st_ == St::kAccepting) {
+        complete(accept_ov_, ND_IO_TIMEOUT);
+        complete_all(notify_ovs_, ND_SUCCESS);
+      } else if (st_ == St::kConnecting && !holds_slot_) {
+        complete(connect_ov_, ND_IO_TIMEOUT);
+      } else {
+        return;
+      }
       st_ = St::kClosed;
-      complete(accept_ov_, ND_IO_TIMEOUT);
-      complete_all(notify_ovs_, ND_SUCCESS);
     }
     abandon();  // closes the setup channel, or disconnects the QP that has the socket already
+  }
+
+  // Engine thread: the posted half of Connect. Starts the setup when the adapter's ConnectGate has a slot
+  // (cm/connect_gate.h), else waits for one under the Connect's deadline; a full gate fails the Connect.
+  void enter_gate() {
+    std::weak_ptr<ConnectorCore> weak = weak_from_this();
+    const cm::ConnectGate::Admit r = adapter_->connect_gate().admit([weak] {
+      auto self = weak.lock();
+      return self != nullptr && self->start_setup();
+    });
+    if (r == cm::ConnectGate::Admit::kStarted) return;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (st_ != St::kConnecting || holds_slot_) return;  // cancelled meanwhile
+      if (r == cm::ConnectGate::Admit::kWaiting) {
+        arm_deadline(adapter_->handshake_timeout_ms());
+        return;
+      }
+      st_ = St::kClosed;
+      complete(connect_ov_, ND_INSUFFICIENT_RESOURCES);
+    }
+    abandon();
+  }
+
+  // Engine thread, from the gate: the slot is ours unless the Connect was cancelled meanwhile (false).
+  bool start_setup() {
+    uint32_t left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (st_ != St::kConnecting || !channel_) return false;
+      disarm_deadline();  // the wait's timer: the channel's own takes over
+      const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+                              std::chrono::steady_clock::now() - connect_time_).count();
+      const uint32_t limit = adapter_->handshake_timeout_ms();
+      left = waited >= limit ? 1 : limit - static_cast<uint32_t>(waited);
+      holds_slot_ = true;
+    }
+    channel_->start_connect(peer_, left);  // may report at once: no lock held
+    return true;
+  }
+
+  void leave_gate() {  // engine thread, mu_ not held (the gate may start other connectors' setups)
+    if (!holds_slot_) return;
+    holds_slot_ = false;
+    adapter_->connect_gate().leave();
   }
 
   void do_accept(ULONG inbound, ULONG outbound, const std::vector<uint8_t>& pd) {  // engine thread
     std::unique_lock<std::mutex> lock(mu_);
     if (st_ != St::kAccepting) return;  // cancelled
-    arm_deadline();
+    arm_deadline(adapter_->handshake_timeout_ms());
     if (!channel_ || channel_->closed() || broken_) {
       st_ = St::kClosed;
       complete(accept_ov_, ND_CONNECTION_ABORTED);
@@ -572,6 +624,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
       disarm_deadline();
     }
     channel_.reset();  // abortive close of a setup in progress (no lock: Engine::remove)
+    leave_gate();
     std::unique_lock<std::mutex> lock(mu_);
     if (qp_ == nullptr) return;
     if (!attached_) {
@@ -613,7 +666,9 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   OVERLAPPED* accept_ov_ = nullptr;
   OVERLAPPED* disconnect_ov_ = nullptr;
   std::vector<OVERLAPPED*> notify_ovs_;
-  uint64_t deadline_timer_ = 0;  // mu_: the Accept's handshake deadline timer (0: none)
+  uint64_t deadline_timer_ = 0;  // mu_: the Accept's handshake deadline, or the Connect's while it waits (0: none)
+  std::chrono::steady_clock::time_point connect_time_;  // mu_: when Connect was called
+  bool holds_slot_ = false;  // engine thread: this Connect's setup holds a slot of the adapter's ConnectGate
 };
 
 // ---- SoftConnector ------------------------------------------------------------------------------------

@@ -335,7 +335,8 @@ void Channel::update_interest() {
   }
 }
 
-void Channel::start_connect(const net::Address& peer) {
+void Channel::start_connect(const net::Address& peer, uint32_t deadline_ms) {
+  deadline_ms_ = deadline_ms;
   connecting_ = true;
   // Before connect: TCP_USER_TIMEOUT also bounds the SYN retransmissions (else ~2 min, tcp_syn_retries).
   net::set_liveness(socket_, tcp_timeout_default());

@@ -172,8 +172,9 @@ class Channel final : public Engine::Handler {
   MpaSetup& setup() { return setup_; }
   net::Socket socket() const { return socket_; }
 
-  // Initiator: TCP connect to peer, then send the queued Request (setup().start_initiator first).
-  void start_connect(const net::Address& peer);
+  // Initiator: TCP connect to peer, then send the queued Request (setup().start_initiator first); the setup
+  // must end within deadline_ms (what is left of the Connect's deadline after it waited for a slot).
+  void start_connect(const net::Address& peer, uint32_t deadline_ms);
   // Responder: the socket is an accepted connection; read the Request.
   void start_accept();
   // After setup().accept()/reject()/refuse(): send what is queued; kNone is reported when sent (accept),
