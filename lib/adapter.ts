@@ -173,14 +173,19 @@ function overlappedHint(kind: number, status: number): string | undefined {
       'otherwise the host did not answer at all'
     );
   }
-  if (kind === K_CONNECT && status === ND_INSUFFICIENT_RESOURCES) {
-    return (
-      'the provider is out of connection resources; with the built-in provider this means too many connects in ' +
-      'progress on this adapter (64 run at once and 1024 more may wait, docs/nd2.md "Connect flood"): ' +
-      'let some finish first, or connect fewer at a time'
-    );
-  }
+  if (kind === K_CONNECT && status === ND_INSUFFICIENT_RESOURCES) return CONNECT_RESOURCES_HINT;
   return undefined;
+}
+
+/** ND_INSUFFICIENT_RESOURCES from a Connect or from creating a connector. */
+const CONNECT_RESOURCES_HINT =
+  'the provider is out of connection resources; with the built-in provider this means too many connects in ' +
+  'progress on this adapter (64 run at once and 192 more may wait, docs/nd2.md "Connect flood"): ' +
+  'let some finish first, or connect fewer at a time';
+
+function withConnectResourcesHint(err: unknown): unknown {
+  if (!(err instanceof NdError) || err.code !== 'ND_INSUFFICIENT_RESOURCES') return err;
+  return new NdError(err.code, err.status, err.operation, `${err.message}: ${CONNECT_RESOURCES_HINT}`, { cause: err });
 }
 
 function withHint(detail: string | undefined, hint: string | undefined): string | undefined {
@@ -461,7 +466,13 @@ export class Adapter implements AsyncDisposable {
   createConnector(): Connector {
     const op = 'createConnector';
     this._checkOpen(op);
-    const c = new Connector(this, this._native.createConnector());
+    let native;
+    try {
+      native = this._native.createConnector();
+    } catch (err) {
+      throw withConnectResourcesHint(err);
+    }
+    const c = new Connector(this, native);
     this._connectors.add(c);
     return c;
   }

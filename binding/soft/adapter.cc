@@ -277,6 +277,7 @@ HRESULT SoftAdapter::CreateConnector(REFIID iid, HANDLE hOverlappedFile, VOID** 
   if (ppConnector == nullptr) return ND_INVALID_PARAMETER_3;
   *ppConnector = nullptr;
   if (!IsEqualGUID(iid, IID_IND2Connector)) return E_NOINTERFACE;
+  if (connect_gate_.full()) return ND_INSUFFICIENT_RESOURCES;  // out of connection-setup resources (cm/connect_gate.h)
   SoftConnector* c = nullptr;
   HRESULT hr = SoftConnector::create(this, hOverlappedFile, &c);
   if (FAILED(hr)) return hr;
