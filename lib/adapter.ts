@@ -712,7 +712,8 @@ export class Adapter implements AsyncDisposable {
         if (out !== null) out.push(rc);
         else if (qp !== null) (kind === K_RECEIVE ? qp.receiveCq : qp.initiatorCq)._ready.push(rc);
       } else if (status === 0) {
-        e.resolve?.({ type, status: 0, bytes: done });
+        if (owner instanceof SharedReceiveQueue) e.resolve?.({ type, status: 0, bytes: done, qp: this._qps.get(qpId) ?? null });
+        else e.resolve?.({ type, status: 0, bytes: done });
       } else {
         e.reject?.(this._requestError(e, status, type));
       }

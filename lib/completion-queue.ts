@@ -33,6 +33,12 @@ export interface Completion {
   bytes: number;
 }
 
+/** What srq.receive() resolves with: which of the queue pairs sharing the SRQ the message arrived on. */
+export interface SrqCompletion extends Completion {
+  /** The queue pair the message arrived on (null if it was closed before the completion was read). */
+  qp: QueuePair | null;
+}
+
 /**
  * A completion queue (IND2CompletionQueue): where the requests of the queue pairs created with it complete.
  * Promise-API requests (qp.send(), qp.write(), ...) settle by themselves in the 'loop' and 'thread' completion

@@ -9,7 +9,7 @@ import { Fifo, pin, settleRequest, unpin, type Returned } from './requests.js';
 import { Waiting, maxQueuedOf, neverPosted, tooManyWaiting } from './waiting.js';
 import type { NativeSharedReceiveQueue } from './native.js';
 import type { Adapter } from './adapter.js';
-import type { Completion } from './completion-queue.js';
+import type { SrqCompletion } from './completion-queue.js';
 import type { QueuePair } from './queue-pair.js';
 import { InFlight, type PendingRequest, type RequestOwner } from './requests.js';
 import { K_RECEIVE } from './records.js';
@@ -47,6 +47,7 @@ const SG: SgeList = { nSge: 0, bytes: 0, pins: null };
  * const slots = await adapter.allocateMemory(64 * 1024);
  * const received = Array.from({ length: 64 }, (_, i) => srq.receive(slots.slice(i * 1024, 1024)));
  * console.log(a.srq === srq, b.srq === srq, srq.outstanding, received.length); // ... connect a and b
+ * // const { qp, bytes } = await received[0]; // qp: a or b, whichever the message arrived on
  * await adapter.close(); // the receives never used settle with ND_CANCELED
  * await Promise.allSettled(received);
  * ```
@@ -100,28 +101,28 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
    *
    * @param local - where a message lands: a region, a segment, a list of them (at most maxSge) or null for
    *   zero-byte messages only; regions need `localWrite` access.
-   * @returns the completion (`bytes`: the message's length).
+   * @returns the completion (`bytes`: the message's length; `qp`: the queue pair it arrived on).
    * @throws {@link NdError} ERR_ND_CLOSED when the SRQ, its adapter or a region of `local` is closed;
    *   ERR_ND_INVALID_ARGUMENT, ERR_ND_WRONG_ADAPTER, ERR_ND_OUT_OF_RANGE, ERR_ND_DETACHED, ERR_ND_TOO_MANY_SGES
    *   for a wrong `local` (as qp.receive()); ND_NO_MORE_ENTRIES when the SRQ is full and maxQueued receives
    *   already wait; ND_ACCESS_VIOLATION when a local SGE fails the provider's check; ND_CANCELED when the SRQ
    *   is closed before a message used it; ND_BUFFER_OVERFLOW when the message is larger than `local`.
    */
-  receive(local: Local): Promise<Completion> {
+  receive(local: Local): Promise<SrqCompletion> {
     const op = 'receive';
-    let pending: Promise<Completion>;
+    let pending: Promise<SrqCompletion>;
     try {
       this._checkPostable(op);
       if (this._waiting.length > 0 || this._inflight.inFlight >= this.depth) {
         const w = this._enqueue(local, op);
-        pending = new Promise<Completion>((resolve, reject) => {
+        pending = new Promise<SrqCompletion>((resolve, reject) => {
           w.resolve = resolve;
           w.reject = reject;
         });
       } else {
         const e = this._post(local, op);
         // Completions arrive through onBatch or cq.poll(), never inside the native call: settled later.
-        pending = new Promise<Completion>((resolve, reject) => {
+        pending = new Promise<SrqCompletion>((resolve, reject) => {
           e.resolve = resolve;
           e.reject = reject;
         });
