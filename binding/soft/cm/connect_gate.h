@@ -8,7 +8,7 @@
 // FIFO order (their handshake deadline counts the wait). Past kWaiting the adapter is out of connection-setup
 // resources: a Connect completes ND_INSUFFICIENT_RESOURCES, and so does CreateConnector while it stays so (the
 // flow control the SDK's ndconn relies on: it treats a failed creation as "wait for a completion", a failed
-// Connect as a lost connection). kActive + kWaiting = 256, the listener's default backlog (docs/nd2.md).
+// Connect as a failure). kActive + kWaiting = 256, the listener's default backlog (docs/nd2.md).
 //
 // Engine thread only, but full(), which any thread may ask. A waiting setup is a function that starts it and
 // answers whether it took the slot (false: it was cancelled while it waited).
