@@ -443,6 +443,15 @@ void VerbsListener::hand_over_locked() {
 
 void VerbsListener::on_cm_event(const rdma_cm_event& ev) {
   if (ev.event != RDMA_CM_EVENT_CONNECT_REQUEST) return;
+  // A listener bound to the wildcard hears requests on every RDMA device (rdma_cm listens on all of them), but an
+  // ND listener belongs to its adapter, whose QPs live on one device and could not accept a request that arrived
+  // on another: refused at once (the initiator's Connect fails ND_CONNECTION_REFUSED). The event was acknowledged
+  // before dispatch, so its id may be destroyed here (VerbsAdapter::drain_cm_events).
+  if (ev.id != nullptr && ev.id->verbs != adapter_->context()) {
+    adapter_->lib().reject(ev.id, nullptr, 0);
+    adapter_->lib().destroy_id(ev.id);
+    return;
+  }
   Incoming in{ev.id, ev, {}};
   const auto* p = static_cast<const uint8_t*>(ev.param.conn.private_data);
   if (p != nullptr) in.pdata.assign(p, p + ev.param.conn.private_data_len);
