@@ -131,7 +131,8 @@ function spinMicrosOf(option: unknown, op: string): number {
  * Opens the adapter that serves `address` (a local IPv4/IPv6 address, or a name that resolves to one).
  *
  * @param address - a local address ('127.0.0.1', '::1', '[fe80::1%2]') or a host name resolving to one;
- *   listAddresses() lists them.
+ *   listAddresses() lists them. The software provider also serves every other address of 127.0.0.0/8
+ *   ('127.0.0.2', ...: the host itself, not listed), so several endpoints on one host can each have their own.
  * @param options - provider, completion mode ('auto', 'loop', 'thread', 'manual'; else the NETDIRECT_COMPLETION
  *   environment variable), spinMicros (µs, 0..1000000; else the NETDIRECT_SPIN_MICROS environment variable).
  * @returns the open adapter; close it (or `await using`) when done.

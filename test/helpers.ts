@@ -122,12 +122,15 @@ export async function connectToPeer(
 export const TEST_ADDRESS = process.env.NETDIRECT_TEST_ADDRESS || '127.0.0.1';
 
 /**
- * An adapter on TEST_ADDRESS (127.0.0.1) in `completion` mode (default: the run's mode, NETDIRECT_COMPLETION or 'auto'). In the
+ * An adapter on `address` (default TEST_ADDRESS, 127.0.0.1) in `completion` mode (default: the run's mode, NETDIRECT_COMPLETION or 'auto'). In the
  * run's mode, a 'manual' adapter is driven (fixtures/manual-driver.mjs: its CQs are polled while requests are
  * pending), as a manual-mode program would; one asked for explicitly is left to the test to poll.
  */
-export async function openLocal(completion?: CompletionOption): Promise<{ adapter: Adapter; cq: CompletionQueue }> {
-  const adapter = await openAdapter(TEST_ADDRESS, completion === undefined ? {} : { completion });
+export async function openLocal(
+  completion?: CompletionOption,
+  address: string = TEST_ADDRESS,
+): Promise<{ adapter: Adapter; cq: CompletionQueue }> {
+  const adapter = await openAdapter(address, completion === undefined ? {} : { completion });
   if (completion === undefined) driveManual(adapter);
   track(`adapter ${adapter.address}`, () => describeAdapter(adapter));
   const cq = adapter.createCompletionQueue({ depth: 2048 });

@@ -3,8 +3,8 @@
 import { spawn } from 'node:child_process';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { NdError, encodeRemote, type Adapter, type CompletionQueue, type Connector, type Listener, type MemoryRegion, type QueuePair } from '../lib/index';
-import { MiB, connectToPeer, fixtures, isSettled, ndError, openLocal, root, startPeer } from './helpers';
+import { NdError, encodeRemote, listAddresses, type Adapter, type CompletionQueue, type Connector, type Listener, type MemoryRegion, type QueuePair } from '../lib/index';
+import { MiB, TEST_ADDRESS, connectToPeer, fixtures, isSettled, ndError, openLocal, root, startPeer } from './helpers';
 
 function expectNdFailure(result: PromiseSettledResult<unknown>, label: string): void {
   expect(result.status, label).toBe('rejected');
@@ -234,6 +234,65 @@ describe('connector endpoints', () => {
       await listener.close();
     } finally {
       await adapter.close();
+    }
+  });
+});
+
+// Linux and Windows route all of 127.0.0.0/8 to the loopback interface and bind any address of it (RFC 1122
+// section 3.2.1.3), and programs that run several endpoints on one host use that (the ND SDK's ndmpic gives
+// each side its own loopback address): the software provider's loopback adapter serves the whole range.
+describe.skipIf(TEST_ADDRESS !== '127.0.0.1')('adapters on 127.0.0.0/8 beyond 127.0.0.1', () => {
+  it('one on 127.0.0.2 connects to one on 127.0.0.3: data both ways, each end reports the addresses used', async () => {
+    const { adapter: a, cq: cqa } = await openLocal(undefined, '127.0.0.2');
+    const { adapter: b, cq: cqb } = await openLocal(undefined, '127.0.0.3');
+    try {
+      expect(a.address).toBe('127.0.0.2');
+      const listener = await b.listen({ port: 0 });
+      expect(listener.address.host).toBe('127.0.0.3');
+      const serverQp = b.createQueuePair({ receiveCq: cqb });
+      const clientQp = a.createQueuePair({ receiveCq: cqa });
+      const request = listener.getConnectionRequest();
+      const client = a.connect(clientQp, listener.address);
+      const server = await request;
+      expect(server.peerAddress.host).toBe('127.0.0.2');
+      await server.accept(serverQp);
+      const c = await client;
+      expect(c.localAddress.host).toBe('127.0.0.2');
+      expect(c.peerAddress).toEqual(listener.address);
+      expect(server.peerAddress).toEqual(c.localAddress);
+      expect(server.localAddress).toEqual(listener.address);
+
+      const SIZE = 4096;
+      const aMem = await a.allocateMemory(2 * SIZE);
+      const bMem = await b.allocateMemory(2 * SIZE);
+      for (let i = 0; i < SIZE; i++) {
+        aMem.buffer[i] = (i * 7 + 1) & 0xff;
+        bMem.buffer[i] = (i * 13 + 5) & 0xff;
+      }
+      const toB = serverQp.receive(bMem.slice(SIZE, SIZE));
+      const toA = clientQp.receive(aMem.slice(SIZE, SIZE));
+      expect(await clientQp.send(aMem.slice(0, SIZE))).toMatchObject({ type: 'send', status: 0, bytes: SIZE });
+      expect(await serverQp.send(bMem.slice(0, SIZE))).toMatchObject({ type: 'send', status: 0, bytes: SIZE });
+      expect(await toB).toMatchObject({ type: 'receive', status: 0, bytes: SIZE });
+      expect(await toA).toMatchObject({ type: 'receive', status: 0, bytes: SIZE });
+      expect(Buffer.from(bMem.buffer.subarray(SIZE)).equals(Buffer.from(aMem.buffer.subarray(0, SIZE)))).toBe(true);
+      expect(Buffer.from(aMem.buffer.subarray(SIZE)).equals(Buffer.from(bMem.buffer.subarray(0, SIZE)))).toBe(true);
+      await c.disconnect();
+      await server.disconnected;
+      await listener.close();
+      // The adapter serves any address of the range (a listener of the 127.0.0.2 adapter on 127.0.0.9), while the
+      // lists keep the interface's own addresses.
+      const other = await a.listen({ host: '127.0.0.9', port: 0 });
+      expect(other.address.host).toBe('127.0.0.9');
+      await other.close();
+      expect(a.queryAddressList()).toContain('127.0.0.1');
+      expect(a.queryAddressList()).not.toContain('127.0.0.2');
+      const listed = await listAddresses({ provider: 'soft' });
+      expect(listed).toContain('127.0.0.1');
+      expect(listed.filter((x) => x.startsWith('127.') && x !== '127.0.0.1')).toEqual([]);
+    } finally {
+      await a.close();
+      await b.close();
     }
   });
 });

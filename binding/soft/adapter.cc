@@ -128,7 +128,7 @@ HRESULT SoftAdapter::GetNextTimeout(DWORD* pMilliseconds) {
 
 bool SoftAdapter::serves(const net::Address& a) const {
   for (const auto& mine : addresses_) {
-    if (mine.same_ip(a)) return true;
+    if (mine.answers_for(a)) return true;
   }
   return false;
 }

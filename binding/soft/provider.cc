@@ -1,5 +1,6 @@
 // IND2Provider of the software provider: the machine's IPv4/IPv6 addresses, each served by the adapter of
-// its network interface (adapter id = interface index).
+// its network interface (adapter id = interface index); the loopback interface's adapter serves all of
+// 127.0.0.0/8.
 #include "soft/provider.h"
 
 #include "soft/adapter.h"
@@ -27,8 +28,17 @@ class SoftProvider final : public ComObject<IND2Provider> {
     net::Address a;
     HRESULT hr = net::address_from(pAddress, cbAddress, &a);
     if (FAILED(hr)) return hr;
-    for (const auto& la : net::local_addresses()) {
+    const std::vector<net::LocalAddress> locals = net::local_addresses();
+    for (const auto& la : locals) {
       if (la.address.same_ip(a)) {
+        *pAdapterId = la.if_index;
+        return ND_SUCCESS;
+      }
+    }
+    // Any other 127.0.0.0/8 address: the loopback interface's adapter (the one holding 127.0.0.1), which serves
+    // them all (net::Address::answers_for); QueryAddressList lists only the interface's own addresses.
+    for (const auto& la : locals) {
+      if (la.address.answers_for(a)) {
         *pAdapterId = la.if_index;
         return ND_SUCCESS;
       }

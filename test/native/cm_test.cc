@@ -372,6 +372,21 @@ bool open_env(Env* e) {
   CHECK_HR(e->provider->ResolveAddress(reinterpret_cast<sockaddr*>(&foreign), sizeof foreign, &id),
            ND_INVALID_ADDRESS);
   CHECK_HR(e->provider->ResolveAddress(reinterpret_cast<sockaddr*>(&lo), sizeof lo, &id), ND_SUCCESS);
+  // All of 127.0.0.0/8 is the loopback adapter's (docs/nd2.md section 8), nothing past its edges.
+  for (const char* ip : {"127.0.0.2", "127.255.255.254", "127.1.2.3"}) {
+    sockaddr_in other = loopback(0);
+    other.sin_addr.s_addr = inet_addr(ip);
+    UINT64 other_id = 0;
+    CHECK_HR(e->provider->ResolveAddress(reinterpret_cast<sockaddr*>(&other), sizeof other, &other_id), ND_SUCCESS);
+    CHECK(other_id == id);
+  }
+  for (const char* ip : {"128.0.0.1", "126.255.255.255"}) {
+    sockaddr_in outside = loopback(0);
+    outside.sin_addr.s_addr = inet_addr(ip);
+    UINT64 other_id = 0;
+    CHECK_HR(e->provider->ResolveAddress(reinterpret_cast<sockaddr*>(&outside), sizeof outside, &other_id),
+             ND_INVALID_ADDRESS);
+  }
 
   CHECK_HR(e->provider->OpenAdapter(IID_IND2Provider, id, &p), E_NOINTERFACE);
   CHECK_HR(e->provider->OpenAdapter(IID_IND2Adapter, id, &p), ND_SUCCESS);

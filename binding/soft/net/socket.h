@@ -43,6 +43,11 @@ struct Address {
   void set_port(uint16_t port);
   bool is_any() const;        // 0.0.0.0 or ::
   bool same_ip(const Address& o) const;  // IP equality, port ignored
+  bool is_loopback_v4() const;  // in 127.0.0.0/8
+  // This local address answers for o's IP: the same IP, or both in 127.0.0.0/8, which is all the host itself
+  // (RFC 1122 section 3.2.1.3): Linux and Windows route every address of it to the loopback interface and bind
+  // any of them, though the interface lists only 127.0.0.1. Port ignored.
+  bool answers_for(const Address& o) const;
   std::string to_string() const;  // "1.2.3.4:5" / "[::1]:5"
 };
 

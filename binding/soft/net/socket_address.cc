@@ -62,6 +62,13 @@ bool Address::same_ip(const Address& o) const {
   return false;
 }
 
+bool Address::is_loopback_v4() const {
+  return family() == AF_INET &&
+         (ntohl(reinterpret_cast<const sockaddr_in*>(&storage)->sin_addr.s_addr) >> 24) == 127;
+}
+
+bool Address::answers_for(const Address& o) const { return same_ip(o) || (is_loopback_v4() && o.is_loopback_v4()); }
+
 std::string Address::to_string() const {
   char ip[INET6_ADDRSTRLEN] = "?";
   char out[INET6_ADDRSTRLEN + 24];

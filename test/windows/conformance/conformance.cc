@@ -47,11 +47,12 @@ template <typename T> void release(T*& p) {
   p = nullptr;
 }
 
-sockaddr_in loopback(uint16_t port) {
+// 127.0.0.1, or another address of 127.0.0.0/8 (ip, host order).
+sockaddr_in loopback(uint16_t port, uint32_t ip = INADDR_LOOPBACK) {
   sockaddr_in a{};
   a.sin_family = AF_INET;
   a.sin_port = htons(port);
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_addr.s_addr = htonl(ip);
   return a;
 }
 const sockaddr* sa(const sockaddr_in& a) { return reinterpret_cast<const sockaddr*>(&a); }
@@ -69,14 +70,16 @@ uint16_t free_port() {
   return port;
 }
 
-uint16_t port_of(IND2Connector* c, bool local) {
+sockaddr_in address_of(IND2Connector* c, bool local) {
   sockaddr_in a{};
   ULONG cb = sizeof a;
   HRESULT hr = local ? c->GetLocalAddress(reinterpret_cast<sockaddr*>(&a), &cb)
                      : c->GetPeerAddress(reinterpret_cast<sockaddr*>(&a), &cb);
   CHECK_ST(hr, ND_SUCCESS);
-  return ntohs(a.sin_port);
+  return a;
 }
+uint16_t port_of(IND2Connector* c, bool local) { return ntohs(address_of(c, local).sin_port); }
+uint32_t ip_of(IND2Connector* c, bool local) { return ntohl(address_of(c, local).sin_addr.s_addr); }
 
 // One adapter and how its overlapped requests are waited for.
 struct Side {
@@ -278,13 +281,13 @@ bool next_result(End* e, ND2_RESULT* r) {
   return e->side->port_style ? CHECK(notify_one(e, r)) : CHECK(poll_one(e, r));
 }
 
-// A listening listener on `port` (0: any).
-IND2Listener* listen_on(Side* s, uint16_t port, uint16_t* bound) {
+// A listening listener on `port` (0: any) of 127.0.0.1 or `ip`.
+IND2Listener* listen_on(Side* s, uint16_t port, uint16_t* bound, uint32_t ip = INADDR_LOOPBACK) {
   void* obj = nullptr;
   CHECK_ST(s->adapter->CreateListener(IID_IND2Listener, s->file, &obj), ND_SUCCESS);
   auto* l = static_cast<IND2Listener*>(obj);
   if (l == nullptr) return nullptr;
-  sockaddr_in a = loopback(port);
+  sockaddr_in a = loopback(port, ip);
   CHECK_ST(l->Listen(0), ND_INVALID_DEVICE_STATE);  // not bound yet
   CHECK_ST(l->Bind(sa(a), sizeof a), ND_SUCCESS);
   CHECK_ST(l->Bind(sa(a), sizeof a), STATUS_ADDRESS_ALREADY_ASSOCIATED);
@@ -294,22 +297,25 @@ IND2Listener* listen_on(Side* s, uint16_t port, uint16_t* bound) {
   CHECK_ST(l->GetLocalAddress(reinterpret_cast<sockaddr*>(&a), &cb), ND_SUCCESS);
   *bound = ntohs(a.sin_port);
   CHECK(port == 0 || *bound == port);
+  CHECK(ntohl(a.sin_addr.s_addr) == ip);
   return l;
 }
 
-// Connects `client` to `server` through `l`: Connect, GetConnectionRequest, Accept, CompleteConnect, each
-// waited for in its side's style. local_port != 0 binds the client's connector there first.
-bool connect_pair(IND2Listener* l, uint16_t port, End* server, End* client, uint16_t local_port) {
+// Connects `client` to `server` through `l` (listening on server_ip): Connect, GetConnectionRequest, Accept,
+// CompleteConnect, each waited for in its side's style. local_port != 0 or a client_ip other than 127.0.0.1 binds
+// the client's connector there first.
+bool connect_pair(IND2Listener* l, uint16_t port, End* server, End* client, uint16_t local_port,
+                  uint32_t server_ip = INADDR_LOOPBACK, uint32_t client_ip = INADDR_LOOPBACK) {
   Side* ss = server->side;
   Side* cs = client->side;
-  if (local_port != 0) {
-    sockaddr_in me = loopback(local_port);
+  if (local_port != 0 || client_ip != INADDR_LOOPBACK) {
+    sockaddr_in me = loopback(local_port, client_ip);
     CHECK_ST(client->conn->Bind(sa(me), sizeof me), ND_SUCCESS);
   }
   OVERLAPPED gcr, con, acc, cc;
   HRESULT g = l->GetConnectionRequest(server->conn, ss->ov(&gcr));
   CHECK_ST(g, ND_PENDING);
-  sockaddr_in dest = loopback(port);
+  sockaddr_in dest = loopback(port, server_ip);
   HRESULT c = client->conn->Connect(client->qp, sa(dest), sizeof dest, 1, 1, "hello", 5, cs->ov(&con));
   CHECK_ST(c, ND_PENDING);
   if (!CHECK_ST(ss->finish(l, &gcr, g), ND_SUCCESS)) return false;
@@ -325,6 +331,9 @@ bool connect_pair(IND2Listener* l, uint16_t port, End* server, End* client, uint
   if (local_port != 0) CHECK(port_of(client->conn, true) == local_port);
   CHECK(port_of(client->conn, false) == port);
   CHECK(port_of(server->conn, true) == port);
+  CHECK(ip_of(client->conn, true) == client_ip && ip_of(server->conn, false) == client_ip);
+  CHECK(ip_of(client->conn, false) == server_ip && ip_of(server->conn, true) == server_ip);
+  CHECK(port_of(server->conn, false) == port_of(client->conn, true));
   return true;
 }
 
@@ -529,6 +538,41 @@ void case_cycles(Side* a, Side* b, int rounds) {
     release(l);
     trace("released");
   }
+}
+
+// All of 127.0.0.0/8 is this host (RFC 1122 section 3.2.1.3), routed to loopback and bindable on Windows and
+// Linux; programs give each process its own loopback address (the SDK's ndmpic). The loopback adapter serves the
+// range: 127.0.0.2 resolves to it, and a connection from 127.0.0.2 to a listener on 127.0.0.3 reports those
+// addresses at both ends and moves data. The address lists keep the interface's own address (127.0.0.1).
+void case_loopback_range(Provider& p, Side* server, Side* client) {
+  constexpr uint32_t kTwo = 0x7f000002, kThree = 0x7f000003;
+  UINT64 id1 = 0, id2 = 0;
+  sockaddr_in one = loopback(0), two = loopback(0, kTwo);
+  CHECK_ST(p.nd->ResolveAddress(sa(one), sizeof one, &id1), ND_SUCCESS);
+  CHECK_ST(p.nd->ResolveAddress(sa(two), sizeof two, &id2), ND_SUCCESS);
+  CHECK(id1 == id2);
+  ULONG cb = 0;
+  CHECK_ST(p.nd->QueryAddressList(nullptr, &cb), ND_BUFFER_OVERFLOW);
+  std::vector<char> list(cb);
+  auto* al = reinterpret_cast<SOCKET_ADDRESS_LIST*>(list.data());
+  if (CHECK_ST(p.nd->QueryAddressList(al, &cb), ND_SUCCESS)) {
+    for (INT i = 0; i < al->iAddressCount; ++i) {
+      const auto* in = reinterpret_cast<const sockaddr_in*>(al->Address[i].lpSockaddr);
+      CHECK(in->sin_family != AF_INET || in->sin_addr.s_addr != htonl(kTwo));
+    }
+  }
+  uint16_t port = 0;
+  IND2Listener* l = listen_on(server, 0, &port, kThree);
+  End se, ce;
+  const ULONG flags = ND_MR_FLAG_ALLOW_REMOTE_WRITE | ND_MR_FLAG_ALLOW_REMOTE_READ;
+  if (l != nullptr && make_end(server, &se, flags) && make_end(client, &ce, flags) &&
+      connect_pair(l, port, &se, &ce, 0, kThree, kTwo)) {
+    move_data(&se, &ce);
+    disconnect_pair(&ce, &se);
+  }
+  free_end(&ce);
+  free_end(&se);
+  release(l);
 }
 
 // A connector bound to a port another connector holds cannot have it.
@@ -757,6 +801,7 @@ int wmain(int argc, wchar_t** argv) {
     run_case("reject (block server)", [&] { case_reject(&block, &port); });
     run_case("connect/data/disconnect x12", [&] { case_cycles(&port, &block, 12); });
     run_case("explicit ports in use", [&] { case_port_in_use(&port); });
+    run_case("127.0.0.2 to 127.0.0.3", [&] { case_loopback_range(p, &port, &block); });
     run_case("write access violation", [&] { case_access_violation(&port, &block, true); });
     run_case("read access violation", [&] { case_access_violation(&block, &port, false); });
     run_case("connect flood (backlog 8)", [&] { case_connect_flood(&block, 200, true); });

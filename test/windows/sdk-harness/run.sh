@@ -38,8 +38,9 @@ case $PROG in
     echo "=== $PROG ${common[*]} (exit $rc)"; cat "$LOG/out"
     rm -rf "$LOG"
     exit "$rc" ;;
-  # ndmpic: ranks 0 and 1 in the client, 2 and 3 in the server, each side at its own address; every rank listens
-  # on 54322 + rank and connects from 54322 + 2 * rank + peer, so the two sides need two loopback addresses.
+  # ndmpic: ranks 0 and 2 in the client, 1 and 3 in the server, each side at its own address; every rank listens
+  # on 54322 + rank and connects from 54322 + 2 * rank + peer, so the two sides need two loopback addresses (the
+  # software provider serves all of 127.0.0.0/8).
   ndmpic) SADDR=(127.0.0.2 127.0.0.1) CADDR=(127.0.0.1 127.0.0.2) ;;
   *) SADDR=("127.0.0.1:$PORT") CADDR=("127.0.0.1:$PORT") ;;
 esac
