@@ -180,7 +180,7 @@ function overlappedHint(kind: number, status: number): string | undefined {
 /** ND_INSUFFICIENT_RESOURCES from a Connect or from creating a connector. */
 const CONNECT_RESOURCES_HINT =
   'the provider is out of connection resources; with the built-in provider this means too many connects in ' +
-  'progress on this adapter (64 run at once and 192 more may wait, docs/nd2.md "Connect flood"): ' +
+  'progress on this adapter (64 run at once and 192 more wait; no connector is made until one ends, docs/nd2.md "Connect flood"): ' +
   'let some finish first, or connect fewer at a time';
 
 function withConnectResourcesHint(err: unknown): unknown {

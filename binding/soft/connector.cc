@@ -113,6 +113,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
     connect_time_ = std::chrono::steady_clock::now();
     mark_pending(ov);
     channel_ = std::move(ch);
+    adapter_->connect_gate().reserve();  // admitted by enter_gate, which the task below always runs
     auto self = shared_from_this();
     engine().post([self] { self->enter_gate(); });
     return ND_PENDING;
@@ -541,25 +542,16 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   }
 
   // Engine thread: the posted half of Connect. Starts the setup when the adapter's ConnectGate has a slot
-  // (cm/connect_gate.h), else waits for one under the Connect's deadline; a full gate fails the Connect.
+  // (cm/connect_gate.h), else waits for one under the Connect's deadline.
   void enter_gate() {
     std::weak_ptr<ConnectorCore> weak = weak_from_this();
-    const cm::ConnectGate::Admit r = adapter_->connect_gate().admit([weak] {
+    const bool now = adapter_->connect_gate().admit([weak] {
       auto self = weak.lock();
       return self != nullptr && self->start_setup();
     });
-    if (r == cm::ConnectGate::Admit::kStarted) return;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (st_ != St::kConnecting || holds_slot_) return;  // cancelled meanwhile
-      if (r == cm::ConnectGate::Admit::kWaiting) {
-        arm_deadline(adapter_->handshake_timeout_ms());
-        return;
-      }
-      st_ = St::kClosed;
-      complete(connect_ov_, ND_INSUFFICIENT_RESOURCES);
-    }
-    abandon();
+    if (now) return;
+    std::lock_guard<std::mutex> lock(mu_);
+    if (st_ == St::kConnecting && !holds_slot_) arm_deadline(adapter_->handshake_timeout_ms());
   }
 
   // Engine thread, from the gate: the slot is ours unless the Connect was cancelled meanwhile (false).
