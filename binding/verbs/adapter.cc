@@ -109,15 +109,17 @@ HRESULT VerbsAdapter::init(UINT64 index) {
   lib_ = Lib::get();
   if (lib_ == nullptr) return ND_DEVICE_NOT_READY;
   index_ = index;
+  const int device = device_of_id(index);
+  port_ = port_of_id(index) == 0 ? 1 : port_of_id(index);
   int n = 0;
   ibv_context** list = lib_->get_devices(&n);
   if (list == nullptr) return ND_DEVICE_NOT_READY;
-  if (index < static_cast<UINT64>(n)) ctx_ = list[index];
+  if (device < n) ctx_ = list[device];
   lib_->free_devices(list);  // librdmacm keeps its contexts open for the process
   if (ctx_ == nullptr) return ND_INVALID_PARAMETER;
   if (lib_->query_device(ctx_, &attr_) != 0) return status_of_errno(errno);
   ibv_port_attr port{};
-  if (lib_->query_port(ctx_, 1, reinterpret_cast<_compat_ibv_port_attr*>(&port)) == 0) {
+  if (lib_->query_port(ctx_, port_, reinterpret_cast<_compat_ibv_port_attr*>(&port)) == 0) {
     max_msg_ = port.max_msg_sz;
     if (ctx_->device->transport_type == IBV_TRANSPORT_IB) {
       transport_ = port.link_layer == IBV_LINK_LAYER_ETHERNET ? Transport::kRoce : Transport::kInfiniBand;

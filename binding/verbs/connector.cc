@@ -447,7 +447,7 @@ void VerbsListener::on_cm_event(const rdma_cm_event& ev) {
   // ND listener belongs to its adapter, whose QPs live on one device and could not accept a request that arrived
   // on another: refused at once (the initiator's Connect fails ND_CONNECTION_REFUSED). The event was acknowledged
   // before dispatch, so its id may be destroyed here (VerbsAdapter::drain_cm_events).
-  if (ev.id != nullptr && ev.id->verbs != adapter_->context()) {
+  if (ev.id != nullptr && (ev.id->verbs != adapter_->context() || (ev.id->port_num != 0 && ev.id->port_num != adapter_->port()))) {
     adapter_->lib().reject(ev.id, nullptr, 0);
     adapter_->lib().destroy_id(ev.id);
     return;

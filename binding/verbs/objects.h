@@ -59,6 +59,13 @@ struct CmHandler {
 };
 
 enum class Transport { kIwarp, kInfiniBand, kRoce };
+
+// An adapter is one port of one device: its ND adapter id (from ResolveAddress) packs the device's index in
+// rdma_get_devices() and the port rdma_cm bound the address to, so a dual-port device is two adapters whose QPs
+// start on their own port (docs/verbs.md).
+constexpr UINT64 adapter_id(int device, uint8_t port) { return (static_cast<UINT64>(device) << 8) | port; }
+constexpr int device_of_id(UINT64 id) { return static_cast<int>(id >> 8); }
+constexpr uint8_t port_of_id(UINT64 id) { return static_cast<uint8_t>(id & 0xff); }
 const char* transport_name(Transport t);
 
 // ND status of a work completion status and of errno values from rdma-core (the table: docs/verbs.md §3).
@@ -103,6 +110,7 @@ class VerbsAdapter final : public ComObject<IND2Adapter>, public INDProgress {
 
   const Lib& lib() const { return *lib_; }
   ibv_context* context() const { return ctx_; }
+  uint8_t port() const { return port_; }
   ibv_pd* pd() const { return pd_; }
   ibv_comp_channel* channel() const { return cc_; }
   rdma_event_channel* events() const { return ec_; }
@@ -133,6 +141,7 @@ class VerbsAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   const Lib* lib_ = nullptr;
   UINT64 index_ = 0;
   ibv_context* ctx_ = nullptr;
+  uint8_t port_ = 1;
   ibv_pd* pd_ = nullptr;
   ibv_comp_channel* cc_ = nullptr;
   rdma_event_channel* ec_ = nullptr;

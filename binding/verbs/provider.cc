@@ -2,6 +2,7 @@
 // by that device's adapter (adapter id = the device's index in rdma_get_devices()).
 #include "verbs/provider.h"
 
+#include <cstdint>
 #include <arpa/inet.h>
 #include <ifaddrs.h>
 #include <net/if.h>
@@ -56,18 +57,20 @@ int device_index(const Lib& lib, ibv_context* ctx) {
   return found;
 }
 
-// The device rdma_cm binds `addr` to (port 0), or -1 when no RDMA device serves it.
-int device_of(const Lib& lib, const sockaddr* addr) {
+// The adapter id (device and port, adapter_id()) rdma_cm binds `addr` to (port 0), or -1 when no RDMA device
+// serves it.
+int64_t device_of(const Lib& lib, const sockaddr* addr) {
   rdma_event_channel* ch = lib.create_event_channel();
   if (ch == nullptr) return -1;
   rdma_cm_id* id = nullptr;
-  int found = -1;
+  int64_t found = -1;
   if (lib.create_id(ch, &id, nullptr, RDMA_PS_TCP) == 0) {
     sockaddr_storage copy{};
     std::memcpy(&copy, addr, sockaddr_length(addr));
     reinterpret_cast<sockaddr_in*>(&copy)->sin_port = 0;  // same offset for sin6_port
     if (lib.bind_addr(id, reinterpret_cast<sockaddr*>(&copy)) == 0 && id->verbs != nullptr) {
-      found = device_index(lib, id->verbs);
+      const int dev = device_index(lib, id->verbs);
+      if (dev >= 0) found = static_cast<int64_t>(adapter_id(dev, id->port_num == 0 ? 1 : id->port_num));
     }
     lib.destroy_id(id);
   }
@@ -82,7 +85,7 @@ std::vector<LocalAddress> local_addresses(const Lib& lib) {
   for (ifaddrs* i = ifs; i != nullptr; i = i->ifa_next) {
     if (i->ifa_addr == nullptr || (i->ifa_flags & IFF_UP) == 0) continue;
     if (i->ifa_addr->sa_family != AF_INET && i->ifa_addr->sa_family != AF_INET6) continue;
-    const int dev = device_of(lib, i->ifa_addr);
+    const int64_t dev = device_of(lib, i->ifa_addr);
     if (dev < 0) continue;
     LocalAddress la{};
     std::memcpy(&la.addr, i->ifa_addr, sockaddr_length(i->ifa_addr));
@@ -129,7 +132,7 @@ class VerbsProvider final : public ComObject<IND2Provider> {
     if (!valid_sockaddr(pAddress, cbAddress)) {
       return ND_INVALID_ADDRESS;
     }
-    const int dev = device_of(*lib_, pAddress);
+    const int64_t dev = device_of(*lib_, pAddress);
     if (dev < 0) return ND_INVALID_ADDRESS;
     *pAdapterId = static_cast<UINT64>(dev);
     return ND_SUCCESS;
@@ -209,7 +212,7 @@ std::vector<DeviceInfo> list_devices(std::string* why) {
       d.transport = have_port && port.link_layer == IBV_LINK_LAYER_ETHERNET ? "roce" : "infiniband";
     }
     for (const auto& la : addrs) {
-      if (la.device != static_cast<UINT64>(i)) continue;
+      if (device_of_id(la.device) != i) continue;
       char text[64] = {0};
       const auto* sa = reinterpret_cast<const sockaddr*>(&la.addr);
       if (sa->sa_family == AF_INET) {
@@ -220,7 +223,7 @@ std::vector<DeviceInfo> list_devices(std::string* why) {
       d.addresses.emplace_back(text);
     }
     VerbsAdapter* a = nullptr;
-    const HRESULT hr = VerbsAdapter::open(static_cast<UINT64>(i), &a);
+    const HRESULT hr = VerbsAdapter::open(adapter_id(i, 1), &a);
     if (SUCCEEDED(hr)) {
       a->Release();
       d.usable = d.state == "active" && !d.addresses.empty();

@@ -57,7 +57,7 @@ HRESULT VerbsQueuePair::create(VerbsAdapter* adapter, VerbsCompletionQueue* rcq,
   ibv_qp_attr init{};
   init.qp_state = IBV_QPS_INIT;
   init.pkey_index = 0;
-  init.port_num = 1;
+  init.port_num = adapter->port();  // the port the adapter's address is on (a RoCE/IB path's AV names it too)
   init.qp_access_flags = IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE;
   if (adapter->lib().modify_qp(q->qp_, &init,
                                IBV_QP_STATE | IBV_QP_PKEY_INDEX | IBV_QP_PORT | IBV_QP_ACCESS_FLAGS) != 0) {
