@@ -165,6 +165,31 @@ describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
     });
   }
 
+  // rdma_cm listens on every device for a wildcard bind; an ND listener belongs to its adapter (one port of one
+  // device): a request that arrives on rxe0 is refused at once, one on siw0 is handed over and accepted.
+  it('a wildcard listener of the siw0 adapter refuses a request arriving on rxe0 and accepts one on siw0', async () => {
+    const port = nextInnerPort++;
+    const out = await guestNode(`
+      const nd = require('./dist/cjs/index.js');
+      const qp = (a) => a.createQueuePair({ receiveCq: a.createCompletionQueue() });
+      (async () => {
+        const s = await nd.openAdapter('${GUEST_IP}', { provider: 'verbs' });
+        const l = await s.listen({ host: '0.0.0.0', port: ${port} });
+        const other = await nd.openAdapter('10.0.3.15', { provider: 'verbs' });
+        const same = await nd.openAdapter('${GUEST_IP}', { provider: 'verbs' });
+        const r = { port: Number(s.info.adapterId & 0xffn) };
+        const served = (async () => { const c = await l.getConnectionRequest(); await c.accept(qp(s)); return 'accepted'; })();
+        try { await other.connect(qp(other), '10.0.3.15:${port}'); r.other = 'connected'; } catch (e) { r.other = e.code; }
+        try { await same.connect(qp(same), '${GUEST_IP}:${port}'); r.same = 'connected'; } catch (e) { r.same = e.code; }
+        r.served = await served;
+        console.log(JSON.stringify(r));
+        await other.close(); await same.close(); await s.close();
+      })().catch((e) => { console.error(e); process.exit(1); });`);
+    const r = JSON.parse(out.trim().split('\n').pop()!);
+    // port: the adapter id packs the port rdma_cm bound the address to (siw has one: 1).
+    expect(r).toEqual({ port: 1, other: 'ND_CONNECTION_REFUSED', same: 'connected', served: 'accepted' });
+  }, 120_000);
+
   it('an address no RDMA device serves is refused by the verbs provider', async () => {
     const r = await vm.run(`cd ${PKG} && ${NODE} -e "require('./dist/cjs/index.js').openAdapter('127.0.0.1',{provider:'verbs'}).then(()=>console.log('opened'),(e)=>console.log(e.code, e.status))"`, 60_000);
     expect(r.output).toMatch(/ND_INVALID_ADDRESS/);
