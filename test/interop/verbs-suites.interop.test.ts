@@ -16,11 +16,9 @@ if (!ready) process.stderr.write(`[interop] API suites in the guest: skipped: ${
 const NODE = '/opt/nd/bin/node';
 const PKG = '/opt/nd/pkg';
 const SUITES = ['test/data.test.ts', 'test/access.test.ts', 'test/posting.test.ts', 'test/lifecycle.test.ts'];
-// rxe: lifecycle.test.ts's "child process leaving at every lifecycle stage" fails from stage 'connected' on
-// (the listener refuses connections after children died mid-connect; docs/verbs.md §6): not run there yet.
 const DEVICES = [
   { name: 'siw0', ip: GUEST_IP, suites: SUITES },
-  { name: 'rxe0', ip: '10.0.3.15', suites: SUITES.filter((s) => s !== 'test/lifecycle.test.ts') },
+  { name: 'rxe0', ip: '10.0.3.15', suites: SUITES },
 ];
 
 interface Report {
