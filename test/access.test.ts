@@ -3,7 +3,7 @@
 // leaves both processes healthy (the next case connects again).
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Adapter, CompletionQueue, Connector, MemoryRegion, QueuePair, RemoteMemory } from '../lib/index';
-import { Peer, connectToPeer, ndError, openLocal, startPeer } from './helpers';
+import { Peer, connectToPeer, ndError, skipWhereDeviceCannot, openLocal, startPeer } from './helpers';
 
 let peer: Peer;
 let adapter: Adapter;
@@ -57,14 +57,16 @@ async function expectViolation(request: Promise<unknown>, operation: string): Pr
 }
 
 describe('remote access violations', () => {
-  it('Write to a region registered without remoteWrite', async () => {
+  it('Write to a region registered without remoteWrite', async (ctx) => {
+    await skipWhereDeviceCannot(ctx, 'remote-errors-at-initiator');
     const remote = await register('readonly', 4096, { remoteRead: true });
     const { qp, connector } = await connect();
     await expectViolation(qp.write(src.slice(0, 100), remote), 'write');
     await expectTornDown(qp, connector);
   });
 
-  it('the failure, settled by a completion, points at the code that awaited the request', async () => {
+  it('the failure, settled by a completion, points at the code that awaited the request', async (ctx) => {
+    await skipWhereDeviceCannot(ctx, 'remote-errors-at-initiator');
     const remote = await register('readonly-stack', 4096, { remoteRead: true });
     const { qp, connector } = await connect();
     async function writesToReadOnlyMemory(): Promise<unknown> {
@@ -76,14 +78,16 @@ describe('remote access violations', () => {
     await expectTornDown(qp, connector);
   });
 
-  it('Read from a region registered without remoteRead', async () => {
+  it('Read from a region registered without remoteRead', async (ctx) => {
+    await skipWhereDeviceCannot(ctx, 'remote-errors-at-initiator');
     const remote = await register('writeonly', 4096, { remoteWrite: true });
     const { qp, connector } = await connect();
     await expectViolation(qp.read(src.slice(0, 100), remote), 'read');
     await expectTornDown(qp, connector);
   });
 
-  it('Write one byte past the end of the region', async () => {
+  it('Write one byte past the end of the region', async (ctx) => {
+    await skipWhereDeviceCannot(ctx, 'remote-errors-at-initiator');
     const remote = await register('rw', 4096, { remoteRead: true, remoteWrite: true });
     const { qp, connector } = await connect();
     // The real descriptor is checked locally (ERR_ND_OUT_OF_RANGE); a forged one reaches the peer's checks.
@@ -92,21 +96,24 @@ describe('remote access violations', () => {
     await expectTornDown(qp, connector);
   });
 
-  it('Read one byte past the end of the region', async () => {
+  it('Read one byte past the end of the region', async (ctx) => {
+    await skipWhereDeviceCannot(ctx, 'remote-errors-at-initiator');
     const remote = await register('rw', 4096, { remoteRead: true, remoteWrite: true });
     const { qp, connector } = await connect();
     await expectViolation(qp.read(src.slice(0, 1), { ...remote, address: remote.address + 4096n, length: 1 }), 'read');
     await expectTornDown(qp, connector);
   });
 
-  it('a wrong (forged) token', async () => {
+  it('a wrong (forged) token', async (ctx) => {
+    await skipWhereDeviceCannot(ctx, 'remote-errors-at-initiator');
     const remote = await register('rw', 4096, { remoteRead: true, remoteWrite: true });
     const { qp, connector } = await connect();
     await expectViolation(qp.write(src.slice(0, 16), { ...remote, token: (remote.token ^ 0x5a5a5a5a) >>> 0 }), 'write');
     await expectTornDown(qp, connector);
   });
 
-  it('a token after deregister', async () => {
+  it('a token after deregister', async (ctx) => {
+    await skipWhereDeviceCannot(ctx, 'remote-errors-at-initiator');
     const remote = await register('gone', 4096, { remoteRead: true, remoteWrite: true });
     await peer.call('deregister', { name: 'gone' });
     const { qp, connector } = await connect();
@@ -114,7 +121,8 @@ describe('remote access violations', () => {
     await expectTornDown(qp, connector);
   });
 
-  it('a memory window: access within the bind works, after invalidate it fails', async () => {
+  it('a memory window: access within the bind works, after invalidate it fails', async (ctx) => {
+    await skipWhereDeviceCannot(ctx, 'memory-windows', 'remote-errors-at-initiator');
     await register('windowed', 8192, {});
     const { qp, connector } = await connect();
     const window: RemoteMemory = await peer.call('bindWindow', { name: 'windowed', offset: 64, length: 1024, read: true, write: true });
@@ -130,7 +138,8 @@ describe('remote access violations', () => {
     await expectTornDown(qp, connector);
   });
 
-  it('a memory window grants only its range', async () => {
+  it('a memory window grants only its range', async (ctx) => {
+    await skipWhereDeviceCannot(ctx, 'memory-windows', 'remote-errors-at-initiator');
     await register('windowed', 8192, {});
     const { qp, connector } = await connect();
     const window: RemoteMemory = await peer.call('bindWindow', { name: 'windowed', offset: 64, length: 1024, read: true, write: false });

@@ -1,5 +1,7 @@
 // Shared pieces of the two-process tests: the RPC client for test/fixtures/peer.mjs and the local side.
-import { fork, type ChildProcess } from 'node:child_process';
+import { execFileSync, fork, type ChildProcess } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { expect } from 'vitest';
 import { NdError, openAdapter, type Adapter, type CompletionOption, type CompletionQueue, type Connector, type QueuePair } from '../lib/index';
@@ -121,6 +123,95 @@ export async function connectToPeer(
  */
 export const TEST_ADDRESS = process.env.NETDIRECT_TEST_ADDRESS || '127.0.0.1';
 
+/** What TEST_ADDRESS opens: the provider and, for the verbs provider, the RDMA device serving the address. */
+export interface TestDevice {
+  provider: string;
+  /** The RDMA device (sysfs /sys/class/infiniband/<name>, its parent netdev holding TEST_ADDRESS); '' for 'soft'. */
+  name: string;
+  /** 'iwarp' | 'roce' | 'infiniband' for an RDMA device (docs/verbs.md), 'soft' for the software provider. */
+  transport: string;
+  /** Adapter.info.maxWindowSize > 0. */
+  windows: boolean;
+}
+
+let testDeviceOnce: Promise<TestDevice> | undefined;
+
+/** The device TEST_ADDRESS maps to (an adapter opened once on it, and sysfs for an RDMA device's transport). */
+export function testDevice(): Promise<TestDevice> {
+  testDeviceOnce ??= (async () => {
+    const a = await openAdapter(TEST_ADDRESS, { completion: 'thread' });
+    const d: TestDevice = { provider: a.provider, name: '', transport: 'soft', windows: Number(a.info.maxWindowSize) > 0 };
+    await a.close();
+    if (d.provider === 'soft') return d;
+    const netdev = Object.entries(os.networkInterfaces()).find(([, addrs]) => addrs?.some((x) => x.address === TEST_ADDRESS))?.[0];
+    const root = '/sys/class/infiniband';
+    const read = (f: string): string => {
+      try {
+        return readFileSync(f, 'utf8').trim();
+      } catch {
+        return '';
+      }
+    };
+    let names: string[] = [];
+    try {
+      names = readdirSync(root);
+    } catch {
+      // no sysfs: the transport stays unknown
+    }
+    // sysfs names a software device's netdev in `parent` (rxe) or not at all (siw): iproute2's `rdma link` does.
+    let links: Array<{ ifname?: string; netdev?: string }> = [];
+    try {
+      links = JSON.parse(execFileSync('rdma', ['-j', 'link', 'show'], { encoding: 'utf8', timeout: 10_000, stdio: ['ignore', 'pipe', 'ignore'] }));
+    } catch {
+      // no iproute2 rdma: sysfs only
+    }
+    const name =
+      names.find((n) => netdev !== undefined && read(path.join(root, n, 'parent')) === netdev) ??
+      links.find((l) => netdev !== undefined && l.netdev === netdev)?.ifname ??
+      '';
+    const nodeType = read(path.join(root, name, 'node_type'));
+    const linkLayer = read(path.join(root, name, 'ports', '1', 'link_layer'));
+    d.name = name;
+    d.transport = /^4\b|RNIC/.test(nodeType) ? 'iwarp' : linkLayer === 'Ethernet' ? 'roce' : linkLayer === 'InfiniBand' ? 'infiniband' : 'unknown';
+    return d;
+  })();
+  return testDeviceOnce;
+}
+
+/**
+ * What a device cannot do that a suite asserts for the software provider (docs/verbs.md §6 lists them per device):
+ * - 'memory-windows': the device has no memory windows (info.maxWindowSize 0: siw);
+ * - 'remote-errors-at-initiator': an iWARP device completes a Send or Write when it has transmitted it (RDMAP
+ *   does not acknowledge them, RFC 5040 §4.2), so a remote access error or a Send without a receive reaches the
+ *   initiator only as the peer's Terminate ending the connection: Linux siw then flushes the initiator's
+ *   requests (ND_CANCELED) without the Terminate's status, and serves a Read from a region without remote read
+ *   access (siw_qp_tx.c checks a Read Response's source with no permission bits);
+ * - 'send-without-receive-fails': on RoCE and InfiniBand a Send with no receive posted at the peer is retried
+ *   (receiver not ready) for as long as the peer does not post one (the provider asks for RNR retry 7: for ever),
+ *   it does not fail; on iWARP the Send completes once transmitted and the peer's Terminate ends the connection.
+ * Returns the skip reason naming the device, or null when the device can.
+ */
+export async function deviceCannot(what: 'memory-windows' | 'remote-errors-at-initiator' | 'send-without-receive-fails'): Promise<string | null> {
+  const d = await testDevice();
+  if (d.provider === 'soft') return null;
+  const dev = `${d.name || TEST_ADDRESS} (${d.provider} provider, ${d.transport})`;
+  switch (what) {
+    case 'memory-windows':
+      return d.windows ? null : `${dev} has no memory windows (info.maxWindowSize 0)`;
+    case 'remote-errors-at-initiator':
+      return d.transport === 'iwarp'
+        ? `${dev}: iWARP completes a Write or Send once transmitted (RFC 5040: unacknowledged); a remote access error ` +
+            'ends the connection by a Terminate, seen by the initiator as ND_CANCELED, and Linux siw does not check remote read access'
+        : null;
+    case 'send-without-receive-fails':
+      return d.transport === 'roce' || d.transport === 'infiniband'
+        ? `${dev}: a Send without a receive at the peer is retried as receiver-not-ready for ever (rnr_retry 7), it does not fail`
+        : d.transport === 'iwarp'
+          ? `${dev}: iWARP completes a Send once transmitted (RFC 5040: unacknowledged); the missing receive ends the connection by a Terminate, no request fails with ND_REMOTE_ERROR`
+          : null;
+  }
+}
+
 /**
  * An adapter on `address` (default TEST_ADDRESS, 127.0.0.1) in `completion` mode (default: the run's mode, NETDIRECT_COMPLETION or 'auto'). In the
  * run's mode, a 'manual' adapter is driven (fixtures/manual-driver.mjs: its CQs are polled while requests are
@@ -135,6 +226,16 @@ export async function openLocal(
   track(`adapter ${adapter.address}`, () => describeAdapter(adapter));
   const cq = adapter.createCompletionQueue({ depth: 2048 });
   return { adapter, cq };
+}
+
+type DeviceLimit = Parameters<typeof deviceCannot>[0];
+
+/** Skips the running test (its context `ctx`) with the device's reason where TEST_ADDRESS's device cannot do `what`. */
+export async function skipWhereDeviceCannot(ctx: { skip(condition: boolean, note?: string): void }, ...what: DeviceLimit[]): Promise<void> {
+  for (const w of what) {
+    const reason = await deviceCannot(w);
+    if (reason !== null) ctx.skip(true, reason);
+  }
 }
 
 /** The promise's rejection, which must be an NdError. */

@@ -134,9 +134,10 @@ HRESULT VerbsAdapter::init(UINT64 index) {
   if (cc_ == nullptr || ec_ == nullptr) return ND_INSUFFICIENT_RESOURCES;
   epfd_ = epoll_create1(EPOLL_CLOEXEC);
   wakefd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+  failfd_ = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   // The device's asynchronous events (SRQ limit) share the epoll set. librdmacm shares one ibv_context per device
   // in the process; its async descriptor is made non-blocking for all of them (rdma-core reads it only on request).
-  if (epfd_ < 0 || wakefd_ < 0 || !set_nonblocking(cc_->fd) || !set_nonblocking(ec_->fd) ||
+  if (epfd_ < 0 || wakefd_ < 0 || failfd_ < 0 || !watch(epfd_, failfd_) || !set_nonblocking(cc_->fd) || !set_nonblocking(ec_->fd) ||
       !set_nonblocking(ctx_->async_fd) || !watch(epfd_, cc_->fd) || !watch(epfd_, ec_->fd) ||
       !watch(epfd_, ctx_->async_fd)) {
     return ND_INSUFFICIENT_RESOURCES;
@@ -165,6 +166,7 @@ VerbsAdapter::~VerbsAdapter() {
   if (pd_ != nullptr) lib_->dealloc_pd(pd_);
   if (epfd_ >= 0) close(epfd_);
   if (wakefd_ >= 0) close(wakefd_);
+  if (failfd_ >= 0) close(failfd_);
 }
 
 void VerbsAdapter::run_thread() {
@@ -190,7 +192,30 @@ void VerbsAdapter::run_thread() {
   close(own);
 }
 
-uint32_t VerbsAdapter::progress_round() { return drain_cq_events() + drain_cm_events() + drain_async_events(); }
+uint32_t VerbsAdapter::progress_round() {
+  return drain_cq_events() + drain_cm_events() + drain_async_events() + end_failed_connections();
+}
+
+void VerbsAdapter::note_qp_failure() {
+  const uint64_t one = 1;
+  (void)!write(failfd_, &one, sizeof(one));
+}
+
+uint32_t VerbsAdapter::end_failed_connections() {
+  uint64_t n = 0;
+  if (read(failfd_, &n, sizeof(n)) != static_cast<ssize_t>(sizeof(n)) || n == 0) return 0;
+  // progress_mu_ held: a QP's connector is alive while it is set (~VerbsConnector clears it under progress_mu_),
+  // and the connector holds a reference on the QP.
+  std::lock_guard<std::mutex> lock(qps_mu_);
+  uint32_t work = 0;
+  for (auto& [num, qp] : qps_) {
+    if (qp->failed.load() && qp->connector != nullptr) {
+      qp->connector->end_after_failure_locked();
+      ++work;
+    }
+  }
+  return work;
+}
 
 uint32_t VerbsAdapter::drain_async_events() {
   uint32_t work = 0;

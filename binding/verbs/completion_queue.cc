@@ -166,6 +166,7 @@ bool VerbsCompletionQueue::translate(const ibv_wc& wc, ND2_RESULT* r) {
   r->RequestContext = slot.context;
   r->RequestType = slot.type;
   r->BytesTransferred = slot.type == Nd2RequestTypeReceive || slot.type == Nd2RequestTypeRead ? wc.byte_len : 0;
+  if (r->Status != ND_SUCCESS && r->Status != ND_CANCELED && !qp->failed.exchange(true)) adapter_->note_qp_failure();
   return !(slot.silent && r->Status == ND_SUCCESS);
 }
 

@@ -49,6 +49,7 @@ VerbsConnector::~VerbsConnector() {
     std::lock_guard<std::mutex> lock(adapter_->progress_mu());
     if (id_ != nullptr) adapter_->lib().destroy_id(id_);  // disconnects a connected id
     id_ = nullptr;
+    if (qp_ != nullptr && qp_->connector == this) qp_->connector = nullptr;
   }
   if (qp_ != nullptr) qp_->Release();
   adapter_->Release();
@@ -119,6 +120,7 @@ HRESULT VerbsConnector::Connect(IUnknown* pQueuePair, const struct sockaddr* pDe
   }
   qp->AddRef();
   qp_ = qp;
+  qp->connector = this;
   state_ = State::kResolving;
   ndkit::mark_pending(pOverlapped);
   connect_ov_ = pOverlapped;
@@ -156,6 +158,14 @@ void VerbsConnector::save_conn_param(const rdma_cm_event& ev) {
   in_pdata_.assign(p, p == nullptr ? p : p + ev.param.conn.private_data_len);
   peer_ird_ = ev.param.conn.responder_resources;
   peer_ord_ = ev.param.conn.initiator_depth;
+}
+
+void VerbsConnector::end_after_failure_locked() {
+  if (disconnect_sent_ || disconnected_ || id_ == nullptr) return;
+  if (state_ != State::kEstablished && state_ != State::kConnected) return;
+  disconnect_sent_ = true;
+  // DISCONNECTED follows on both sides (on IB and RoCE once the peer's DREP arrives); it sweeps the QP.
+  if (adapter_->lib().disconnect(id_) != 0) on_disconnected_locked();
 }
 
 void VerbsConnector::on_disconnected_locked() {
@@ -263,6 +273,7 @@ HRESULT VerbsConnector::Accept(IUnknown* pQueuePair, ULONG inboundReadLimit, ULO
   if (adapter_->lib().accept(id_, &p) != 0) return status_of_errno(errno);
   qp->AddRef();
   qp_ = qp;
+  qp->connector = this;
   state_ = State::kAccepting;
   ndkit::mark_pending(pOverlapped);
   accept_ov_ = pOverlapped;

@@ -116,10 +116,15 @@ class VerbsAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   rdma_event_channel* events() const { return ec_; }
   Transport transport() const { return transport_; }
   ULONG max_private_data() const;
+  // Adapter.info's MaxTransferLength: the port's max_msg_sz.
+  size_t max_transfer() const { return max_msg_ != 0 ? max_msg_ : (size_t{1} << 31); }
   std::mutex& progress_mu() { return progress_mu_; }
   // qp_num -> queue pair, for completions (wc.qp_num).
   void add_qp(uint32_t num, VerbsQueuePair* qp);
   void remove_qp(uint32_t num);
+  // CQ poll (any thread, any lock): a QP's request failed; the next progress round ends its connection
+  // (end_failed_connections). Wakes the consumer's loop or the adapter's thread through failfd_.
+  void note_qp_failure();
   VerbsQueuePair* find_qp_locked(uint32_t num);
   // Shared receive queues by id (the id travels in wr_id); under qps_mu_ like the QP table.
   uint32_t add_srq(VerbsSharedReceiveQueue* srq);
@@ -137,6 +142,7 @@ class VerbsAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   uint32_t drain_cq_events();
   uint32_t drain_cm_events();
   uint32_t drain_async_events();
+  uint32_t end_failed_connections();
 
   const Lib* lib_ = nullptr;
   UINT64 index_ = 0;
@@ -147,6 +153,7 @@ class VerbsAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   rdma_event_channel* ec_ = nullptr;
   int epfd_ = -1;
   int wakefd_ = -1;  // eventfd: wakes the progress thread to stop
+  int failfd_ = -1;  // eventfd in epfd_: a QP's request failed (note_qp_failure)
   Transport transport_ = Transport::kIwarp;
   ibv_device_attr attr_{};
   uint32_t max_msg_ = 0;
@@ -340,6 +347,16 @@ class VerbsQueuePair final : public ComObject<IND2QueuePair> {
   ibv_qp* qp_ = nullptr;
   ULONG sq_sge_ = 0, rq_sge_ = 0, inline_ = 0;
   std::atomic<bool> errored_{false};
+
+ public:
+  // A request completed with an error other than ND_CANCELED: ND ends the connection then ("the connection is
+  // terminated and any further requests are completed with ND_CANCELED", docs/nd2.md §3.6). iWARP devices do it
+  // on the wire (a Terminate, then the close); on IB and RoCE the QP goes to error and nothing tells the peer, so
+  // the connector disconnects (VerbsAdapter::end_failed_connections, progress_mu_ held).
+  std::atomic<bool> failed{false};
+  VerbsConnector* connector = nullptr;  // the connector that holds this QP (progress_mu_)
+
+ private:
   std::mutex slots_mu_;
   std::vector<Slot> slots_;          // [0, sq) send slots, [sq, sq+rq) receive slots
   std::vector<uint32_t> free_send_, free_recv_;
@@ -367,6 +384,8 @@ class VerbsConnector final : public ComObject<IND2Connector>, public CmHandler {
 
   // Progress thread, progress_mu_ held.
   void on_cm_event(const rdma_cm_event& ev) override;
+  // Progress (progress_mu_ held): a request of this connector's QP failed; ND ends the connection.
+  void end_after_failure_locked();
   // Listener (progress_mu_ held): takes over an incoming connection's id.
   void adopt(rdma_cm_id* id, const rdma_cm_event& ev);
   VerbsAdapter* adapter() const { return adapter_; }

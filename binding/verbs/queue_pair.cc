@@ -160,6 +160,9 @@ HRESULT VerbsQueuePair::post_send(void* ctx, ND2_REQUEST_TYPE type, const ND2_SG
   HRESULT hr = fill_sges(sge, nSge, std::min<ULONG>(sq_sge_, 64), false, list, &n, &total);
   if (hr != ND_SUCCESS) return hr;
   if (inl && total > inline_) return ND_BUFFER_OVERFLOW;
+  // ND: a request longer than MaxTransferLength fails at post with ND_BUFFER_OVERFLOW (devices do not all check
+  // it: rxe takes the post and fails the request later with a remote access error).
+  if (total > adapter_->max_transfer()) return ND_BUFFER_OVERFLOW;
   ibv_send_wr wr{};
   if (!alloc_slot(true, ctx, type, (flags & ND_OP_FLAG_SILENT_SUCCESS) != 0, &wr.wr_id)) return ND_NO_MORE_ENTRIES;
   wr.sg_list = n > 0 ? list : nullptr;
