@@ -245,7 +245,8 @@ describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
     await vm.check(`for i in $(seq 300); do grep -q listening /tmp/ndv.log 2>/dev/null && exit 0; sleep 0.1; done; exit 1`, 60_000);
     const r = await runCmd('node', [path.join(HERE, 'nd_peer.mjs'), 'client', '127.0.0.1', String(hostPortFor(port)), '14', SIZES], { timeoutMs: 120_000 });
     const nd = await vm.waitBackground('ndv', 60_000);
-    expect(r.stdout, r.stdout + r.stderr).toMatch(/nd_peer: ok \(4 rounds\)/);
-    expect(nd.log, nd.log).toMatch(/nd_peer: ok \(4 rounds\)/);
+    // Each side's failure message carries the other's log: which side failed first is the question.
+    expect(r.stdout, `${r.stdout}${r.stderr}\n--- guest (verbs) side:\n${nd.log}`).toMatch(/nd_peer: ok \(4 rounds\)/);
+    expect(nd.log, `${nd.log}\n--- host (soft) side:\n${r.stdout}${r.stderr}`).toMatch(/nd_peer: ok \(4 rounds\)/);
   }, 180_000);
 });
