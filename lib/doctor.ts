@@ -291,7 +291,8 @@ export async function runSelfTest(timeoutMs = 5000): Promise<SelfTestFact> {
   }
 }
 
-function readRdmaDevices(root = '/sys/class/infiniband'): RdmaDeviceFact[] | { error: string } {
+/** @internal The RDMA devices sysfs lists (also test/helpers.ts testDevice). */
+export function readRdmaDevices(root = '/sys/class/infiniband'): RdmaDeviceFact[] | { error: string } {
   let names: string[];
   try {
     names = readdirSync(root);
@@ -335,8 +336,8 @@ async function readVerbsProvider(): Promise<{ listed: boolean; addresses: string
   }
 }
 
-/** iwarp | roce | infiniband from sysfs: node type 4 is an RNIC (iWARP); else the port's link layer decides. */
-function rdmaTransport(x: RdmaDeviceFact): string {
+/** @internal iwarp | roce | infiniband from sysfs: node type 4 is an RNIC (iWARP); else the port's link layer decides. */
+export function rdmaTransport(x: RdmaDeviceFact): string {
   if (x.nodeType !== undefined && /^4\b|RNIC/.test(x.nodeType)) return 'iwarp';
   if (x.linkLayer === 'Ethernet') return 'roce';
   if (x.linkLayer === 'InfiniBand') return 'infiniband';

@@ -1,10 +1,10 @@
 // Shared pieces of the two-process tests: the RPC client for test/fixtures/peer.mjs and the local side.
 import { execFileSync, fork, type ChildProcess } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { expect } from 'vitest';
 import { NdError, openAdapter, type Adapter, type CompletionOption, type CompletionQueue, type Connector, type QueuePair } from '../lib/index';
+import { rdmaTransport, readRdmaDevices } from '../lib/doctor';
 import { driveManual } from './fixtures/manual-driver.mjs';
 import { describeAdapter, track } from './hang-report';
 
@@ -144,20 +144,8 @@ export function testDevice(): Promise<TestDevice> {
     await a.close();
     if (d.provider === 'soft') return d;
     const netdev = Object.entries(os.networkInterfaces()).find(([, addrs]) => addrs?.some((x) => x.address === TEST_ADDRESS))?.[0];
-    const root = '/sys/class/infiniband';
-    const read = (f: string): string => {
-      try {
-        return readFileSync(f, 'utf8').trim();
-      } catch {
-        return '';
-      }
-    };
-    let names: string[] = [];
-    try {
-      names = readdirSync(root);
-    } catch {
-      // no sysfs: the transport stays unknown
-    }
+    const sysfs = readRdmaDevices();
+    const devices = Array.isArray(sysfs) ? sysfs : []; // no sysfs: the transport stays unknown
     // sysfs names a software device's netdev in `parent` (rxe) or not at all (siw): iproute2's `rdma link` does.
     let links: Array<{ ifname?: string; netdev?: string }> = [];
     try {
@@ -166,13 +154,12 @@ export function testDevice(): Promise<TestDevice> {
       // no iproute2 rdma: sysfs only
     }
     const name =
-      names.find((n) => netdev !== undefined && read(path.join(root, n, 'parent')) === netdev) ??
+      devices.find((x) => netdev !== undefined && x.parent === netdev)?.name ??
       links.find((l) => netdev !== undefined && l.netdev === netdev)?.ifname ??
       '';
-    const nodeType = read(path.join(root, name, 'node_type'));
-    const linkLayer = read(path.join(root, name, 'ports', '1', 'link_layer'));
+    const device = devices.find((x) => x.name === name);
     d.name = name;
-    d.transport = /^4\b|RNIC/.test(nodeType) ? 'iwarp' : linkLayer === 'Ethernet' ? 'roce' : linkLayer === 'InfiniBand' ? 'infiniband' : 'unknown';
+    d.transport = device === undefined ? 'unknown' : rdmaTransport(device);
     return d;
   })();
   return testDeviceOnce;

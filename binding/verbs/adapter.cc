@@ -110,7 +110,7 @@ HRESULT VerbsAdapter::init(UINT64 index) {
   if (lib_ == nullptr) return ND_DEVICE_NOT_READY;
   index_ = index;
   const int device = device_of_id(index);
-  port_ = port_of_id(index) == 0 ? 1 : port_of_id(index);
+  port_ = port_of_id(index);
   int n = 0;
   ibv_context** list = lib_->get_devices(&n);
   if (list == nullptr) return ND_DEVICE_NOT_READY;
@@ -346,7 +346,7 @@ HRESULT VerbsAdapter::Query(ND2_ADAPTER_INFO* pInfo, ULONG* pcbInfo) {
   info.MaxInitiatorSge = static_cast<ULONG>(attr_.max_sge);
   info.MaxReceiveSge = static_cast<ULONG>(attr_.max_sge);
   info.MaxReadSge = static_cast<ULONG>(attr_.max_sge_rd > 0 ? attr_.max_sge_rd : attr_.max_sge);
-  info.MaxTransferLength = max_msg_ != 0 ? max_msg_ : (1u << 31);
+  info.MaxTransferLength = static_cast<ULONG>(max_transfer());
   info.MaxInlineDataSize = max_inline_;
   info.MaxInboundReadLimit = static_cast<ULONG>(attr_.max_qp_rd_atom);
   info.MaxOutboundReadLimit = static_cast<ULONG>(attr_.max_qp_init_rd_atom);

@@ -63,7 +63,8 @@ enum class Transport { kIwarp, kInfiniBand, kRoce };
 // An adapter is one port of one device: its ND adapter id (from ResolveAddress) packs the device's index in
 // rdma_get_devices() and the port rdma_cm bound the address to, so a dual-port device is two adapters whose QPs
 // start on their own port (docs/verbs.md).
-constexpr UINT64 adapter_id(int device, uint8_t port) { return (static_cast<UINT64>(device) << 8) | port; }
+// Port 0 (rdma_cm's "not bound to a port") is taken as port 1.
+constexpr UINT64 adapter_id(int device, uint8_t port) { return (static_cast<UINT64>(device) << 8) | (port == 0 ? 1 : port); }
 constexpr int device_of_id(UINT64 id) { return static_cast<int>(id >> 8); }
 constexpr uint8_t port_of_id(UINT64 id) { return static_cast<uint8_t>(id & 0xff); }
 const char* transport_name(Transport t);

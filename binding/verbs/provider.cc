@@ -70,7 +70,7 @@ int64_t device_of(const Lib& lib, const sockaddr* addr) {
     reinterpret_cast<sockaddr_in*>(&copy)->sin_port = 0;  // same offset for sin6_port
     if (lib.bind_addr(id, reinterpret_cast<sockaddr*>(&copy)) == 0 && id->verbs != nullptr) {
       const int dev = device_index(lib, id->verbs);
-      if (dev >= 0) found = static_cast<int64_t>(adapter_id(dev, id->port_num == 0 ? 1 : id->port_num));
+      if (dev >= 0) found = static_cast<int64_t>(adapter_id(dev, id->port_num));
     }
     lib.destroy_id(id);
   }
