@@ -14,7 +14,8 @@ inline const GUID IID_INDPollingHint = {0x6e657464, 0x6972, 0x6563, {0x74, 0x70,
 // thread of its own) may run its receive progress on the polling thread when the CQ is empty, saving a
 // thread wake-up per message. Arming a notification on the CQ (Notify) ends it: the consumer then waits
 // instead of polling, and the provider's own progress takes over at once. Purely a hint: results and ordering
-// are the same either way.
+// are the same either way. A consumer that asks for the interface marks its polling threads itself; for one that
+// never does, the built-in provider infers polling (binding/soft/completion_queue.cc polling_inferred).
 struct INDPollingHint : public IUnknown {
   virtual HRESULT ND_CALL SetPollingThread(BOOL polling) = 0;
 };

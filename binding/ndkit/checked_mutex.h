@@ -10,7 +10,28 @@
 #include <mutex>
 #include <thread>
 
+#ifdef _WIN32
+#include "nd/nd2.h"  // windows.h, included the way every file of the provider includes it
+#endif
+
 namespace netdirect::ndkit {
+
+#ifdef _WIN32
+// std::mutex from MinGW's POSIX thread model (winpthreads) waits on a kernel event when contended: a system call
+// to lock and another to unlock, each a wineserver round trip under Wine. An SRW lock waits in user mode (a
+// keyed wait; Wine: a futex), as std::mutex does with glibc.
+class NativeMutex {
+ public:
+  void lock() { AcquireSRWLockExclusive(&lock_); }
+  bool try_lock() { return TryAcquireSRWLockExclusive(&lock_) != 0; }
+  void unlock() { ReleaseSRWLockExclusive(&lock_); }
+
+ private:
+  SRWLOCK lock_ = SRWLOCK_INIT;
+};
+#else
+using NativeMutex = std::mutex;
+#endif
 
 class CheckedMutex {
  public:
@@ -31,7 +52,7 @@ class CheckedMutex {
   void assert_held() const { assert(held() && "this function requires the object's lock (docs/threads.md)"); }
 
  private:
-  std::mutex mu_;
+  NativeMutex mu_;
   std::atomic<std::thread::id> owner_{};
 };
 

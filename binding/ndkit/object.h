@@ -90,6 +90,20 @@ Impl* from_unknown(IUnknown* unk) {
 // non-Windows the nd_compat port, on Windows the carrier pipe of overlapped_win.cc.
 void complete_overlapped(HANDLE overlapped_file, OVERLAPPED* ov, HRESULT status, ULONG bytes = 0);
 
+// While one of these is open on a thread, complete_overlapped() on that thread only records the completion; the
+// outermost scope delivers them in order when it closes. The engine opens one around each round, so the
+// notification that wakes a consumer leaves after the round has released the object locks the consumer's next
+// call takes (the CQ's for GetResults, the QP's for the next post): a woken consumer never waits for the thread
+// that woke it. Windows only, where a delivery is several system calls (the carrier pipe, overlapped_win.cc);
+// elsewhere a delivery is a queue push and the scope does nothing.
+class DeferCompletions {
+ public:
+  DeferCompletions();
+  ~DeferCompletions();
+  DeferCompletions(const DeferCompletions&) = delete;
+  DeferCompletions& operator=(const DeferCompletions&) = delete;
+};
+
 #ifdef _WIN32
 // The Windows overlapped file (overlapped_win.cc): one end of a private named pipe, which the consumer
 // associates with its IOCP; a completion is a 1-byte pipe read issued with the consumer's OVERLAPPED.

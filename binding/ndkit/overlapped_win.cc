@@ -37,6 +37,7 @@
 #include <mutex>
 #include <thread>
 #include <unordered_map>
+#include <vector>
 
 #include "ndkit/object.h"
 
@@ -143,13 +144,10 @@ void release_overlapped_files(const void* owner) {
   }
 }
 
-void complete_overlapped(HANDLE overlapped_file, OVERLAPPED* ov, HRESULT status, ULONG bytes) {
-  std::shared_ptr<PipeFile> f;
-  {
-    std::lock_guard<std::mutex> lock(state().mu);
-    auto it = state().files.find(overlapped_file);
-    if (it != state().files.end()) f = it->second;
-  }
+namespace {
+
+// The carrier read of `ov` (or, without a pipe, its event) delivers the request's outcome.
+void deliver(const std::shared_ptr<PipeFile>& f, OVERLAPPED* ov, HRESULT status, ULONG bytes) {
   if (!f) return complete_without_port(ov, status, bytes);
   {
     std::lock_guard<std::mutex> lock(state().results_mu);
@@ -166,6 +164,47 @@ void complete_overlapped(HANDLE overlapped_file, OVERLAPPED* ov, HRESULT status,
     state().results.erase(ov);
   }
   complete_without_port(ov, status, bytes);
+}
+
+struct Deferred {
+  std::shared_ptr<PipeFile> file;  // held: the pipe outlives an adapter released before the scope closes
+  OVERLAPPED* ov;
+  HRESULT status;
+  ULONG bytes;
+};
+
+thread_local int t_defer_depth = 0;
+thread_local std::vector<Deferred>* t_deferred = nullptr;  // the outermost scope's list, once one is deferred
+
+}  // namespace
+
+DeferCompletions::DeferCompletions() { ++t_defer_depth; }
+
+DeferCompletions::~DeferCompletions() {
+  if (--t_defer_depth > 0 || t_deferred == nullptr) return;
+  std::unique_ptr<std::vector<Deferred>> list(t_deferred);
+  t_deferred = nullptr;
+  // Delivering runs no consumer code, so nothing new is deferred meanwhile.
+  for (const Deferred& d : *list) deliver(d.file, d.ov, d.status, d.bytes);
+}
+
+void complete_overlapped(HANDLE overlapped_file, OVERLAPPED* ov, HRESULT status, ULONG bytes) {
+  std::shared_ptr<PipeFile> f;
+  {
+    std::lock_guard<std::mutex> lock(state().mu);
+    auto it = state().files.find(overlapped_file);
+    if (it != state().files.end()) f = it->second;
+  }
+  if (t_defer_depth > 0) {
+    try {
+      if (t_deferred == nullptr) t_deferred = new std::vector<Deferred>();
+      t_deferred->push_back(Deferred{f, ov, status, bytes});
+      return;
+    } catch (...) {
+      // No memory to defer: deliver now, as without a scope.
+    }
+  }
+  deliver(f, ov, status, bytes);
 }
 
 HRESULT overlapped_result(OVERLAPPED* ov, BOOL wait) {

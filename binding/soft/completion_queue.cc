@@ -26,7 +26,15 @@ HRESULT SoftCompletionQueue::create(SoftAdapter* adapter, HANDLE file, ULONG dep
   return ND_SUCCESS;
 }
 
-SoftCompletionQueue::SoftCompletionQueue(SoftAdapter* adapter, HANDLE file) : adapter_(adapter), file_(file) {
+namespace {
+uint64_t next_cq_serial() {
+  static std::atomic<uint64_t> serial{0};
+  return ++serial;
+}
+}  // namespace
+
+SoftCompletionQueue::SoftCompletionQueue(SoftAdapter* adapter, HANDLE file)
+    : adapter_(adapter), file_(file), serial_(next_cq_serial()) {
   adapter_->AddRef();
 }
 
@@ -78,6 +86,20 @@ bool SoftCompletionQueue::matches_queued_locked(ULONG type) const {
   return false;  // ERRORS: only CQ errors, handled by the caller
 }
 
+namespace {
+thread_local bool t_inline_progress = false;
+constexpr size_t kMaxInlineSources = 8;  // queue pairs on one CQ beyond which GetResults drives none inline
+
+// A consumer that never asked for INDPollingHint (an ND program of its own, like the SDK's examples) is taken to
+// poll once one thread has found the same CQ empty this many times in a row with no Notify in between. A thread
+// that waits instead calls GetResults once, finds it empty, arms Notify and sleeps; one that polls spins on
+// GetResults, and without progress of its own would wait for the engine thread, which a spinning consumer on
+// a busy machine keeps from running (the SDK's ndpingpong in polling mode: 5-26 ms per message under Wine).
+constexpr uint32_t kEmptyPollsMeanPolling = 2;
+thread_local uint64_t t_polled_cq = 0;  // the CQ this thread last found empty (its serial_: never reused)
+thread_local uint32_t t_empty_polls = 0;          // ... and how many times in a row
+}  // namespace
+
 HRESULT SoftCompletionQueue::Notify(ULONG type, OVERLAPPED* pOverlapped) {
   const HRESULT hr = notify_now(type, pOverlapped);
   // Test mode: an armed notification may fire with nothing new in the CQ (docs/testing.md).
@@ -103,6 +125,7 @@ HRESULT SoftCompletionQueue::notify_now(ULONG type, OVERLAPPED* pOverlapped) {
     return ND_INVALID_PARAMETER_1;
   }
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_2;
+  if (t_polled_cq == serial_) t_empty_polls = 0;  // this thread waits now: not polling (polling_inferred)
   {
     std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     if (overrun_.load(std::memory_order_relaxed)) return ND_BUFFER_OVERFLOW;
@@ -208,13 +231,10 @@ void SoftCompletionQueue::remove_source(ProgressSource* s) {
   have_sources_.store(!sources_.empty(), std::memory_order_relaxed);
 }
 
-namespace {
-thread_local bool t_inline_progress = false;
-constexpr size_t kMaxInlineSources = 8;  // queue pairs on one CQ beyond which GetResults drives none inline
-}  // namespace
 
 HRESULT SoftCompletionQueue::QueryInterface(REFIID riid, VOID** ppv) {
   if (ppv != nullptr && IsEqualGUID(riid, IID_INDPollingHint)) {
+    hinted_.store(true, std::memory_order_relaxed);  // the consumer says when it polls; no inference
     AddRef();
     *ppv = static_cast<INDPollingHint*>(this);
     return S_OK;
@@ -232,7 +252,9 @@ ULONG SoftCompletionQueue::GetResults(ND2_RESULT results[], ULONG nResults) {
   nResults = variance::results_limit(nResults);  // test mode: fewer than asked (docs/testing.md)
   if (nResults == 0) return 0;
   ULONG n = take(results, nResults);
-  if (n == 0 && t_inline_progress && have_sources_.load(std::memory_order_relaxed)) {
+  if (n != 0) return n;
+  if (!t_inline_progress && !polling_inferred()) return 0;
+  if (have_sources_.load(std::memory_order_relaxed)) {
     // Empty: drive the connections' receive progress on this thread (inline progress), then look again.
     // Only for a few connections: each costs a receive call per empty poll; many are the engine's (epoll).
     std::unique_lock<std::mutex> lock(src_mu_, std::try_to_lock);
@@ -244,6 +266,16 @@ ULONG SoftCompletionQueue::GetResults(ND2_RESULT results[], ULONG nResults) {
     }
   }
   return n;
+}
+
+bool SoftCompletionQueue::polling_inferred() const {
+  if (hinted_.load(std::memory_order_relaxed)) return false;
+  if (t_polled_cq != serial_) {
+    t_polled_cq = serial_;
+    t_empty_polls = 0;
+  }
+  if (t_empty_polls < kEmptyPollsMeanPolling) ++t_empty_polls;
+  return t_empty_polls >= kEmptyPollsMeanPolling;
 }
 
 ULONG SoftCompletionQueue::take(ND2_RESULT results[], ULONG nResults) {

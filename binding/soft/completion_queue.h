@@ -115,6 +115,11 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public 
   std::vector<ProgressSource*> sources_;
   std::atomic<bool> have_sources_{false};
   std::atomic<bool> polled_inline_{false};  // a GetResults drove sources since the last Notify
+  const uint64_t serial_;                   // unique per CQ in this process (polling_inferred)
+  std::atomic<bool> hinted_{false};         // the consumer asked for INDPollingHint: it marks polling threads itself
+
+  // For consumers that give no hint: does the calling thread, which just found this CQ empty, poll it in a loop?
+  bool polling_inferred() const;
 
   ULONG take(ND2_RESULT results[], ULONG nResults);
 };

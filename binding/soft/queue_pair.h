@@ -23,9 +23,10 @@
 // tx_progress_or_defer_locked); on EAGAIN the engine continues on EPOLLOUT. Socket close, Engine::remove and
 // ConnectionEvents callbacks happen on the driving thread with mu_ released.
 // Inline progress: a thread that polls a CQ in a loop (INDPollingHint, nd/netdirect_ext.h: the JS thread in manual
-// mode) and finds it empty runs the QP's receive/transmit progress itself (poll_progress, try-lock only)
-// and, while it keeps polling, takes the connection from the engine (no EPOLLIN/EPOLLOUT interest, so a
-// message wakes no thread); an engine timer hands it back ~1-2 ms after the last inline poll.
+// mode; inferred for a consumer that gives no hint, completion_queue.cc polling_inferred) and finds it empty runs
+// the QP's receive/transmit progress itself (poll_progress, try-lock only) and, while it keeps polling, takes the
+// connection from the engine (no EPOLLIN/EPOLLOUT interest, so a message wakes no thread); an engine timer hands
+// it back ~1-2 ms after the last inline poll.
 // Doorbell batching: a post behind requests still awaiting completion is only queued when someone transmits
 // the queue soon anyway — the inline poller at its next empty poll, or else the engine thread when the
 // response to an outstanding confirmation Read wakes it — in one gather send (post_sq_locked).

@@ -259,6 +259,51 @@ void test_driven_from_outside() {
   CHECK(g_progress->SetExternalDriver(FALSE) == ND_SUCCESS);
 }
 
+// A consumer that never asks for INDPollingHint (an ND program of its own) and spins on GetResults drives its
+// connections itself (completion_queue.cc polling_inferred): here nothing else could, since the consumer holds the
+// engine (external driver) and never calls Progress(). One empty GetResults between Notifies is a waiting
+// consumer's habit and drives nothing.
+void test_polling_inferred() {
+  g_test = "polling inferred";
+  CHECK(g_progress->SetExternalDriver(TRUE) == ND_SUCCESS);
+  CHECK(engine_threads_become(0));
+  {
+    Pair p;
+    Region src(8192), dst(8192);
+    ND2_SGE rs = dst.sge(0, 64);
+    ND2_SGE ss = src.sge(0, 16);
+    std::memcpy(src.mem.data(), "polled by itself", 16);
+    CHECK(p.b->Receive(reinterpret_cast<void*>(1), &rs, 1) == ND_SUCCESS);
+    CHECK(p.a->Send(reinterpret_cast<void*>(2), &ss, 1, 0) == ND_SUCCESS);  // a post transmits at once
+    uint8_t peek[8];
+    CHECK(::recv(p.fd_b, peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT) > 0);
+
+    // The waiting habit: GetResults once, Notify, GetResults once more. Nothing is read.
+    OVERLAPPED ov{};
+    ND2_RESULT x{};
+    CHECK(p.cq->GetResults(&x, 1) == 0);
+    CHECK(p.cq->Notify(ND_CQ_NOTIFY_ANY, &ov) == ND_PENDING);
+    CHECK(p.cq->GetResults(&x, 1) == 0);
+    CHECK(::recv(p.fd_b, peek, sizeof peek, MSG_PEEK | MSG_DONTWAIT) > 0);  // still in the socket
+    CHECK(p.cq->CancelOverlappedRequests() == ND_SUCCESS);
+
+    // The polling habit: the second empty GetResults in a row reads and places the message, the following ones
+    // answer the confirmation Read, and both completions arrive, with no Progress() and no engine thread.
+    bool got_recv = false, got_send = false;
+    auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+    while (!(got_recv && got_send) && std::chrono::steady_clock::now() < until) {
+      while (p.cq->GetResults(&x, 1) == 1) {
+        if (x.RequestType == Nd2RequestTypeReceive && x.Status == ND_SUCCESS && x.BytesTransferred == 16) got_recv = true;
+        if (x.RequestType == Nd2RequestTypeSend && x.Status == ND_SUCCESS) got_send = true;
+      }
+    }
+    CHECK(got_recv && got_send);
+    CHECK(std::memcmp(dst.mem.data(), "polled by itself", 16) == 0);
+    CHECK(engine_threads() == 0);
+  }
+  CHECK(g_progress->SetExternalDriver(FALSE) == ND_SUCCESS);
+}
+
 }  // namespace
 
 int main() {
@@ -272,6 +317,7 @@ int main() {
   CHECK(g_adapter->QueryInterface(IID_INDProgress, &p) == S_OK && p != nullptr);
   g_progress = static_cast<INDProgress*>(p);
   test_driven_from_outside();
+  test_polling_inferred();
   g_progress->Release();
   CloseHandle(g_file);
   g_adapter->Release();

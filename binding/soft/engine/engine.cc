@@ -1,6 +1,8 @@
 // The progress engine (engine.h): one implementation for every OS, over the PollSet seam.
 #include "soft/engine/engine.h"
 
+#include "ndkit/object.h"
+
 #if defined(__linux__)
 #include <pthread.h>
 #endif
@@ -145,6 +147,8 @@ int Engine::next_timeout_ms() {
 }
 
 uint32_t Engine::round(int timeout_ms) {
+  // Overlapped completions of this round leave once it ends, with no object lock held (ndkit/object.h).
+  ndkit::DeferCompletions defer;
   int next = -1;
   uint32_t work = run_timers(&next);
   if (timeout_ms != 0 && next >= 0 && (timeout_ms < 0 || next < timeout_ms)) timeout_ms = next;
