@@ -147,13 +147,18 @@ int Engine::next_timeout_ms() {
 }
 
 uint32_t Engine::round(int timeout_ms) {
-  // Overlapped completions of this round leave once it ends, with no object lock held (ndkit/object.h).
-  ndkit::DeferCompletions defer;
+  // The overlapped completions that timers, handlers and tasks make leave when each part ends, with no object lock
+  // held (ndkit/object.h), and never wait behind the blocking wait.
   int next = -1;
-  uint32_t work = run_timers(&next);
+  uint32_t work = 0;
+  {
+    ndkit::DeferCompletions defer;
+    work = run_timers(&next);
+  }
   if (timeout_ms != 0 && next >= 0 && (timeout_ms < 0 || next < timeout_ms)) timeout_ms = next;
   PollSet::Ready ready[kReadyBatch];
   int n = poll_->wait(ready, kReadyBatch, timeout_ms);
+  ndkit::DeferCompletions defer;
   if (n > 0) {
     std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);
     for (int i = 0; i < n; ++i) {
