@@ -9,7 +9,7 @@
 #include <string>
 
 #ifdef _WIN32
-#include <windows.h>
+#include "nd/nd2.h"  // windows.h after winsock2.h, the order every file of the provider needs
 #endif
 
 namespace netdirect::soft {
