@@ -18,6 +18,7 @@ const COMPLETION_SUITES = [
   'test/posting.test.ts',
   'test/srq.test.ts',
   'test/handshake.test.ts',
+  'test/cq-overrun.test.ts',
 ];
 
 // The API suites once more against provider variance (docs/testing.md): the software provider answers, where ND v2

@@ -563,7 +563,7 @@ Napi::Value Adapter::GetCompletion(const Napi::CallbackInfo& info) {
 Napi::Value Adapter::CreateCompletionQueue(const Napi::CallbackInfo& info) {
   const char* op = "createCompletionQueue";
   RequireOpen(info, op);
-  CompletionQueue::Init init{{kChildCompletionQueue, this, Value()}, {}, ArgU32(info, 0)};
+  CompletionQueue::Init init{{kChildCompletionQueue, this, Value()}, {}, ArgU32(info, 0), ArgU32(info, 1)};
   HRESULT hr = nd_->CreateCompletionQueue(IID_IND2CompletionQueue, file_, init.depth, 0, 0, init.cq.put());
   if (FAILED(hr)) ThrowNdStatus(info.Env(), hr, op);
   return NewChild(GetAddonData(info.Env())->completionQueueCtor, &init);

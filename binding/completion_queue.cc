@@ -20,6 +20,7 @@ CompletionQueue::CompletionQueue(const Napi::CallbackInfo& info)
   cq_ = std::move(init->cq);
   depth_ = init->depth;
   state_ = new CqState(cq_.get());
+  state_->id = init->id;
   Napi::Object self = info.This().As<Napi::Object>();
   TagObject(self, kTag);
   BindHotMethod<&CompletionQueue::PollBound>(info.Env(), self, "poll", this);

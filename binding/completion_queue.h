@@ -15,6 +15,7 @@ class CompletionQueue : public Child, public Napi::ObjectWrap<CompletionQueue> {
   struct Init : ChildInit {
     NdPtr<IND2CompletionQueue> cq;
     uint32_t depth;
+    uint32_t id;  // lib/'s id for it (a kKindCqError record names it)
   };
 
   static Napi::Function Define(Napi::Env env);

@@ -190,6 +190,7 @@ void Poller::DrainAndArm(CqState* s, Batch* batch) {
     }
     if (hr != ND_SUCCESS) {  // CQ unusable (overrun, device removed): leave it unarmed
       s->failed = true;
+      ReportFailure(s, hr, batch);
       return;
     }
   }
@@ -207,12 +208,29 @@ void Poller::OnNotify(CqState* s, Batch* batch) {
   s->armed = false;
   armed_--;
   if (FAILED(hr) && hr != ND_CANCELED) s->failed = true;
-  if (s->closing)
+  if (s->closing) {
     Finalize(s, batch);
-  else if (s->failed || spinMicros_ > 0)
+  } else if (s->failed) {
+    Drain(s, batch);
+    ReportFailure(s, hr, batch);
+  } else if (spinMicros_ > 0) {
     Drain(s, batch);  // the spin window that follows watches it; ArmAll re-arms it before sleeping
-  else
+  } else {
     DrainAndArm(s, batch);
+  }
+}
+
+// What completes into a failed CQ is lost (an overrun CQ takes nothing more, not even the flush of its queue
+// pairs), so the requests waiting on it would never settle: one record tells lib/, which fails them
+// (lib/adapter.ts _cqFailed).
+void Poller::ReportFailure(CqState* s, HRESULT hr, Batch* batch) {
+  if (s->reported || stopping_) return;
+  s->reported = true;
+  batch->words.push_back(s->id);
+  batch->words.push_back(static_cast<uint32_t>(hr));
+  batch->words.push_back(0);
+  batch->words.push_back(kKindCqError);
+  batch->words.push_back(0);
 }
 
 // The CQ's last visit: whatever is still in it is delivered, requests counted on it that will never

@@ -62,6 +62,8 @@ struct CqState : PollHeader {
   bool armed = false;
   bool closing = false;
   bool failed = false;  // a Notify completed with a CQ error (overrun, device removed): never armed again
+  bool reported = false;  // the failure went to JS (one kKindCqError record)
+  uint32_t id = 0;        // lib/'s id of the CompletionQueue, named by that record
 
   explicit CqState(IND2CompletionQueue* cqIn);
   void Ref() { refs.fetch_add(1); }
@@ -135,6 +137,7 @@ class Poller {
   void Handle(const OVERLAPPED_ENTRY& e, Batch* batch);
   void DrainAndArm(CqState* s, Batch* batch);
   void OnNotify(CqState* s, Batch* batch);
+  void ReportFailure(CqState* s, HRESULT hr, Batch* batch);
   static void Drain(CqState* s, Batch* batch);
   void Finalize(CqState* s, Batch* batch);
   void BeginStop(Batch* batch);

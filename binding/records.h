@@ -15,7 +15,8 @@ namespace netdirect {
 constexpr uint32_t kRecordWords = 5;  // [id, status, bytes, kind, qpId] (lib/records.ts RECORD_WORDS)
 
 // X(Name, value, jsName): every kind a record may carry. 0..5 are ND2_REQUEST_TYPE (CQ completions, the
-// value ND2_RESULT::RequestType holds); overlapped requests (qpId 0) from 16. jsName is the key in
+// value ND2_RESULT::RequestType holds); overlapped requests (qpId 0) from 16; cqError is no request: the CQ
+// whose id the record carries failed (overrun, device removed) with its status. jsName is the key in
 // lib/records.ts RECORD_KINDS.
 #define NETDIRECT_RECORD_KINDS(X)                         \
   X(Receive, 0, "receive")                                \
@@ -32,7 +33,8 @@ constexpr uint32_t kRecordWords = 5;  // [id, status, bytes, kind, qpId] (lib/re
   X(Disconnect, 21, "disconnect")                         \
   X(NotifyDisconnect, 22, "notifyDisconnect")             \
   X(GetConnectionRequest, 23, "getConnectionRequest")     \
-  X(SrqNotify, 24, "srqNotify")
+  X(SrqNotify, 24, "srqNotify")                           \
+  X(CqError, 25, "cqError")
 
 enum RecordKind : uint8_t {
 #define NETDIRECT_RECORD_KIND_ENUMERATOR_(name, value, jsName) kKind##name = value,

@@ -8,6 +8,7 @@ import {
   ERR_ND_CLOSED,
   ERR_ND_INVALID_ARGUMENT,
   ERR_ND_OUT_OF_RANGE,
+  ND_BUFFER_OVERFLOW,
   ND_CANCELED,
   ND_IO_TIMEOUT,
   ND_INSUFFICIENT_RESOURCES,
@@ -22,7 +23,7 @@ import {
 } from './errors.js';
 import type { NativeAdapter, NativeAdapterInfo, NativeAdapterStats, NativeBinding, NativeMemoryRegion } from './native.js';
 import { RequestTable, unpin, type PendingRequest, type RequestOwner } from './requests.js';
-import { K_CONNECT, K_RECEIVE, K_REGISTER, RECORD_WORDS, REQUEST_TYPES } from './records.js';
+import { K_CONNECT, K_CQ_ERROR, K_RECEIVE, K_REGISTER, RECORD_WORDS, REQUEST_TYPES } from './records.js';
 import { MAX_VIEW_LENGTH, SCRATCH_SGES, bufferRange, checkIndex, checkOptions, describe, formatBytes } from './validate.js';
 import { CompletionQueue, type RawCompletion } from './completion-queue.js';
 import { QueuePair, type QueuePairOptions } from './queue-pair.js';
@@ -242,6 +243,7 @@ export class Adapter implements AsyncDisposable {
   /** @internal */ readonly _connectors = new Set<Connector>();
   private readonly _listeners = new Set<Listener>();
   private _nextQpId = 1;
+  private _nextCqId = 1;
   private _closing: Promise<void> | null = null;
   private _unknownRecords = 0;
 
@@ -317,7 +319,9 @@ export class Adapter implements AsyncDisposable {
     this._checkOpen(op);
     checkOptions(options, op, COMPLETION_QUEUE_KEYS);
     const depth = this._count(options.depth, 'depth', 1024, this.info.maxCompletionQueueDepth, op);
-    const cq = new CompletionQueue(this, this._native.createCompletionQueue(depth), depth);
+    const id = this._nextCqId;
+    this._nextCqId = this._nextCqId >= 0xffffffff ? 1 : this._nextCqId + 1;
+    const cq = new CompletionQueue(this, this._native.createCompletionQueue(depth, id), depth, id);
     this._cqs.add(cq);
     return cq;
   }
@@ -693,6 +697,10 @@ export class Adapter implements AsyncDisposable {
 
   /** @internal Settles request `id` with `status`. Raw completions go to `out`, or to their CQ's queue when null. */
   _complete(id: number, status: number, bytes: number, kind: number, qpId: number, out: RawCompletion[] | null): void {
+    if (kind === K_CQ_ERROR) {
+      this._cqFailed(id, status >>> 0);
+      return;
+    }
     const e = this._requests.get(id);
     if (e === undefined) {
       this._unknownRecords++;
@@ -727,6 +735,31 @@ export class Adapter implements AsyncDisposable {
     if (owner !== null && owner.requestSettled !== undefined) owner.requestSettled(kind, status);
   }
 
+  /**
+   * A CQ failed (the poller's K_CQ_ERROR record): nothing completes through it any more, not even the flush of its
+   * queue pairs (an overrun CQ takes no further entry), so every request that would complete into it fails now
+   * with the CQ's status, and so does every later one (QueuePair._checkPostable).
+   */
+  private _cqFailed(id: number, status: number): void {
+    let cq: CompletionQueue | undefined;
+    for (const c of this._cqs) if (c._id === id) cq = c;
+    if (cq === undefined || cq._failure !== null) return;
+    const why =
+      status === ND_BUFFER_OVERFLOW
+        ? `completion queue overrun: more completions arrived than its depth of ${cq.depth} holds, so the CQ and ` +
+          'the queue pairs that use it are unusable; size a CQ for every request that can be in flight on the queue ' +
+          'pairs that complete into it: their receive depths if it is their receiveCq, their initiator depths if it is their initiatorCq'
+        : 'the completion queue failed (the provider reported an error on it), so the CQ and the queue pairs that use it are unusable';
+    cq._failure = { status, why };
+    for (const e of this._requests.pending()) {
+      const owner = e.owner;
+      if (!(owner instanceof QueuePair)) continue;
+      if ((e.kind === K_RECEIVE ? owner.receiveCq : owner.initiatorCq) !== cq) continue;
+      e.cqFailure = why;
+      this._complete(e.id, status, 0, e.kind, 0, null);
+    }
+  }
+
   /** @internal Settles every pending request of `owner` with `status` (after its native object was released). */
   _settleOwned(owner: RequestOwner, status: number): void {
     for (const e of this._requests.pending()) if (e.owner === owner) this._complete(e.id, status, 0, e.kind, 0, null);
@@ -741,7 +774,8 @@ export class Adapter implements AsyncDisposable {
     } else {
       context = `${e.bytes} bytes`;
     }
-    if (status === ND_CANCELED) context += ' (flushed: the queue pair was flushed, closed or disconnected)';
+    if (e.cqFailure !== undefined) context += ` (${e.cqFailure})`;
+    else if (status === ND_CANCELED) context += ' (flushed: the queue pair was flushed, closed or disconnected)';
     else if (status === ND_REMOTE_ERROR && type === 'send') {
       context +=
         ' (the peer refused it: a Send needs a receive posted at the peer, qp.receive() or srq.receive(), at least as large as the message; ' +

@@ -61,13 +61,18 @@ export class CompletionQueue implements AsyncDisposable {
   readonly _ready: RawCompletion[] = [];
   /** @internal Queue pairs (and through them SRQ receives) that complete into this CQ. */
   readonly _users = new Set<QueuePair>();
+  /** @internal The id the addon's K_CQ_ERROR record names it by. */
+  readonly _id: number;
+  /** @internal Set once the CQ failed (overrun, device removed): every request completing into it fails so. */
+  _failure: { status: number; why: string } | null = null;
   private _depth: number;
   private _state: 'open' | 'closing' | 'closed' = 'open';
   private _closing: Promise<void> | null = null;
 
   /** @internal Use adapter.createCompletionQueue(). */
-  constructor(adapter: Adapter, native: NativeCompletionQueue, depth: number) {
+  constructor(adapter: Adapter, native: NativeCompletionQueue, depth: number, id: number) {
     this._adapter = adapter;
+    this._id = id;
     this._native = native;
     this._depth = depth;
   }

@@ -166,6 +166,7 @@ const STATUS_VALUES: ReadonlyMap<string, number> = new Map([...STATUS_NAMES].map
 export const ND_SUCCESS = 0;
 export const ND_PENDING = 0x103;
 export const ND_NO_MORE_ENTRIES = 0x8000001a;
+export const ND_BUFFER_OVERFLOW = 0x80000005;
 export const ND_CANCELED = 0xc0000120;
 export const ND_REMOTE_ERROR = 0xc000013d;
 export const ND_IO_TIMEOUT = 0xc00000b5;

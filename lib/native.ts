@@ -103,7 +103,8 @@ export interface NativeAdapter {
   readonly completion: 'loop' | 'thread' | 'manual'; // the mode in use (mode 3 'auto' resolved)
   /** Local addresses this adapter serves (IND2Adapter::QueryAddressList). */
   queryAddressList(): string[];
-  createCompletionQueue(depth: number): NativeCompletionQueue;
+  /** `id` names the CQ in the record that reports its failure (records.ts K_CQ_ERROR). */
+  createCompletionQueue(depth: number, id: number): NativeCompletionQueue;
   /**
    * IND2Adapter::CreateQueuePair (srq null) or CreateQueuePairWithSrq. qpId (u32 > 0, chosen by lib/) is the
    * QueuePairContext; it comes back in every completion record of this QP.

@@ -25,6 +25,7 @@ import {
   asNdError,
   callerStack,
   misuse,
+  statusError,
 } from './errors.js';
 import type { NativeQueuePair } from './native.js';
 import type { Adapter } from './adapter.js';
@@ -805,6 +806,8 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   private _checkPostable(operation: string): void {
     if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, operation, `queue pair is ${this._state}`);
     if (this._adapter._state !== 'open') throw misuse(ERR_ND_CLOSED, operation, `adapter ${this._adapter.address} is ${this._adapter._state}`);
+    const failed = this.receiveCq._failure ?? this.initiatorCq._failure;
+    if (failed !== null) throw statusError(failed.status, operation, failed.why);
   }
 
   /**

@@ -24,6 +24,8 @@ export const K_DISCONNECT = 21;
 export const K_NOTIFY_DISCONNECT = 22;
 export const K_GET_CONNECTION_REQUEST = 23;
 export const K_SRQ_NOTIFY = 24;
+/** No request: the CQ named by the record's id failed (overrun, device removed) with the record's status. */
+export const K_CQ_ERROR = 25;
 
 /** Every record kind by name: the addon's binding.recordKinds must equal this (test/records.test.ts). */
 export const RECORD_KINDS = {
@@ -42,6 +44,7 @@ export const RECORD_KINDS = {
   notifyDisconnect: K_NOTIFY_DISCONNECT,
   getConnectionRequest: K_GET_CONNECTION_REQUEST,
   srqNotify: K_SRQ_NOTIFY,
+  cqError: K_CQ_ERROR,
 } as const;
 
 /** Completion.type of kinds 0..5, indexed by kind (ND2_REQUEST_TYPE order). */

@@ -140,6 +140,8 @@ export class PendingRequest {
   extra = 0;
   /** Context for an error message (a function when formatting it would cost the success path). */
   detail: string | (() => string) | undefined = undefined;
+  /** Set when the CQ it would complete into failed: why, for the error message (Adapter._cqFailed). */
+  cqFailure: string | undefined = undefined;
 
   reset(): void {
     this.kind = 0;
@@ -158,6 +160,7 @@ export class PendingRequest {
     this.remoteToken = 0;
     this.extra = 0;
     this.detail = undefined;
+    this.cqFailure = undefined;
   }
 }
 

@@ -228,6 +228,10 @@ uint32_t VerbsAdapter::drain_async_events() {
         ev.element.srq->srq_context != nullptr) {
       static_cast<VerbsSharedReceiveQueue*>(ev.element.srq->srq_context)->on_limit();
     }
+    // ibv_destroy_cq waits for its events to be acknowledged too: the CQ is alive here.
+    if (ev.event_type == IBV_EVENT_CQ_ERR && ev.element.cq != nullptr && ev.element.cq->cq_context != nullptr) {
+      static_cast<VerbsCompletionQueue*>(ev.element.cq->cq_context)->on_error();
+    }
     lib_->ack_async_event(&ev);
     ++work;
   }

@@ -89,6 +89,7 @@ HRESULT VerbsCompletionQueue::Notify(ULONG type, OVERLAPPED* pOverlapped) {
   }
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_2;
   std::lock_guard<std::mutex> lock(mu_);
+  if (failed_) return ND_BUFFER_OVERFLOW;
   if (type != ND_CQ_NOTIFY_ERRORS) {
     if (!stash_.empty()) return ND_SUCCESS;
     if (ibv_req_notify_cq(cq_, type == ND_CQ_NOTIFY_SOLICITED ? 1 : 0) != 0) return status_of_errno(errno);
@@ -97,8 +98,7 @@ HRESULT VerbsCompletionQueue::Notify(ULONG type, OVERLAPPED* pOverlapped) {
     for (ULONG i = 0; i < n; ++i) stash_.push_back(found[i]);
     if (n > 0) return ND_SUCCESS;
   }
-  // ERRORS: verbs reports CQ errors as asynchronous device events, which this provider does not watch yet;
-  // such a request stays pending until cancelled (docs/verbs.md §5).
+  // ERRORS: verbs reports a CQ error as an asynchronous device event (IBV_EVENT_CQ_ERR, on_error).
   ndkit::mark_pending(pOverlapped);
   waiters_.push_back(pOverlapped);
   waiter_types_.push_back(type);
@@ -123,6 +123,17 @@ void VerbsCompletionQueue::on_event() {
     waiter_types_.swap(keep_types);
   }
   for (OVERLAPPED* ov : fire) ndkit::complete_overlapped(file_, ov, ND_SUCCESS);
+}
+
+void VerbsCompletionQueue::on_error() {
+  std::vector<OVERLAPPED*> fire;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    failed_ = true;
+    fire.swap(waiters_);
+    waiter_types_.clear();
+  }
+  for (OVERLAPPED* ov : fire) ndkit::complete_overlapped(file_, ov, ND_BUFFER_OVERFLOW);
 }
 
 void VerbsCompletionQueue::drain_to_stash() {

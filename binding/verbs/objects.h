@@ -183,6 +183,9 @@ class VerbsCompletionQueue final : public ComObject<IND2CompletionQueue> {
 
   // Progress thread, progress_mu_ held: the completion channel reported this CQ.
   void on_event();
+  // Progress thread, progress_mu_ held: the device reported IBV_EVENT_CQ_ERR (an overrun): every armed Notify,
+  // ERRORS or not, completes ND_BUFFER_OVERFLOW, and every later one fails so at once (docs/nd2.md §7.3).
+  void on_error();
   // Queue pair sweep (VerbsQueuePair::sweep): everything the device has into the stash, then `extra` behind it
   // and the armed notifications fired.
   void drain_to_stash();
@@ -204,6 +207,7 @@ class VerbsCompletionQueue final : public ComObject<IND2CompletionQueue> {
   std::deque<ND2_RESULT> stash_;  // polled while arming a notification, handed out first by GetResults
   std::vector<OVERLAPPED*> waiters_;
   std::vector<ULONG> waiter_types_;
+  bool failed_ = false;  // mu_: IBV_EVENT_CQ_ERR arrived
 };
 
 class VerbsMemoryRegion final : public ComObject<IND2MemoryRegion> {

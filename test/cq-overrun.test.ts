@@ -1,0 +1,65 @@
+// A completion queue too small for what completes into it overruns: the provider drops what does not fit, the
+// flush of its queue pairs included (docs/nd2.md, "CQ depth and flushes"), so nothing more would ever settle.
+// lib/ learns it from the addon's cqError record and fails every request that would complete into that CQ, and
+// every later one, with ND_BUFFER_OVERFLOW and a message that says what to size.
+import { afterAll, describe, expect, it } from 'vitest';
+import type { Adapter } from '../lib/index';
+import { ndError, ndThrow, openLocal } from './helpers';
+
+const open: Adapter[] = [];
+afterAll(async () => {
+  await Promise.all(open.map((a) => a.close()));
+});
+
+// 'loop' mode makes the overrun certain: the 64 Sends below leave inline while the JS thread posts them, and the
+// server's completions are only taken when that thread next runs the event loop, by which time all 64 are in (the
+// software provider reads them in one round; a device places them as they arrive). Elsewhere (Windows offers no
+// 'loop') a poller thread may keep up with a small CQ. 'manual' mode reports no overrun: the application's own
+// poll() loop takes the completions and nothing is armed to hear of it (docs/threads.md).
+const LOOP = process.platform !== 'win32';
+
+describe('a completion queue overrun', () => {
+  it.runIf(LOOP)('fails the receives still waiting, and later posts, with ND_BUFFER_OVERFLOW saying what to size (no hang)', async () => {
+    const { adapter: server } = await openLocal('loop');
+    open.push(server);
+    const small = server.createCompletionQueue({ depth: 2 });
+    const qp = server.createQueuePair({ receiveCq: small, receiveDepth: 64 });
+    const slots = await server.allocateMemory(64 * 64);
+    const receives = Array.from({ length: 64 }, (_, i) =>
+      qp.receive(slots.slice(64 * i, 64)).then(
+        () => null,
+        (err: unknown) => err,
+      ),
+    );
+    const listener = await server.listen();
+    const accepting = (async () => (await listener.getConnectionRequest()).accept(qp))();
+
+    const { adapter: client, cq } = await openLocal();
+    open.push(client);
+    const cqp = client.createQueuePair({ receiveCq: cq, initiatorDepth: 64 });
+    await client.connect(cqp, listener.address);
+    await accepting;
+    const src = await client.allocateMemory(8);
+    // 64 messages into a CQ of depth 2: the provider may round the depth up, but not to 64.
+    const sends = Array.from({ length: 64 }, () => cqp.send(src).then(() => null, (err: unknown) => err));
+
+    const outcomes = await Promise.all(receives); // before the fix, most of these never settled
+    const failed = outcomes.filter((o) => o !== null);
+    expect(failed.length).toBeGreaterThan(0);
+    for (const err of failed) {
+      expect(err).toMatchObject({ code: 'ND_BUFFER_OVERFLOW', operation: 'receive' });
+      expect((err as Error).message).toMatch(/completion queue overrun: more completions arrived than its depth of 2 holds/);
+      expect((err as Error).message).toMatch(/receive depths if it is their receiveCq/);
+    }
+    await Promise.all(sends); // each settles: delivered, or cancelled when the server's QP failed
+
+    // A later request on a queue pair of that CQ fails at once, as a promise and as a post.
+    const later = await ndError(qp.receive(slots.slice(0, 64)));
+    expect(later.code).toBe('ND_BUFFER_OVERFLOW');
+    expect(later.message).toMatch(/^receive failed: ND_BUFFER_OVERFLOW \(0x80000005\): completion queue overrun/);
+    const posted = ndThrow(() => qp.post('receive', slots.slice(0, 64)));
+    expect(posted.code).toBe('ND_BUFFER_OVERFLOW');
+    await qp.close();
+    await small.close();
+  });
+});
