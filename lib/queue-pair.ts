@@ -693,6 +693,12 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   requestSettled(_kind: number, status: number): void {
     if (this._initiatorWaiting.length === 0 && this._receiveWaiting.length === 0) return;
     if (status !== 0) {
+      const failed = this.receiveCq._failure ?? this.initiatorCq._failure;
+      if (failed !== null) {
+        // Its CQ failed (Adapter._cqFailed): the waiting requests fail as any later one would.
+        this._failWaiting((w) => statusError(failed.status, w.operation, failed.why));
+        return;
+      }
       const name = ndStatusName(status);
       this._cancelWaiting(
         name === 'ND_CANCELED'
@@ -766,6 +772,11 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
 
   /** Rejects every waiting request with ND_CANCELED (raw ones complete with it through cq.poll()). */
   private _cancelWaiting(why: string): void {
+    this._failWaiting((w, queue) => neverPosted(w.operation, w.bytes, queue, why));
+  }
+
+  /** Rejects every waiting request with the error `errorOf` makes for it (raw ones complete through cq.poll()). */
+  private _failWaiting(errorOf: (w: Waiting, queue: 'initiator' | 'receive') => NdError): void {
     for (const [fifo, queue, cq] of [
       [this._initiatorWaiting, 'initiator', this.initiatorCq],
       [this._receiveWaiting, 'receive', this.receiveCq],
@@ -773,7 +784,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
       if (fifo.length === 0) continue;
       for (const w of fifo.drain()) {
         unpin(w.pins);
-        w.fail(neverPosted(w.operation, w.bytes, queue, why), cq, this);
+        w.fail(errorOf(w, queue), cq, this);
       }
     }
   }
