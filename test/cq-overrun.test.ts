@@ -4,7 +4,7 @@
 // every later one, with ND_BUFFER_OVERFLOW and a message that says what to size.
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Adapter } from '../lib/index';
-import { ndError, ndThrow, openLocal } from './helpers';
+import { ndError, ndThrow, openLocal, testDevice } from './helpers';
 
 const open: Adapter[] = [];
 afterAll(async () => {
@@ -44,14 +44,24 @@ describe('a completion queue overrun', () => {
     const sends = Array.from({ length: 64 }, () => cqp.send(src).then(() => null, (err: unknown) => err));
 
     const outcomes = await Promise.all(receives); // before the fix, most of these never settled
-    const failed = outcomes.filter((o) => o !== null);
+    const failed = outcomes.filter((o) => o !== null) as Error[];
     expect(failed.length).toBeGreaterThan(0);
-    for (const err of failed) {
-      expect(err).toMatchObject({ code: 'ND_BUFFER_OVERFLOW', operation: 'receive' });
-      expect((err as Error).message).toMatch(/completion queue overrun: more completions arrived than its depth of 2 holds/);
-      expect((err as Error).message).toMatch(/receive depths if it is their receiveCq/);
+    // Every failure is the overrun's, except on Linux siw, whose queue pair goes to error and flushes its receives
+    // (ND_CANCELED; the waiting ones then meet the QP in error, ND_CONNECTION_INVALID) before its CQ error event
+    // arrives (docs/verbs.md §5).
+    const device = await testDevice();
+    const flushFirst = device.provider === 'verbs' && device.transport === 'iwarp';
+    const overrun = failed.filter((err) => (err as { code?: string }).code === 'ND_BUFFER_OVERFLOW');
+    if (!flushFirst) expect(overrun.length).toBe(failed.length);
+    for (const err of overrun) {
+      expect(err).toMatchObject({ operation: 'receive' });
+      expect(err.message).toMatch(/completion queue overrun: more completions arrived than its depth of 2 holds/);
+      expect(err.message).toMatch(/receive depths if it is their receiveCq/);
     }
-    await Promise.all(sends); // each settles: delivered, or cancelled when the server's QP failed
+    for (const err of failed) expect(['ND_BUFFER_OVERFLOW', ...(flushFirst ? ['ND_CANCELED', 'ND_CONNECTION_INVALID'] : [])]).toContain((err as { code?: string }).code);
+    // Each Send settles: delivered, or cancelled when the server's QP failed; on RoCE one the server never received
+    // is retried as receiver-not-ready for ever (rnr_retry 7), so there they are left to the adapter's close.
+    if (device.transport !== 'roce' && device.transport !== 'infiniband') await Promise.all(sends);
 
     // A later request on a queue pair of that CQ fails at once, as a promise and as a post.
     const later = await ndError(qp.receive(slots.slice(0, 64)));
