@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Adapter, CompletionQueue, MemoryRegion, QueuePair, RawCompletion, RemoteMemory } from '../lib/index';
 import { openAdapter } from '../lib/index';
-import { Peer, connectToPeer, isSettled, ndError, openLocal, startPeer } from './helpers';
+import { Peer, TEST_ADDRESS, connectToPeer, isSettled, ndError, openLocal, startPeer } from './helpers';
 // @ts-expect-error plain ESM helper shared with the peer process
 import { checkSegments, fillSegments } from './fixtures/pattern.mjs';
 
@@ -153,7 +153,7 @@ describe.runIf(LOOP)("completion: 'loop'", () => {
 
 describe("completion: 'thread' with a spin window (spinMicros)", () => {
   it('moves data both ways while the poller spins, and after it armed its CQ and slept', async () => {
-    const adapter = await openAdapter('127.0.0.1', { completion: 'thread', spinMicros: 200 });
+    const adapter = await openAdapter(TEST_ADDRESS, { completion: 'thread', spinMicros: 200 }); // the peer's device
     const cq = adapter.createCompletionQueue({ depth: 2048 });
     try {
       const { qp } = await connectToPeer(adapter, cq, peer, address);
@@ -181,7 +181,7 @@ describe("completion: 'thread' with a spin window (spinMicros)", () => {
 
 describe.skipIf(!LOOP)("completion: 'loop' with a spin window (spinMicros)", () => {
   it('ping-pongs Sends with every CQ kept armed, polls inside the window, and sleeps after it', async () => {
-    const adapter = await openAdapter('127.0.0.1', { completion: 'loop', spinMicros: 2000 });
+    const adapter = await openAdapter(TEST_ADDRESS, { completion: 'loop', spinMicros: 2000 }); // the peer's device
     const cq = adapter.createCompletionQueue({ depth: 2048 });
     try {
       const { qp } = await connectToPeer(adapter, cq, peer, address);

@@ -15,12 +15,10 @@ if (!ready) process.stderr.write(`[interop] API suites in the guest: skipped: ${
 
 const NODE = '/opt/nd/bin/node';
 const PKG = '/opt/nd/pkg';
-const SUITES = ['data', 'access', 'posting', 'lifecycle', 'misc', 'lifetime', 'cq-overrun'].map((s) => `test/${s}.test.ts`);
-// poller.test.ts and keepalive.test.ts pass on siw0; on rxe0 some of their tests wait out 30 s for a completion
-// or the process's end (docs/verbs.md §6: not found yet), so they do not run there. handshake.test.ts drives the
-// software provider's MPA handshake and does not apply to a verbs device.
+const SUITES = ['data', 'access', 'posting', 'lifecycle', 'misc', 'lifetime', 'cq-overrun', 'poller', 'keepalive'].map((s) => `test/${s}.test.ts`);
+// handshake.test.ts drives the software provider's MPA handshake and does not apply to a verbs device.
 const DEVICES = [
-  { name: 'siw0', ip: GUEST_IP, suites: [...SUITES, 'test/poller.test.ts', 'test/keepalive.test.ts'] },
+  { name: 'siw0', ip: GUEST_IP, suites: SUITES },
   { name: 'rxe0', ip: '10.0.3.15', suites: SUITES },
 ];
 
