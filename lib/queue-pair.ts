@@ -693,7 +693,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   requestSettled(_kind: number, status: number): void {
     if (this._initiatorWaiting.length === 0 && this._receiveWaiting.length === 0) return;
     if (status !== 0) {
-      const failed = this.receiveCq._failure ?? this.initiatorCq._failure;
+      const failed = this._cqFailure;
       if (failed !== null) {
         // Its CQ failed (Adapter._cqFailed): the waiting requests fail as any later one would.
         this._failWaiting((w) => statusError(failed.status, w.operation, failed.why));
@@ -817,8 +817,13 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   private _checkPostable(operation: string): void {
     if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, operation, `queue pair is ${this._state}`);
     if (this._adapter._state !== 'open') throw misuse(ERR_ND_CLOSED, operation, `adapter ${this._adapter.address} is ${this._adapter._state}`);
-    const failed = this.receiveCq._failure ?? this.initiatorCq._failure;
+    const failed = this._cqFailure;
     if (failed !== null) throw statusError(failed.status, operation, failed.why);
+  }
+
+  /** The failure of a CQ this queue pair completes into (Adapter._cqFailed), or null. */
+  private get _cqFailure(): { status: number; why: string } | null {
+    return this.receiveCq._failure ?? this.initiatorCq._failure;
   }
 
   /**

@@ -11,9 +11,6 @@ std::atomic<long>& live_objects() {
 }
 
 #ifndef _WIN32  // Windows: overlapped_win.cc
-DeferCompletions::DeferCompletions() = default;
-DeferCompletions::~DeferCompletions() = default;
-
 void complete_overlapped(HANDLE overlapped_file, OVERLAPPED* ov, HRESULT status, ULONG bytes) {
   NdCompatCompleteOverlapped(overlapped_file, ov, status, bytes);
 }
