@@ -10,6 +10,8 @@ import {
   ERR_ND_OUT_OF_RANGE,
   ND_BUFFER_OVERFLOW,
   ND_CANCELED,
+  ND_CONNECTION_ABORTED,
+  ND_CONNECTION_REFUSED,
   ND_IO_TIMEOUT,
   ND_INSUFFICIENT_RESOURCES,
   ND_PENDING,
@@ -23,7 +25,7 @@ import {
 } from './errors.js';
 import type { NativeAdapter, NativeAdapterInfo, NativeAdapterStats, NativeBinding, NativeMemoryRegion } from './native.js';
 import { RequestTable, unpin, type PendingRequest, type RequestOwner } from './requests.js';
-import { K_CONNECT, K_CQ_ERROR, K_RECEIVE, K_REGISTER, RECORD_WORDS, REQUEST_TYPES } from './records.js';
+import { K_ACCEPT, K_CONNECT, K_CQ_ERROR, K_RECEIVE, K_REGISTER, RECORD_WORDS, REQUEST_TYPES } from './records.js';
 import { MAX_VIEW_LENGTH, SCRATCH_SGES, bufferRange, checkIndex, checkOptions, describe, formatBytes } from './validate.js';
 import { CompletionQueue, type RawCompletion } from './completion-queue.js';
 import { QueuePair, type QueuePairOptions } from './queue-pair.js';
@@ -175,6 +177,12 @@ function overlappedHint(kind: number, status: number): string | undefined {
     );
   }
   if (kind === K_CONNECT && status === ND_INSUFFICIENT_RESOURCES) return CONNECT_RESOURCES_HINT;
+  if (kind === K_ACCEPT && status === ND_CONNECTION_REFUSED) {
+    return 'the initiator declined the connection after its connect() succeeded: it called reject() or closed its connector instead of completeConnect()';
+  }
+  if (kind === K_ACCEPT && status === ND_CONNECTION_ABORTED) {
+    return 'the initiator went away before completing the connection (its TCP connection closed or broke: process ended, network lost)';
+  }
   return undefined;
 }
 

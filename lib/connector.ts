@@ -127,6 +127,21 @@ export async function parseEndpoint(remote: string | Endpoint, operation = 'conn
   }
 }
 
+/**
+ * A connect's destination must name one peer: not the unspecified address (0.0.0.0, ::) and not port 0. Checked
+ * here so the error is the same on every provider (ND has no status of its own for it: the software provider and
+ * Windows kernel providers fail the Connect with STATUS_BAD_NETWORK_NAME, docs/nd2.md §3.6).
+ */
+function checkDestination(target: Endpoint, operation: string): void {
+  const family = isIP(target.host);
+  const unspecified = (family === 4 && target.host.split('.').every((b) => Number(b) === 0)) || (family === 6 && /^[0:]+$/.test(target.host));
+  if (unspecified || target.port === 0) {
+    const where = family === 6 ? `[${target.host}]:${target.port}` : `${target.host}:${target.port}`;
+    throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, operation,
+      `${operation}: ${where} names no peer (${unspecified ? 'the unspecified address' : 'port 0'}): connect to the listener's address and port, e.g. listener.address`);
+  }
+}
+
 function privateDataOf(value: unknown, max: number, name: string, operation: string): Uint8Array | null {
   if (value === undefined || value === null) return null;
   if (!(value instanceof Uint8Array)) throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `privateData must be a Uint8Array, got ${describe(value)}`);
@@ -275,6 +290,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
       let target: Endpoint;
       try {
         target = await parseEndpoint(remote, op);
+        checkDestination(target, op);
         this._throwIfAborted(signal, op);
         this._native.bind(this._adapter.address, localPort);
         await this._withSignal(signal, () =>
@@ -332,8 +348,9 @@ export class Connector implements AsyncDisposable, RequestOwner {
    * @throws {@link NdError} ERR_ND_CLOSED when the connector (or `qp`) is closed; ERR_ND_BUSY unless the connector
    *   holds a connection request ('requested'); ERR_ND_INVALID_ARGUMENT for a wrong queue pair or option;
    *   ERR_ND_WRONG_ADAPTER for a queue pair of another adapter; ERR_ND_OUT_OF_RANGE for private data or limits
-   *   beyond the adapter's; ND_CONNECTION_ABORTED (or ND_CONNECTION_REFUSED on some providers) when the initiator
-   *   went away or gave up; ND_IO_TIMEOUT past the handshake deadline; ERR_ND_ABORTED when `signal` aborts.
+   *   beyond the adapter's; ND_CONNECTION_REFUSED when the initiator declined (reject() or close() after its
+   *   connect()); ND_CONNECTION_ABORTED when it went away; ND_IO_TIMEOUT past the handshake deadline;
+   *   ERR_ND_ABORTED when `signal` aborts.
    */
   async accept(qp: QueuePair, options: AcceptOptions = {}): Promise<void> {
     const op = 'accept';

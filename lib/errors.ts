@@ -171,6 +171,8 @@ export const ND_CANCELED = 0xc0000120;
 export const ND_REMOTE_ERROR = 0xc000013d;
 export const ND_IO_TIMEOUT = 0xc00000b5;
 export const ND_INSUFFICIENT_RESOURCES = 0xc000009a;
+export const ND_CONNECTION_REFUSED = 0xc0000236;
+export const ND_CONNECTION_ABORTED = 0xc0000241;
 
 export function hex32(value: number): string {
   return '0x' + (value >>> 0).toString(16).toUpperCase().padStart(8, '0');

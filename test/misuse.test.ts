@@ -292,6 +292,18 @@ describe('messages that say what happened and what to do', () => {
     );
   });
 
+  it('a connect to 0.0.0.0, :: or port 0 says it names no peer (the same on every provider)', async () => {
+    for (const [remote, what] of [['0.0.0.0:4791', 'the unspecified address'], ['[::]:4791', 'the unspecified address'], ['127.0.0.1:0', 'port 0']]) {
+      const qp = a.createQueuePair({ receiveCq: cqA });
+      const err = await ndError(a.connect(qp, remote));
+      expect(err.code).toBe('ND_INVALID_ADDRESS');
+      expect(err.message).toBe(
+        `connect: ${remote} names no peer (${what}): connect to the listener's address and port, e.g. listener.address`,
+      );
+      await qp.close();
+    }
+  });
+
   it('a detached ArrayBuffer is called detached, not zero bytes', async () => {
     const ab = new ArrayBuffer(64);
     const view = new Uint8Array(ab, 8, 8);

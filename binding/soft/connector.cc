@@ -3,6 +3,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <future>
 #include <mutex>
 #include <new>
 #include <vector>
@@ -164,7 +165,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   }
 
   HRESULT reject(const void* pd, ULONG cb) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     auto self = shared_from_this();
     if (st_ == St::kIncoming) {
       st_ = St::kClosed;
@@ -180,12 +181,12 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
       return ND_SUCCESS;
     }
     if (st_ == St::kConnected) {
-      // Active side declines the peer's terms: iWARP has no reject frame this way round; just close.
+      // The active side declines the peer's Accept (its terms, its private data): MPA has no reject frame this
+      // way round, so a Terminate takes the RTR's place (MpaSetup::decline). The private data has nowhere to go.
       st_ = St::kClosed;
-      engine().post([self] {
-        self->channel_.reset();
-        if (self->qp_ != nullptr) self->qp_->abort_connect();
-      });
+      Declining d = post_decline(false);
+      lock.unlock();
+      d.wait();
       return ND_SUCCESS;
     }
     return ND_CONNECTION_INVALID;
@@ -252,7 +253,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   }
 
   HRESULT disconnect(OVERLAPPED* ov) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     auto self = shared_from_this();
     if (attached_) {
       if (disconnect_done_) return ND_SUCCESS;
@@ -264,13 +265,12 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
       engine().post([self] { self->qp_->disconnect([self] { self->on_disconnected(); }); });
       return ND_PENDING;
     }
-    if (st_ == St::kConnected) {
+    if (st_ == St::kConnected) {  // before CompleteConnect: the connection is declined, as by Reject
       st_ = St::kClosed;
       complete_all(notify_ovs_, ND_SUCCESS);
-      engine().post([self] {
-        self->channel_.reset();
-        if (self->qp_ != nullptr) self->qp_->abort_connect();
-      });
+      Declining d = post_decline(false);
+      lock.unlock();
+      d.wait();
       return ND_SUCCESS;
     }
     return ND_CONNECTION_INVALID;
@@ -295,12 +295,21 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
 
   // The COM object is gone (Release without Disconnect): abandon everything.
   void released() {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::unique_lock<std::mutex> lock(mu_);
     complete(connect_ov_, ND_CANCELED);
     complete(complete_ov_, ND_CANCELED);
     complete(accept_ov_, ND_CANCELED);
     complete_all(notify_ovs_, ND_CANCELED);
     complete(disconnect_ov_, ND_CANCELED);
+    if (st_ == St::kConnected) {
+      // Released between Connect and CompleteConnect: the application declined the connection (the SDK's
+      // "release the connector to abandon"); the responder hears it as a refusal (MpaSetup::decline).
+      st_ = St::kClosed;
+      Declining d = post_decline(true);
+      lock.unlock();
+      d.wait();
+      return;
+    }
     st_ = St::kClosed;
     auto self = shared_from_this();
     engine().post([self] { self->abandon(); });
@@ -429,11 +438,12 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
     }
   }
 
-  void on_connection_closed(HRESULT /*status*/) override {
+  void on_connection_closed(HRESULT status) override {
     std::lock_guard<std::mutex> lock(mu_);
     disarm_deadline();
     if (st_ == St::kDisconnecting || st_ == St::kClosed) return;  // our own Disconnect reports
-    complete(accept_ov_, ND_CONNECTION_ABORTED);  // the initiator went away before its RTR
+    // Before its RTR the initiator declined (its Terminate: the QP reports ND_CONNECTION_REFUSED) or went away.
+    complete(accept_ov_, status == ND_CONNECTION_REFUSED ? ND_CONNECTION_REFUSED : ND_CONNECTION_ABORTED);
     st_ = St::kClosed;
     complete_all(notify_ovs_, ND_SUCCESS);
   }
@@ -610,6 +620,41 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
     complete_all(notify_ovs_, ND_SUCCESS);
   }
 
+  // A decline on its way to the engine. The ND call that declines returns at once, and a consumer may end its
+  // process right after (the SDK's NdDualConnection releases its connector and returns from main), which would
+  // close the socket before the engine sent the Terminate: wait() lets the calling thread wait for it, a moment at
+  // most, unless that thread drives the engine itself (the addon's event-loop mode; a round's own callers).
+  struct Declining {
+    std::future<void> sent;
+    bool can_wait = false;
+    void wait() {
+      if (can_wait) sent.wait_for(std::chrono::milliseconds(kDeclineWaitMs));
+    }
+  };
+  static constexpr int kDeclineWaitMs = 500;
+
+  Declining post_decline(bool then_abandon) {  // mu_ held
+    auto sent = std::make_shared<std::promise<void>>();
+    Declining d;
+    d.sent = sent->get_future();
+    d.can_wait = !engine().external_driver() && !engine().in_engine_thread();
+    auto self = shared_from_this();
+    engine().post([self, sent, then_abandon] {
+      self->decline();
+      sent->set_value();
+      if (then_abandon) self->abandon();
+    });
+    return d;
+  }
+
+  // Engine thread: an initiator that accepted the peer's Reply declines the connection: a Terminate in place of
+  // the RTR, then an orderly close (abortive if the Terminate cannot be sent at once).
+  void decline() {
+    if (channel_ && SUCCEEDED(channel_->setup().decline())) channel_->flush();
+    channel_.reset();  // no lock: Engine::remove
+    if (qp_ != nullptr) qp_->abort_connect();
+  }
+
   void abandon() {  // engine thread: cancel, release or the handshake deadline
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -718,7 +763,10 @@ HRESULT SoftConnector::Connect(IUnknown* pQueuePair, const sockaddr* pDestinatio
   HRESULT hr = net::address_from(pDestinationAddress, cbDestinationAddress, &dest);
   if (hr == ND_INVALID_PARAMETER) return ND_INVALID_PARAMETER_3;
   if (FAILED(hr)) return hr;
-  if (dest.is_any() || dest.port() == 0) return ND_INVALID_ADDRESS;
+  // The unspecified address names no host: STATUS_BAD_NETWORK_NAME, what Windows kernel providers answer (the
+  // SDK's NdInvalidIP; docs/nd2.md §3.6). Port 0 is a parameter error.
+  if (dest.is_any()) return STATUS_BAD_NETWORK_NAME;
+  if (dest.port() == 0) return ND_INVALID_ADDRESS;
   return finish(pOverlapped,
                 core_->connect(qp, dest, inboundReadLimit, outboundReadLimit, pPrivateData, cbPrivateData, pOverlapped));
 }

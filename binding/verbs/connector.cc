@@ -103,6 +103,7 @@ HRESULT VerbsConnector::Connect(IUnknown* pQueuePair, const struct sockaddr* pDe
   auto* qp = from_unknown<VerbsQueuePair, IND2QueuePair>(pQueuePair);
   if (qp == nullptr || qp->adapter() != adapter_) return ND_INVALID_PARAMETER_1;
   if (!valid_sockaddr(pDestinationAddress, cbDestinationAddress)) return ND_INVALID_ADDRESS;
+  if (unspecified_sockaddr(pDestinationAddress)) return STATUS_BAD_NETWORK_NAME;
   if (cbPrivateData > adapter_->max_private_data()) return ND_INVALID_BUFFER_SIZE;
   if (cbPrivateData != 0 && pPrivateData == nullptr) return ND_INVALID_PARAMETER_6;
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_8;

@@ -484,6 +484,17 @@ ULONG sockaddr_length(const sockaddr* a);
 // A caller's address of a family we know, with `len` covering it.
 inline bool valid_sockaddr(const sockaddr* a, ULONG len) { return sockaddr_length(a) != 0 && len >= sockaddr_length(a); }
 
+// A destination with the unspecified address (0.0.0.0, ::) names no host: Connect fails STATUS_BAD_NETWORK_NAME, as
+// the software provider's and Windows kernel providers' do (docs/nd2.md §3.6). `a` is a valid_sockaddr.
+inline bool unspecified_sockaddr(const sockaddr* a) {
+  if (a->sa_family == AF_INET) return reinterpret_cast<const sockaddr_in*>(a)->sin_addr.s_addr == 0;
+  const in6_addr& ip = reinterpret_cast<const sockaddr_in6*>(a)->sin6_addr;
+  for (const uint8_t b : ip.s6_addr) {
+    if (b != 0) return false;
+  }
+  return true;
+}
+
 }  // namespace netdirect::verbs
 
 #endif  // NETDIRECT_VERBS_OBJECTS_H_

@@ -1297,6 +1297,43 @@ void test_p2p_rtr() {
     check_completions(c, Expect{});
     teardown(c);
   }
+  // The initiator sends a Terminate in place of its RTR. An MPA-layer one says it declined the connection (its
+  // application rejected it or released the connector before CompleteConnect) or cannot meet our Reply's terms:
+  // the Accept is refused. Any other Terminate is a broken setup: aborted. A Terminate is not answered with one.
+  struct T {
+    const char* name;
+    TermCode code;
+    HRESULT accept;
+  };
+  const std::vector<T> ts = {
+      {"p2p terminate for rtr: declined", llp(LlpErr::kLocalCatastrophic), ND_CONNECTION_REFUSED},
+      {"p2p terminate for rtr: insufficient ird", llp(LlpErr::kInsufficientIrd), ND_CONNECTION_REFUSED},
+      {"p2p terminate for rtr: no matching rtr", llp(LlpErr::kNoMatchingRtr), ND_CONNECTION_REFUSED},
+      {"p2p terminate for rtr: rdmap catastrophic",
+       term_code(RdmapEtype::kLocalCatastrophic, RdmapErr::kCatastrophicStream), ND_CONNECTION_ABORTED},
+  };
+  for (const T& t : ts) {
+    g_test = t.name;
+    g_mem->pattern();
+    Posts po;
+    po.p2p = true;
+    po.read = po.write = po.send = false;
+    uint8_t term[64];
+    const size_t n = build_terminate_fpdu(t.code, nullptr, 0, 0, true, term);
+    po.rtr.assign(term, term + n);
+    Conn c;
+    if (setup(c, po)) {
+      c.snap = g_mem->buf;
+      CHECK_ST(c.accept_status, t.accept);
+      Bytes rx;
+      CHECK(recv_until_eof(c.fd, &rx, 4000));
+      const Parsed p = parse_stream(rx, true);
+      CHECK(p.framing_ok && p.terminates == 0);
+      check_completions(c, Expect{});
+      check_memory(c, Expect{});
+    }
+    teardown(c);
+  }
   {  // the initiator goes away without its RTR
     g_test = "p2p close before rtr";
     Posts po;
@@ -1576,6 +1613,33 @@ void test_mpa_replies() {
         CHECK(rx.empty());
       }
       CHECK_ST(a.conn->CompleteConnect(&a.comp.ov), ND_CONNECTION_INVALID);
+    } else {
+      CHECK(false);
+    }
+    active_end(a);
+  }
+  // The application declines after Connect succeeded, by Reject or by releasing the connector before
+  // CompleteConnect: the responder gets an MPA Terminate (local catastrophic) in place of the RTR, then FIN.
+  for (const bool by_release : {false, true}) {
+    g_test = by_release ? "initiator: connector released before CompleteConnect" : "initiator: Reject after Connect";
+    Active a;
+    if (active_start(a)) {
+      Bytes rep = make_reply(a.request, true, kRtrWrite);
+      rep[kMpaFlagsOffset] |= kMpaFlagCrc;
+      CHECK(send_all(a.fd, rep));
+      CHECK_ST(wait_ov(a.conn, a.con, 3000), ND_SUCCESS);
+      if (by_release) {
+        a.conn->Release();
+        a.conn = nullptr;
+      } else {
+        CHECK_ST(a.conn->Reject(nullptr, 0), ND_SUCCESS);
+        CHECK_ST(a.conn->CompleteConnect(&a.comp.ov), ND_CONNECTION_INVALID);
+      }
+      Bytes rx;
+      CHECK(recv_until_eof(a.fd, &rx, 3000));
+      const Parsed p = parse_stream(rx, true);
+      CHECK(p.framing_ok && p.term_decodes && p.terminates == 1 && p.fpdus.size() == 1);
+      CHECK(p.term == llp(LlpErr::kLocalCatastrophic));
     } else {
       CHECK(false);
     }

@@ -10,6 +10,7 @@
 #include "soft/wire/crc32c.h"
 #include "soft/wire/ddp_rdmap.h"
 #include "soft/wire/mpa.h"
+#include "soft/wire/terminate.h"
 
 namespace {
 
@@ -1014,6 +1015,25 @@ void test_terminate() {
   CHECK(term_code_defined(term_code(RdmapEtype::kRemoteProtection, RdmapErr::kStagCannotInvalidate)));
   CHECK(!term_code_defined(term_code(RdmapEtype::kRemoteOperation, RdmapErr::kToWrap)));
   CHECK(!term_code_defined(TermCode{0, 2, 0x0A}));
+
+  // The MPA codes an initiator sends in place of its RTR (RFC 6581 §9) read as defined RDMAP codes in the other
+  // layout: the decode is ambiguous, and terminate_declines_setup still recognises them, in both layouts.
+  for (const LlpErr e : {LlpErr::kLocalCatastrophic, LlpErr::kInsufficientIrd, LlpErr::kNoMatchingRtr}) {
+    TerminateInfo tl;
+    tl.code = term_code(e);
+    CHECK_EQ(encode_terminate_body(tl, body, sizeof(body)), 4u);  // the RFC 5040 layout, as we send it
+    s = decode_terminate_body(body, 4, &back);
+    CHECK(s.ok && !back.reliable && terminate_declines_setup(back));
+    const uint8_t siw_le[4] = {0x02, static_cast<uint8_t>(e), 0, 0};  // Linux siw's layout
+    s = decode_terminate_body(siw_le, 4, &back);
+    CHECK(s.ok && terminate_declines_setup(back));
+  }
+  tn.code = term_code(LlpErr::kCrcError);
+  CHECK_EQ(encode_terminate_body(tn, body, sizeof(body)), 4u);
+  CHECK(decode_terminate_body(body, 4, &back).ok && !terminate_declines_setup(back));
+  tn.code = term_code(RdmapEtype::kLocalCatastrophic, RdmapErr::kCatastrophicStream);
+  CHECK_EQ(encode_terminate_body(tn, body, sizeof(body)), 4u);
+  CHECK(decode_terminate_body(body, 4, &back).ok && !terminate_declines_setup(back));
 }
 
 void test_make_terminate() {

@@ -289,6 +289,13 @@ HRESULT MpaSetup::reject(const void* private_data, ULONG len) {
 
 void MpaSetup::refuse() { reject(nullptr, 0); }
 
+HRESULT MpaSetup::decline() {
+  if (state_ != MpaState::kReplyAccepted) return ND_CONNECTION_INVALID;
+  queue_terminate(wire::term_code(wire::LlpErr::kLocalCatastrophic), negotiated_.crc);
+  state_ = MpaState::kRejected;
+  return ND_SUCCESS;
+}
+
 // ---- Channel ----------------------------------------------------------------------------------------
 
 Channel::Channel(Engine& engine, net::Socket s, Owner* owner, uint32_t deadline_ms)

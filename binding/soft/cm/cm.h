@@ -66,7 +66,8 @@ enum class MpaState : uint8_t {
   kAwaitRequest,   // responder: waiting for the Request
   kRequestHeld,    // responder: Request received, waiting for the application's Accept or Reject
   kAccepted,       // responder: accepting Reply queued; the socket goes to the QP once it is sent
-  kRejected,       // initiator: the peer rejected; responder: our reject Reply is queued
+  kRejected,       // initiator: the peer rejected, or we declined (our Terminate is queued); responder: our reject
+                   // Reply is queued
   kFailed,         // failed; status() says why
 };
 
@@ -107,6 +108,11 @@ class MpaSetup {
   HRESULT reject(const void* private_data, ULONG len);
   // Responder: refuse a held Request without application involvement (backlog full).
   void refuse();
+  // Initiator, in kReplyAccepted: the application declines the connection (Reject, Disconnect, or the connector
+  // released before CompleteConnect). Queues an MPA Terminate (layer LLP, local catastrophic: an RFC 6581 code)
+  // in place of the RTR, so the responder's Accept fails ND_CONNECTION_REFUSED, not ND_CONNECTION_ABORTED as for
+  // an initiator that vanished (docs/nd2.md §3.6) → kRejected. ND_CONNECTION_INVALID in any other state.
+  HRESULT decline();
 
   // Bytes to send (the driver writes them and calls out_consumed).
   const uint8_t* out_data() const { return out_.data() + out_off_; }

@@ -168,6 +168,12 @@ void SoftQueuePair::rx_connection_failed(HRESULT status, bool peer_gone) {
 }
 
 void SoftQueuePair::rx_terminate_received(const TerminateInfo& t) {
+  if (rx_.awaiting_rtr() && terminate_declines_setup(t)) {
+    // In place of its RTR the initiator declined the connection (MpaSetup::decline) or cannot meet our Reply's
+    // terms: the Accept fails ND_CONNECTION_REFUSED (connector.cc).
+    fail_locked(ND_CONNECTION_REFUSED, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+    return;
+  }
   const TermVerdict v = classify_terminate(t);
   uint64_t offender = kNoOffender;
   // Transmitted requests and the one being transmitted now: a large Write is still being segmented when the

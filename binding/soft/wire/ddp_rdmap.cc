@@ -348,6 +348,7 @@ DecodeStatus decode_terminate_body(const uint8_t* body, size_t len, TerminateInf
     t.layout = TermLayout::kAmbiguous;
     t.reliable = false;
     t.code = rfc.code;
+    t.other = siw.code;
     *out = t;
     s.consumed = kTermCtrlSize;
   }

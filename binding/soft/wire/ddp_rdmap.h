@@ -235,6 +235,7 @@ enum class TermLayout : uint8_t {
 // Terminate body (follows the 18-byte untagged header, §3.3). Copied headers point into a caller buffer.
 struct TerminateInfo {
   TermCode code;
+  TermCode other;  // kAmbiguous: the siw reading of the control word (code holds the RFC one)
   TermLayout layout = TermLayout::kRfc5040;  // set by decode_terminate_body
   bool reliable = true;  // false: code/flags may be misread — do not attribute the error to a request
   bool m = false;                     // ddp_seg_len valid

@@ -37,6 +37,14 @@ size_t build_terminate_fpdu(TermCode code, const uint8_t* ulpdu, size_t avail, u
   return off;
 }
 
+bool terminate_declines_setup(const TerminateInfo& t) {
+  const auto declines = [](TermCode c) {
+    return c == term_code(LlpErr::kLocalCatastrophic) || c == term_code(LlpErr::kInsufficientIrd) ||
+           c == term_code(LlpErr::kNoMatchingRtr);
+  };
+  return declines(t.code) || (!t.reliable && declines(t.other));
+}
+
 TermVerdict classify_terminate(const TerminateInfo& t) {
   TermVerdict v;
   v.status = ND_REMOTE_ERROR;

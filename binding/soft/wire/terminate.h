@@ -46,6 +46,13 @@ struct TermVerdict {
 // (t.reliable false: RFC and siw control-word layouts disagree) → kNone, ND_REMOTE_ERROR.
 TermVerdict classify_terminate(const wire::TerminateInfo& t);
 
+// A P2P initiator's Terminate in place of its RTR that declines the connection: an MPA-layer Terminate, local
+// catastrophic (its application rejected the connection or released the connector before CompleteConnect), or
+// insufficient IRD / no matching RTR (it cannot meet the Reply's terms): the codes RFC 6581 adds to MPA. Before
+// the RTR no RDMAP message exists on the stream, so an ambiguous control word whose other reading is one of these
+// counts: the MPA codes 0x05-0x07 read in the other layout are defined RDMAP codes (decode_terminate_body).
+bool terminate_declines_setup(const wire::TerminateInfo& t);
+
 // Short human-readable name of a Terminate code ("DDP tagged 0x01 base or bounds"), for logs/tests.
 const char* term_code_name(wire::TermCode c);
 

@@ -473,6 +473,19 @@ void case_refused(Side* s) {
   free_end(&e);
 }
 
+// A Connect to the unspecified address names no host: STATUS_BAD_NETWORK_NAME at once (the SDK's NdInvalidIP);
+// port 0 is a parameter error. Neither uses the connector up.
+void case_no_destination(Side* s) {
+  End e;
+  if (!make_end(s, &e, ND_MR_FLAG_ALLOW_LOCAL_WRITE)) return free_end(&e);
+  OVERLAPPED o;
+  sockaddr_in any = loopback(free_port(), INADDR_ANY);
+  CHECK_ST(e.conn->Connect(e.qp, sa(any), sizeof any, 0, 0, nullptr, 0, s->ov(&o)), STATUS_BAD_NETWORK_NAME);
+  sockaddr_in port0 = loopback(0);
+  CHECK_ST(e.conn->Connect(e.qp, sa(port0), sizeof port0, 0, 0, nullptr, 0, s->ov(&o)), ND_INVALID_ADDRESS);
+  free_end(&e);
+}
+
 // The same with the connector bound to the destination port: TCP's simultaneous open joins the socket to itself,
 // nobody listens, so the Connect is refused as from any other source port (not aborted by its own MPA Request).
 void case_refused_self(Side* s) {
@@ -506,6 +519,36 @@ void case_reject(Side* server, Side* client) {
     ULONG cb = sizeof pd;
     CHECK_ST(ce.conn->GetPrivateData(pd, &cb), ND_SUCCESS);
     CHECK(cb >= 2 && std::memcmp(pd, "no", 2) == 0);
+  }
+  free_end(&ce);
+  free_end(&se);
+  release(l);
+}
+
+// The initiator declines after its Connect succeeded, by Reject or by releasing its connector before
+// CompleteConnect (the SDK's ways to abandon a connection): the server's pending Accept completes
+// ND_CONNECTION_REFUSED (docs/nd2.md §3.6; the SDK's NdConnReject, NdConnClose and NdDualConnection).
+void case_decline(Side* server, Side* client, bool by_release) {
+  uint16_t port = 0;
+  IND2Listener* l = listen_on(server, 0, &port);
+  End se, ce;
+  if (l != nullptr && make_end(server, &se, ND_MR_FLAG_ALLOW_LOCAL_WRITE) &&
+      make_end(client, &ce, ND_MR_FLAG_ALLOW_LOCAL_WRITE)) {
+    OVERLAPPED gcr, con, acc;
+    HRESULT g = l->GetConnectionRequest(se.conn, server->ov(&gcr));
+    sockaddr_in dest = loopback(port);
+    HRESULT c = ce.conn->Connect(ce.qp, sa(dest), sizeof dest, 1, 1, nullptr, 0, client->ov(&con));
+    CHECK_ST(c, ND_PENDING);
+    CHECK_ST(server->finish(l, &gcr, g), ND_SUCCESS);
+    HRESULT a = se.conn->Accept(se.qp, 1, 1, nullptr, 0, server->ov(&acc));
+    CHECK_ST(a, ND_PENDING);
+    CHECK_ST(client->finish(ce.conn, &con, c), ND_SUCCESS);
+    if (by_release) {
+      release(ce.conn);
+    } else {
+      CHECK_ST(ce.conn->Reject(nullptr, 0), ND_SUCCESS);
+    }
+    CHECK_ST(server->finish(se.conn, &acc, a), ND_CONNECTION_REFUSED);
   }
   free_end(&ce);
   free_end(&se);
@@ -796,9 +839,12 @@ int wmain(int argc, wchar_t** argv) {
     run_case("notify cancel (block)", [&] { case_notify_cancel(&block); });
     run_case("connect refused (port)", [&] { case_refused(&port); });
     run_case("connect refused (block)", [&] { case_refused(&block); });
+    run_case("connect to 0.0.0.0 and to port 0", [&] { case_no_destination(&port); });
     run_case("connect to itself (port)", [&] { case_refused_self(&port); });
     run_case("reject (port server)", [&] { case_reject(&port, &block); });
     run_case("reject (block server)", [&] { case_reject(&block, &port); });
+    run_case("initiator rejects after Connect (port server)", [&] { case_decline(&port, &block, false); });
+    run_case("initiator releases its connector (block server)", [&] { case_decline(&block, &port, true); });
     run_case("connect/data/disconnect x12", [&] { case_cycles(&port, &block, 12); });
     run_case("explicit ports in use", [&] { case_port_in_use(&port); });
     run_case("127.0.0.2 to 127.0.0.3", [&] { case_loopback_range(p, &port, &block); });
