@@ -25,7 +25,7 @@ CompletionQueue::CompletionQueue(const Napi::CallbackInfo& info)
   TagObject(self, kTag);
   BindHotMethod<&CompletionQueue::PollBound>(info.Env(), self, "poll", this);
   Attach(init);
-  if (adapter_->poller()->armsCqs()) adapter_->poller()->AddCq(state_);
+  adapter_->poller()->AddCq(state_);  // manual mode: watched for errors only (poller.h)
 }
 
 Napi::Value CompletionQueue::PollBound(const Napi::CallbackInfo& info) {
@@ -38,12 +38,7 @@ CompletionQueue::~CompletionQueue() {
 
 void CompletionQueue::ReleaseNd(bool /*teardown*/) {
   state_->closed.store(true);
-  if (adapter_->poller()->armsCqs()) {
-    adapter_->poller()->RemoveCq(state_);  // the poller cancels its Notify, drains once more, lets go
-  } else {
-    cq_->CancelOverlappedRequests();
-    // Manual mode: requests counted on this CQ never complete through it now.
-  }
+  adapter_->poller()->RemoveCq(state_);  // the poller cancels its Notify, drains once more (not in manual mode), lets go
   state_->Unref();
   state_ = nullptr;
   cq_.reset();

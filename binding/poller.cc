@@ -179,7 +179,12 @@ void Poller::Drain(CqState* s, Batch* batch) {
 
 // Drain, then arm. ND_SUCCESS from Notify means a completion slipped in between the drain and the arm and
 // the CQ is NOT armed (no packet will come): drain again and retry until Notify says ND_PENDING.
+// Manual mode: JS drains; the CQ is armed for errors only.
 void Poller::DrainAndArm(CqState* s, Batch* batch) {
+  if (!armCqs_) {
+    ArmForErrors(s, batch);
+    return;
+  }
   for (int round = 0; round < 100000; ++round) {
     Drain(s, batch);
     HRESULT hr = s->cq->Notify(ND_CQ_NOTIFY_ANY, &s->ov);
@@ -190,6 +195,26 @@ void Poller::DrainAndArm(CqState* s, Batch* batch) {
     }
     if (hr != ND_SUCCESS) {  // CQ unusable (overrun, device removed): leave it unarmed
       s->failed = true;
+      ReportFailure(s, hr, batch);
+      return;
+    }
+  }
+}
+
+// Manual mode: Notify(ND_CQ_NOTIFY_ERRORS) completes only on a CQ error (ND SDK docs/IND2CompletionQueue.md), so
+// the poller learns of an overrun without taking a result JS would poll. A provider that answers ND_SUCCESS (a
+// quirk: nothing to report) is asked again, a few times at most.
+void Poller::ArmForErrors(CqState* s, Batch* batch) {
+  for (int round = 0; round < 8; ++round) {
+    HRESULT hr = s->cq->Notify(ND_CQ_NOTIFY_ERRORS, &s->ov);
+    if (hr == ND_PENDING) {
+      s->armed = true;
+      armed_++;
+      return;
+    }
+    if (hr != ND_SUCCESS) {
+      s->failed = true;
+      Drain(s, batch);  // what arrived before the failure goes first (JS may be polling too: the CQ is dead)
       ReportFailure(s, hr, batch);
       return;
     }
@@ -213,6 +238,8 @@ void Poller::OnNotify(CqState* s, Batch* batch) {
   } else if (s->failed) {
     Drain(s, batch);
     ReportFailure(s, hr, batch);
+  } else if (!armCqs_) {
+    ArmForErrors(s, batch);  // no error after all (a spurious or quirky completion): watch again
   } else if (spinMicros_ > 0) {
     Drain(s, batch);  // the spin window that follows watches it; ArmAll re-arms it before sleeping
   } else {
@@ -236,7 +263,7 @@ void Poller::ReportFailure(CqState* s, HRESULT hr, Batch* batch) {
 // The CQ's last visit: whatever is still in it is delivered, requests counted on it that will never
 // complete here stop holding the event loop, and the poller's reference goes.
 void Poller::Finalize(CqState* s, Batch* batch) {
-  Drain(s, batch);
+  if (armCqs_) Drain(s, batch);  // manual mode: what is left is JS's to poll (or lost with the CQ)
   int64_t left = s->outstanding.exchange(0);
   if (left > 0) batch->counted += static_cast<uint32_t>(left);
   s->Unref();

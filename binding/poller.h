@@ -5,7 +5,10 @@
 //  * thread mode: a thread of its own (a libuv thread) blocks on the port and hands each batch to the JS thread
 //    through a thread-safe function (one call per batch);
 //  * event-loop mode: the JS thread runs RunOnce() when the port's descriptor is readable (event_loop.h) and
-//    delivers the batch itself — no thread at all.
+//    delivers the batch itself — no thread at all;
+//  * manual mode: a thread as in thread mode, for overlapped requests only; JS polls the CQs itself (cq.poll()),
+//    and the poller watches each CQ for errors alone (Notify ND_CQ_NOTIFY_ERRORS), so an overrun still reaches
+//    lib/ as a cqError record instead of leaving the promises on that CQ pending.
 #ifndef NETDIRECT_POLLER_H_
 #define NETDIRECT_POLLER_H_
 
@@ -51,7 +54,7 @@ struct OvRecord : PollHeader {
   void Hold(IUnknown* obj);
 };
 
-// A CQ as the poller and the post path share it. `ov` is the Notify OVERLAPPED (thread mode).
+// A CQ as the poller and the post path share it. `ov` is the poller's Notify OVERLAPPED.
 struct CqState : PollHeader {
   IND2CompletionQueue* cq;                 // AddRef'd
   INDPollingHint* hint = nullptr;          // AddRef'd, when the provider offers the extension (nd/netdirect_ext.h)
@@ -111,14 +114,16 @@ class Poller {
   void WillDrain(bool on);
 
   HANDLE port() const { return port_; }
+  // true: CQs are armed for every completion and their results delivered (thread and event-loop modes); false:
+  // only watched for errors (manual mode: JS polls them).
   bool armsCqs() const { return armCqs_; }
 
   // JS thread: an overlapped call is about to be issued / was not left pending after all.
   void WillIssue() { inflight_.fetch_add(1, std::memory_order_relaxed); }
   void NotPending() { inflight_.fetch_sub(1, std::memory_order_relaxed); }
 
-  // JS thread, thread mode: hand a CQ to the poller (it arms it) / take it back (it cancels its Notify,
-  // drains it once more and drops its reference).
+  // JS thread: hand a CQ to the poller (it arms it, for errors only in manual mode) / take it back (it cancels its
+  // Notify, drains it once more unless JS polls it, and drops its reference).
   void AddCq(CqState* cq);
   void RemoveCq(CqState* cq);
 
@@ -136,6 +141,7 @@ class Poller {
   bool ArmAll(Batch* batch);
   void Handle(const OVERLAPPED_ENTRY& e, Batch* batch);
   void DrainAndArm(CqState* s, Batch* batch);
+  void ArmForErrors(CqState* s, Batch* batch);
   void OnNotify(CqState* s, Batch* batch);
   void ReportFailure(CqState* s, HRESULT hr, Batch* batch);
   static void Drain(CqState* s, Batch* batch);
