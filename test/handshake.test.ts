@@ -226,34 +226,10 @@ describe('a connect that reaches its own socket', () => {
   });
 });
 
-describe('an initiator that declines after connect()', () => {
-  // docs/nd2.md §3.6: a P2P initiator's MPA Terminate in place of its RTR refuses the Accept; an initiator that
-  // vanishes aborts it.
-  for (const how of ['reject()', 'close()'] as const) {
-    it(`by ${how} before completeConnect(): the peer's accept() fails ND_CONNECTION_REFUSED`, async () => {
-      const request = listener.getConnectionRequest();
-      const qpc = newQp(client);
-      const connector = client.adapter.createConnector();
-      const connecting = connector.connect(qpc, listener.address);
-      const incoming = await request;
-      const qps = newQp(server);
-      const accepting = incoming.accept(qps);
-      await connecting;
-      expect(connector.state).toBe('connected');
-      if (how === 'reject()') connector.reject();
-      else await connector.close();
-      const err = await ndError(accepting);
-      expect(err.code).toBe('ND_CONNECTION_REFUSED');
-      expect(err.message).toMatch(/initiator declined/);
-      expect(incoming.state).toBe('failed');
-      await connector.close();
-      await incoming.close();
-      await qpc.close();
-      await qps.close();
-    });
-  }
-
-  it('by going away (the TCP connection closes with no Terminate): accept() fails ND_CONNECTION_ABORTED', async () => {
+describe('an initiator that goes away after connect()', () => {
+  // One that declines by reject() or close() refuses the connection instead: test/lifecycle.test.ts (it runs on
+  // the guest's devices too).
+  it('(the TCP connection closes with no Terminate) (the TCP connection closes with no Terminate): accept() fails ND_CONNECTION_ABORTED', async () => {
     const request = listener.getConnectionRequest();
     const peer = await rawPeer(listener.address.port, mpaRequest());
     const connector = await request;

@@ -178,7 +178,9 @@ export function testDevice(): Promise<TestDevice> {
  *   it does not fail; on iWARP the Send completes once transmitted and the peer's Terminate ends the connection.
  * Returns the skip reason naming the device, or null when the device can.
  */
-export async function deviceCannot(what: 'memory-windows' | 'remote-errors-at-initiator' | 'send-without-receive-fails'): Promise<string | null> {
+export async function deviceCannot(
+  what: 'memory-windows' | 'remote-errors-at-initiator' | 'send-without-receive-fails' | 'initiator-declines',
+): Promise<string | null> {
   const d = await testDevice();
   if (d.provider === 'soft') return null;
   const dev = `${d.name || TEST_ADDRESS} (${d.provider} provider, ${d.transport})`;
@@ -196,6 +198,10 @@ export async function deviceCannot(what: 'memory-windows' | 'remote-errors-at-in
         : d.transport === 'iwarp'
           ? `${dev}: iWARP completes a Send once transmitted (RFC 5040: unacknowledged); the missing receive ends the connection by a Terminate, no request fails with ND_REMOTE_ERROR`
           : null;
+    case 'initiator-declines':
+      return d.transport === 'iwarp'
+        ? `${dev}: the kernel's iWARP connection manager establishes the connection before connect() completes, so the peer's accept() has succeeded when the initiator declines; reject() or close() then disconnects`
+        : null;
   }
 }
 

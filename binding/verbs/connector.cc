@@ -191,6 +191,7 @@ void VerbsConnector::on_cm_event(const rdma_cm_event& ev) {
       save_conn_param(ev);
       if (state_ == State::kConnecting) {
         state_ = ev.event == RDMA_CM_EVENT_ESTABLISHED ? State::kEstablished : State::kConnected;
+        awaiting_complete_ = true;
         complete(&connect_ov_, ND_SUCCESS);
       } else if (state_ == State::kAccepting) {
         state_ = State::kEstablished;
@@ -237,6 +238,7 @@ HRESULT VerbsConnector::CompleteConnect(OVERLAPPED* pOverlapped) {
   } else if (state_ != State::kEstablished) {
     return state_ == State::kDisconnected ? ND_CONNECTION_ABORTED : ND_CONNECTION_INVALID;
   }
+  awaiting_complete_ = false;
   ndkit::mark_done(pOverlapped, ND_SUCCESS);
   return ND_SUCCESS;
 }
@@ -284,7 +286,18 @@ HRESULT VerbsConnector::Accept(IUnknown* pQueuePair, ULONG inboundReadLimit, ULO
 HRESULT VerbsConnector::Reject(const VOID* pPrivateData, ULONG cbPrivateData) {
   if (cbPrivateData > adapter_->max_private_data()) return ND_INVALID_BUFFER_SIZE;
   std::lock_guard<std::mutex> lock(adapter_->progress_mu());
-  if (state_ != State::kRequested) return ND_CONNECTION_INVALID;
+  // The initiator declines after its Connect completed, before CompleteConnect (docs/nd2.md §3.6). IB/RoCE
+  // (kConnected, the peer's REP in): the CM answers with a REJ and the peer's Accept fails ND_CONNECTION_REFUSED.
+  // iWARP: the kernel established the connection before Connect completed and the peer's Accept has succeeded;
+  // declining disconnects it.
+  if (state_ == State::kEstablished && awaiting_complete_) {
+    awaiting_complete_ = false;
+    disconnect_sent_ = true;
+    if (adapter_->lib().disconnect(id_) != 0) on_disconnected_locked();
+    state_ = State::kFailed;
+    return ND_SUCCESS;
+  }
+  if (state_ != State::kRequested && state_ != State::kConnected) return ND_CONNECTION_INVALID;
   if (adapter_->lib().reject(id_, pPrivateData, static_cast<uint8_t>(cbPrivateData)) != 0) {
     return status_of_errno(errno);
   }

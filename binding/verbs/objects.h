@@ -421,6 +421,7 @@ class VerbsConnector final : public ComObject<IND2Connector>, public CmHandler {
   ULONG peer_ird_ = 0, peer_ord_ = 0;  // the peer's, from the request/reply
   bool disconnected_ = false;
   bool disconnect_sent_ = false;  // rdma_disconnect called (Disconnect, or answering the peer's)
+  bool awaiting_complete_ = false;  // initiator: Connect completed, CompleteConnect not yet called
   sockaddr_storage dest_{};
 };
 
