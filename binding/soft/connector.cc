@@ -184,9 +184,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
       // The active side declines the peer's Accept (its terms, its private data): MPA has no reject frame this
       // way round, so a Terminate takes the RTR's place (MpaSetup::decline). The private data has nowhere to go.
       st_ = St::kClosed;
-      Declining d = post_decline(false);
-      lock.unlock();
-      d.wait();
+      decline_and_wait(lock, false);
       return ND_SUCCESS;
     }
     return ND_CONNECTION_INVALID;
@@ -268,9 +266,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
     if (st_ == St::kConnected) {  // before CompleteConnect: the connection is declined, as by Reject
       st_ = St::kClosed;
       complete_all(notify_ovs_, ND_SUCCESS);
-      Declining d = post_decline(false);
-      lock.unlock();
-      d.wait();
+      decline_and_wait(lock, false);
       return ND_SUCCESS;
     }
     return ND_CONNECTION_INVALID;
@@ -305,9 +301,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
       // Released between Connect and CompleteConnect: the application declined the connection (the SDK's
       // "release the connector to abandon"); the responder hears it as a refusal (MpaSetup::decline).
       st_ = St::kClosed;
-      Declining d = post_decline(true);
-      lock.unlock();
-      d.wait();
+      decline_and_wait(lock, true);
       return;
     }
     st_ = St::kClosed;
@@ -632,6 +626,13 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
     }
   };
   static constexpr int kDeclineWaitMs = 500;
+
+  // `lock` holds mu_: posts the decline, lets go of mu_, and waits as Declining says.
+  void decline_and_wait(std::unique_lock<std::mutex>& lock, bool then_abandon) {
+    Declining d = post_decline(then_abandon);
+    lock.unlock();
+    d.wait();
+  }
 
   Declining post_decline(bool then_abandon) {  // mu_ held
     auto sent = std::make_shared<std::promise<void>>();
