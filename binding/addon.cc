@@ -171,6 +171,8 @@ Napi::Object AddressObject(Napi::Env env, const sockaddr* sa) {
 
 // bench_tcp.cc: the native TCP baseline of ndbench (--compare tcp).
 void InitBenchTcp(Napi::Env env, Napi::Object exports);
+// bench_nd.cc: the native ND loop of ndbench (--compare native).
+void InitBenchNd(Napi::Env env, Napi::Object exports);
 
 namespace {
 
@@ -283,6 +285,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("crc32cImplementation", Napi::Function::New(env, Crc32cImplementation, "crc32cImplementation"));
   exports.Set("Adapter", data->adapterCtor.Value());
   InitBenchTcp(env, exports);
+  InitBenchNd(env, exports);
   return exports;
 }
 

@@ -342,6 +342,61 @@ export async function serverPhase(side: NdSide, test: TestName, size: number): P
   if (test === 'send_bw') return sendBwServer(side);
 }
 
+// ---- --compare native: the same phase driven by a C++ loop (binding/bench_nd.cc) ------------------------------
+
+interface NativeBench {
+  ndBenchRun(params: Record<string, unknown>): { samples: Float64Array } | undefined;
+}
+
+function nativeBench(): NativeBench {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const b = require('../binding.js').binding as Partial<NativeBench>;
+  if (typeof b?.ndBenchRun !== 'function') {
+    throw new Error('--compare native: this build of the netdirect addon has no ndBenchRun (binding/bench_nd.cc); rebuild with `npm run build:native`');
+  }
+  return b as NativeBench;
+}
+
+/** What the C++ loop needs: the first QP's native objects and the offsets of this file's layout. */
+function nativeParams(side: NdSide, role: 'client' | 'server', test: TestName, size: number, timeoutMs: number): Record<string, unknown> {
+  const remote = side.remotes[0];
+  const internal = side.qps[0] as unknown as { _native: unknown };
+  return {
+    role,
+    test,
+    qp: internal._native,
+    cq: (side.cq as unknown as { _native: unknown })._native,
+    region: (side.mr as unknown as { _native: unknown })._native,
+    size,
+    sendOffset: side.sendOff,
+    stop: side.ctrlOff + STOP,
+    stopSource: side.ctrlOff + STOP_SRC,
+    drainSource: side.ctrlOff + CREDIT_SRC,
+    remoteAddress: remote.address,
+    remoteToken: remote.token,
+    moderation: side.moderation,
+    inline: inl(side, size) === true,
+    timeoutMs,
+  };
+}
+
+/** The client's native phase (write_lat, read_lat; manual mode): the same statistics as the JS loop's. */
+export function nativeClientPhase(side: NdSide, test: TestName, a: PhaseArgs): Stats {
+  const r = nativeBench().ndBenchRun({
+    ...nativeParams(side, 'client', test, a.size, side.cfg.timeoutMs),
+    iters: a.durationMs > 0 ? 0 : a.iters,
+    warmup: a.warmup,
+    durationMs: a.durationMs,
+  });
+  return latencyResult(a.size, Array.from(r!.samples), test === 'read_lat' ? 1 : 2);
+}
+
+/** The server's native phase: write_lat answers until the client's stop; read_lat's server is passive. */
+export function nativeServerPhase(side: NdSide, test: TestName, size: number): void {
+  if (test !== 'write_lat') return;
+  nativeBench().ndBenchRun({ ...nativeParams(side, 'server', test, size, side.cfg.timeoutMs * 4), iters: 0, warmup: 0, durationMs: 0 });
+}
+
 export function serverIsActive(test: TestName): boolean {
   return test === 'write_lat' || test === 'send_lat' || test === 'send_bw';
 }

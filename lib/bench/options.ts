@@ -9,7 +9,7 @@ import { isIP } from 'node:net';
 
 export const TESTS = ['write_lat', 'write_bw', 'read_lat', 'read_bw', 'send_lat', 'send_bw', 'reg_mr'] as const;
 export type TestName = (typeof TESTS)[number];
-export const BASELINES = ['tcp', 'node-net', 'perftest'] as const;
+export const BASELINES = ['tcp', 'node-net', 'perftest', 'native'] as const;
 export type Baseline = (typeof BASELINES)[number];
 export type Format = 'perftest' | 'osu' | 'json';
 
@@ -113,10 +113,12 @@ export const USAGE = `usage: ndbench <test> [server-host] [options]     server: 
   --format perftest|osu|json   output format (default perftest's columns)
   --json <file>            also write the JSON report to <file>
   --report_gbits           bandwidth in Gb/s (10^9 bit/s) instead of MiB/s
-  --compare tcp|node-net|perftest|all   also run the same pattern over native TCP / Node's net, or perftest's
-                           ib_<test> on the same RDMA device (-R; both sides started by ndbench's two sides);
-                           repeatable or comma-separated; ratios netdirect/baseline beside each figure (same run);
-                           all = every baseline, perftest only where it can run
+  --compare tcp|node-net|perftest|native|all   also run the same pattern over native TCP / Node's net, or
+                           perftest's ib_<test> on the same RDMA device (-R; both sides started by ndbench's two
+                           sides), or (native: write_lat, read_lat with --completion manual) a C++ loop on the same
+                           queue pair through the same provider, which shows what the JS layers add; repeatable or
+                           comma-separated; ratios netdirect/baseline beside each figure (same run); all = every
+                           baseline, perftest and native only where they can run
   --repetitions <n>        measure each size <n> times (netdirect and baselines in turn); rows show the median
                            repetition (default 3 with --compare perftest, else 1)
   --tcp-mode block|spin    native TCP baseline waits blocking or busy-polls (default: spin with --completion
@@ -583,6 +585,19 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
   if (o.bidirectional && o.compare.length) throw new UsageError('-b with --compare: the TCP baselines stream one way, so the ratio would set both directions against one; compare without -b');
   if (o.bidirectional && o.qps !== undefined && o.qps > 1) throw new UsageError('-b with -q > 1 is not supported yet: use one QP per direction (-q 1)');
   if (test === 'reg_mr' && o.compare.includes('perftest') && !compareAll) throw new UsageError('--compare perftest: reg_mr has no perftest counterpart');
+  if (o.compare.includes('native')) {
+    const why =
+      test !== 'write_lat' && test !== 'read_lat'
+        ? `the native baseline runs write_lat and read_lat, not ${test}`
+        : o.completion !== 'manual'
+          ? 'the native baseline polls the completion queue from C++ as perftest does, so it is set beside --completion manual: add --completion manual'
+          : undefined;
+    if (why !== undefined) {
+      if (!compareAll) throw new UsageError(`--compare native: ${why}`);
+      o.compare = o.compare.filter((b) => b !== 'native');
+      if (test !== 'reg_mr') note(`--compare all: native left out: ${why}`);
+    }
+  }
   if (o.plot !== undefined && !/\.svg$/i.test(o.plot)) throw new UsageError('--plot writes SVG: give a file name ending in .svg');
   const opts: BenchOptions = {
     test,

@@ -13,7 +13,7 @@ const W = 760;
 const PANEL_H = 300;
 const RATIO_H = 240;
 const M = { left: 78, right: 150, top: 44, bottom: 48 };
-const COLORS: Record<string, string> = { netdirect: '#1f77b4', tcp: '#d62728', 'node-net': '#2ca02c' };
+const COLORS: Record<string, string> = { netdirect: '#1f77b4', tcp: '#d62728', 'node-net': '#2ca02c', native: '#9467bd' };
 
 function esc(s: string): string {
   return s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;').replace(/"/g, '&quot;');

@@ -90,7 +90,7 @@ export const VERBS: Record<TestName, string> = {
   reg_mr: 'RegisterMemory',
 };
 
-export const BASELINE_LABEL: Record<Baseline, string> = { tcp: 'tcp', 'node-net': 'node-net', perftest: 'perftest' };
+export const BASELINE_LABEL: Record<Baseline, string> = { tcp: 'tcp', 'node-net': 'node-net', perftest: 'perftest', native: 'native' };
 
 export function newReport(o: BenchOptions, version: string, tcpMode: 'block' | 'spin'): Report {
   const lat = isLatency(o.test);
@@ -118,6 +118,9 @@ export function newReport(o: BenchOptions, version: string, tcpMode: 'block' | '
           tcp: `native C++ TCP ping-pong (${tcpMode === 'spin' ? 'busy-polling non-blocking recv' : 'blocking recv'}), same sizes and iterations${o.test === 'read_lat' ? ', small request then size-byte reply' : ''}`,
           'node-net': "Node's net module ping-pong (setNoDelay), same sizes and iterations",
           perftest: `perftest's ib_${o.test} -R on the same RDMA device, same size and iterations; its own t_typical`,
+          native:
+            'the same test on the same queue pair, completion queue and memory, posted and polled by a C++ loop through ' +
+            "the ND v2 interfaces (binding/bench_nd.cc): the provider's share, without lib/, Node-API or V8",
           ratio: 'netdirect t_typical / baseline t_typical (< 1: netdirect is faster)',
         }
       : {

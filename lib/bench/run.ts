@@ -18,6 +18,8 @@ import {
   connectSide,
   listenSide,
   meter,
+  nativeClientPhase,
+  nativeServerPhase,
   openSide,
   preparePhase,
   regMrLatency,
@@ -335,8 +337,18 @@ async function clientBaselinePhase(
   ctl: Control,
   b: Baseline,
   p: PhaseParams,
-  c: { o: BenchOptions; remoteHost: string; local: string; perftestProgram?: string; report: Report },
+  c: { o: BenchOptions; remoteHost: string; local: string; perftestProgram?: string; report: Report; side: NdSide },
 ): Promise<Stats> {
+  if (b === 'native') {
+    // The netdirect phase's own connection, driven from C++: both sides forget the previous phase first.
+    preparePhase(c.side, p.test, p.size);
+    ctl.send({ op: 'phase', kind: b, size: p.size });
+    await ctl.next('ready', p.timeoutMs);
+    const stats = nativeClientPhase(c.side, p.test, { size: p.size, iters: p.iters, warmup: p.warmup, durationMs: p.durationMs });
+    ctl.send({ op: 'end' });
+    await ctl.next('done', p.timeoutMs * 4);
+    return stats;
+  }
   ctl.send({ op: 'phase', kind: b, size: p.size });
   const r = await ctl.next('ready', p.timeoutMs);
   if (b === 'perftest') {
@@ -406,7 +418,7 @@ export async function runClient(o: BenchOptions, io: RunIo = defaultIo): Promise
         for (const b of o.compare) {
           progress.start(i, size, b);
           const p: PhaseParams = { test: o.test, ...args, spin: tcpMode(o) === 'spin', timeoutMs };
-          const stats = await clientBaselinePhase(ctl, b, p, { o, remoteHost, local, perftestProgram, report });
+          const stats = await clientBaselinePhase(ctl, b, p, { o, remoteHost, local, perftestProgram, report, side: s });
           (runs.base[b] ??= []).push(stats);
           progress.end();
         }
@@ -514,6 +526,12 @@ export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListen
         ctl.send({ op: 'done', stats });
       } else if (m.kind === 'perftest') {
         await servePerftest(ctl, adopted, size, local, timeoutMs);
+      } else if (m.kind === 'native') {
+        preparePhase(side, o.test, size);
+        ctl.send({ op: 'ready' });
+        nativeServerPhase(side, o.test, size);
+        await ctl.next('end', Math.max(timeoutMs, 600_000));
+        ctl.send({ op: 'done' });
       } else {
         const p: PhaseParams = {
           test: o.test,

@@ -101,6 +101,29 @@ describe('ndbench baselines in the same run', { timeout: 120_000 }, () => {
     expectPrintedRatio(row[12], row[4], row[11]);
   });
 
+  it('--compare native: the same test on the same queue pair from a C++ loop, beside the JS figure (manual mode)', () => {
+    for (const test of ['write_lat', 'read_lat']) {
+      const file = path.join(dir, `native-${test}.json`);
+      const r = ndbench(test, '--loopback', '-s', '64', '-n', '200', '-Q', '2', '--completion', 'manual', '--compare', 'native', '--json', file, '--timeout', '20');
+      expect(r.status, r.out).toBe(0);
+      expect(r.stdout).toMatch(/native\[usec\]\s+nd\/native/);
+      expect(r.stdout).toMatch(/Baseline native\s*: the same test on the same queue pair/);
+      const [row] = rows(r.stdout);
+      expect(row).toHaveLength(11);
+      expect(row[9]).toBeGreaterThan(0);
+      expectPrintedRatio(row[10], row[4], row[9]);
+      const saved = JSON.parse(readFileSync(file, 'utf8'));
+      expect(validateReport(saved)).toEqual([]);
+      expect(saved.options.compare).toEqual(['native']);
+      expect(saved.results[0].baselines.native.n_iterations).toBe(200);
+      expect(saved.results[0].ratios.native).toBeGreaterThan(0);
+    }
+    // Timed (-D) and inline (-I): the native loop follows the same options as the JS one.
+    const timed = ndbench('write_lat', '--loopback', '-s', '8', '-D', '1', '-I', '64', '--completion', 'manual', '--compare', 'native', '--timeout', '20');
+    expect(timed.status, timed.out).toBe(0);
+    expect(timed.stdout).toMatch(/native\[usec\]/);
+  });
+
   it('bandwidth: --compare tcp in OSU format, and send_bw/read_bw patterns', () => {
     for (const test of ['write_bw', 'read_bw', 'send_bw']) {
       const r = ndbench(test, '--loopback', '-s', '4096', '-n', '50', '--compare', 'tcp', '--format', 'osu', '--timeout', '20');

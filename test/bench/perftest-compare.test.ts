@@ -103,6 +103,9 @@ describe('options', () => {
     expect(parseArgs(['write_lat', '--compare', 'perftest', '--repetitions', '5'], {})).toMatchObject({ repetitions: 5 });
     expect(parseArgs(['write_lat', '--compare', 'tcp'], {})).toMatchObject({ repetitions: 1 });
     expect(parseArgs(['write_lat', '--compare', 'all'], {})).toMatchObject({ compare: ['tcp', 'node-net', 'perftest'], compareImplicit: true });
+    // native polls from C++: with --completion manual it is one of "all", and left out with a note otherwise.
+    expect(parseArgs(['write_lat', '--compare', 'all', '--completion', 'manual'], {})).toMatchObject({ compare: ['tcp', 'node-net', 'perftest', 'native'] });
+    expect(parseArgs(['write_lat', '--compare', 'all'], {})!.notes).toContainEqual(expect.stringMatching(/native left out: .*add --completion manual/));
     expect(() => parseArgs(['reg_mr', '--compare', 'perftest'], {})).toThrow(/reg_mr has no perftest counterpart/);
   });
 });

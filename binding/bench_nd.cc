@@ -1,0 +1,286 @@
+// ndbench's native ND baseline (`--compare native`): the same test, on the same connected queue pair, completion
+// queue and registered memory as the netdirect phase, driven by a loop in C++ that calls the ND v2 interfaces
+// directly (IND2QueuePair::Write/Read, IND2CompletionQueue::GetResults), as perftest drives verbs. Beside the
+// netdirect figure it tells what the JS layers (lib/, Node-API, V8) add to a round trip, separately from what the
+// provider costs.
+//
+//   ndBenchRun(params) -> { samples: Float64Array } | undefined
+//
+// It runs on the calling (JS) thread, synchronously, as lib/bench/nd.ts's manual-mode loops do: the adapter must
+// be in manual mode, so that nothing else takes results from the completion queue. The requests it posts carry
+// contexts of its own; every one is retired before it returns (a final signaled request follows the silent ones),
+// and a result of any other request is set aside for the CQ's next poll() (CompletionQueue::SetAside).
+// Wire pattern (the same offsets as lib/bench/nd.ts):
+//   write_lat  ping-pong: the client writes `size` bytes from `sendOffset` to the peer's offset 0 with a tag in the
+//              last byte; the server answers once its last byte shows the tag. The client then writes the stop
+//              byte (`stopSource` -> the peer's `stop`) and waits for it; the server, seeing it, retires its
+//              silent writes with a zero-byte signaled write (`drainSource`).
+//   read_lat   the client reads `size` bytes from the peer's `sendOffset` into offset 0, one at a time; the
+//              server is passive (it does not call this).
+#include <napi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "addon.h"
+#include "adapter.h"
+#include "completion_queue.h"
+#include "memory_region.h"
+#include "queue_pair.h"
+#include "nd/netdirect_ext.h"
+
+namespace netdirect {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Request contexts of this loop (their addresses only); a result with any other context is not ours.
+char kPingContext, kStopContext, kDrainContext;
+
+struct Params {
+  bool client = false;
+  bool write = true;  // write_lat; else read_lat
+  uint32_t size = 0;
+  uint64_t sendOffset = 0, stop = 0, stopSource = 0, drainSource = 0;
+  uint64_t remoteAddress = 0;
+  uint32_t remoteToken = 0;
+  int64_t iters = 0, warmup = 0;
+  double durationMs = 0;
+  uint32_t moderation = 1;
+  bool inline_ = false;
+  double timeoutMs = 0;
+};
+
+double Number(Napi::Object o, const char* key, double min, double max) {
+  Napi::Value v = o.Get(key);
+  if (!v.IsNumber() || !(v.As<Napi::Number>().DoubleValue() >= min && v.As<Napi::Number>().DoubleValue() <= max)) {
+    char range[64];
+    std::snprintf(range, sizeof range, "[%.0f, %.0f]", min, max);
+    ThrowMisuse(o.Env(), "ERR_ND_INVALID_ARGUMENT", "ndBenchRun", std::string(key) + " must be a number in " + range);
+  }
+  return v.As<Napi::Number>().DoubleValue();
+}
+
+// The loop's state: the ND objects, the region's memory and what it has posted but not yet seen retired.
+class Loop {
+ public:
+  Loop(Napi::Env env, const Params& p, IND2QueuePair* qp, CompletionQueue* cq, uint8_t* base, UINT32 localToken,
+       INDPollingHint* hint)
+      : env_(env), p_(p), qp_(qp), cq_(cq), base_(base), localToken_(localToken), hint_(hint) {
+    if (hint_ != nullptr) hint_->SetPollingThread(TRUE);
+    Progress();
+  }
+  ~Loop() {
+    if (hint_ != nullptr) hint_->SetPollingThread(FALSE);
+  }
+  Loop(const Loop&) = delete;
+  Loop& operator=(const Loop&) = delete;
+
+  std::vector<double> WriteLatClient();
+  void WriteLatServer();
+  std::vector<double> ReadLatClient();
+
+ private:
+  volatile uint8_t& At(uint64_t offset) { return reinterpret_cast<volatile uint8_t*>(base_)[offset]; }
+
+  void Post(bool write, uint64_t localOffset, uint32_t length, uint64_t remoteOffset, void* context, bool silent) {
+    ND2_SGE sge{base_ + localOffset, static_cast<ULONG>(length), localToken_};
+    ULONG flags = (silent ? ND_OP_FLAG_SILENT_SUCCESS : 0) | (p_.inline_ && write ? ND_OP_FLAG_INLINE : 0);
+    const HRESULT hr = write ? qp_->Write(context, length == 0 ? nullptr : &sge, length == 0 ? 0 : 1,
+                                          p_.remoteAddress + remoteOffset, p_.remoteToken, flags)
+                             : qp_->Read(context, &sge, 1, p_.remoteAddress + remoteOffset, p_.remoteToken, flags);
+    if (FAILED(hr)) ThrowNdStatus(env_, hr, write ? "write" : "read");
+  }
+
+  // One GetResults round: throws on a failed request of the loop's own. A result of a request the loop did not post
+  // (the application's, on a CQ it shares) is set aside for the application's next poll(). Returns how many of the
+  // results were `wanted`.
+  int Poll(const void* wanted) {
+    ND2_RESULT results[16];
+    const ULONG n = cq_->nd()->GetResults(results, 16);
+    int seen = 0;
+    for (ULONG i = 0; i < n; ++i) {
+      const ND2_RESULT& r = results[i];
+      if (r.RequestContext != &kPingContext && r.RequestContext != &kStopContext && r.RequestContext != &kDrainContext) {
+        cq_->SetAside(r);
+        continue;
+      }
+      if (r.Status != ND_SUCCESS) ThrowNdStatus(env_, r.Status, r.RequestType == Nd2RequestTypeRead ? "read" : "write");
+      if (r.RequestContext == wanted) ++seen;
+    }
+    return seen;
+  }
+
+  void Progress() {
+    spins_ = 0;
+    deadline_ = Clock::now() + std::chrono::microseconds(static_cast<int64_t>(p_.timeoutMs * 1000));
+  }
+  // As lib/bench/nd.ts's Stall: the clock is read every 4096 spins, so that waiting costs what the JS loop's does.
+  void CheckStall(const char* what) {
+    if ((++spins_ & 0xfff) == 0 && Clock::now() > deadline_) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", p_.timeoutMs / 1000);
+      throw Napi::Error::New(env_, std::string("native ") + what + ": no progress for " + seconds + " s (is the peer alive?)");
+    }
+  }
+  static uint8_t NextTag(uint8_t t) { return t == 255 ? 1 : t + 1; }
+  bool Signaled() {
+    if (++unsignaled_ < p_.moderation) return false;
+    unsignaled_ = 0;
+    return true;
+  }
+  // Posts one signaled request and polls until it retires (the silent ones before it retire with it).
+  void RetireWith(uint64_t localOffset, uint32_t length, uint64_t remoteOffset, void* context, const char* what) {
+    Post(true, localOffset, length, remoteOffset, context, false);
+    while (Poll(context) == 0) CheckStall(what);
+    unsignaled_ = 0;
+  }
+  bool Timed() const { return p_.durationMs > 0; }
+
+  Napi::Env env_;
+  const Params& p_;
+  IND2QueuePair* qp_;
+  CompletionQueue* cq_;
+  uint8_t* base_;
+  UINT32 localToken_;
+  INDPollingHint* hint_;
+  uint32_t unsignaled_ = 0;
+  uint32_t spins_ = 0;
+  Clock::time_point deadline_;
+};
+
+std::vector<double> Loop::WriteLatClient() {
+  std::vector<double> samples;
+  samples.reserve(Timed() ? 1 << 16 : static_cast<size_t>(p_.iters));
+  const uint64_t last = p_.size - 1;
+  const Clock::time_point end =
+      Clock::now() + std::chrono::microseconds(static_cast<int64_t>(p_.durationMs * 1000));
+  uint8_t t = 0;
+  for (int64_t i = -p_.warmup; Timed() || i < p_.iters; ++i) {
+    t = NextTag(t);
+    At(p_.sendOffset + last) = t;
+    const Clock::time_point t0 = Clock::now();
+    Post(true, p_.sendOffset, p_.size, 0, &kPingContext, !Signaled());
+    while (At(last) != t) {
+      Poll(nullptr);
+      CheckStall("write_lat");
+    }
+    const Clock::time_point t1 = Clock::now();
+    if (i >= 0) samples.push_back(static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+    Progress();
+    if (Timed() && i >= 0 && t1 >= end) break;
+  }
+  At(p_.stopSource) = 1;
+  RetireWith(p_.stopSource, 1, p_.stop, &kStopContext, "write_lat stop");
+  return samples;
+}
+
+void Loop::WriteLatServer() {
+  const uint64_t last = p_.size - 1;
+  uint8_t t = 1;
+  for (;;) {
+    while (At(last) != t) {
+      if (At(p_.stop) != 0) {
+        RetireWith(p_.drainSource, 0, p_.drainSource, &kDrainContext, "write_lat drain");
+        return;
+      }
+      Poll(nullptr);
+      CheckStall("write_lat server");
+    }
+    At(p_.sendOffset + last) = t;
+    Post(true, p_.sendOffset, p_.size, 0, &kPingContext, !Signaled());
+    Progress();
+    t = NextTag(t);
+  }
+}
+
+std::vector<double> Loop::ReadLatClient() {
+  std::vector<double> samples;
+  samples.reserve(Timed() ? 1 << 16 : static_cast<size_t>(p_.iters));
+  const Clock::time_point end =
+      Clock::now() + std::chrono::microseconds(static_cast<int64_t>(p_.durationMs * 1000));
+  for (int64_t i = -p_.warmup; Timed() || i < p_.iters; ++i) {
+    const Clock::time_point t0 = Clock::now();
+    Post(false, 0, p_.size, p_.sendOffset, &kPingContext, false);
+    while (Poll(&kPingContext) == 0) CheckStall("read_lat");
+    const Clock::time_point t1 = Clock::now();
+    if (i >= 0) samples.push_back(static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
+    Progress();
+    if (Timed() && i >= 0 && t1 >= end) break;
+  }
+  return samples;
+}
+
+// ndBenchRun({ role, test, qp, cq, region, size, sendOffset, stop, stopSource, drainSource, remoteAddress,
+//              remoteToken, iters, warmup, durationMs, moderation, inline, timeoutMs })
+Napi::Value NdBenchRun(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* op = "ndBenchRun";
+  if (!info[0].IsObject()) ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "params must be an object");
+  Napi::Object o = info[0].As<Napi::Object>();
+  Params p;
+  const std::string role = o.Get("role").ToString();
+  const std::string test = o.Get("test").ToString();
+  if (role != "client" && role != "server")
+    ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "role must be 'client' or 'server'");
+  if (test != "write_lat" && test != "read_lat")
+    ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "the native baseline runs write_lat and read_lat, not " + test);
+  p.client = role == "client";
+  p.write = test == "write_lat";
+  if (!p.write && !p.client) ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "read_lat's server is passive");
+  auto* qp = UnwrapTagged<QueuePair>(o.Get("qp"), op, "qp");
+  Adapter* adapter = qp->adapter();
+  if (adapter == nullptr) ThrowMisuse(env, "ERR_ND_CLOSED", op, "qp is closed");
+  auto* cq = UnwrapChild<CompletionQueue>(o.Get("cq"), adapter, op, "cq");
+  auto* mr = UnwrapChild<MemoryRegion>(o.Get("region"), adapter, op, "region");
+  if (!adapter->manual())
+    ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op,
+                "the native baseline polls the completion queue itself: the adapter must be in manual mode");
+  RegionSlot* slot = adapter->Region(mr->id());
+  if (slot == nullptr || slot->state != kRegionRegistered)
+    ThrowMisuse(env, "ERR_ND_INVALID_REGION", op, "region is not registered");
+  const double length = static_cast<double>(slot->length);
+  p.size = static_cast<uint32_t>(Number(o, "size", 1, 1u << 30));
+  if (p.size > length) ThrowMisuse(env, "ERR_ND_OUT_OF_RANGE", op, "size exceeds the region");
+  p.sendOffset = static_cast<uint64_t>(Number(o, "sendOffset", 0, length - p.size));
+  p.stop = static_cast<uint64_t>(Number(o, "stop", 0, length - 1));
+  p.stopSource = static_cast<uint64_t>(Number(o, "stopSource", 0, length - 1));
+  p.drainSource = static_cast<uint64_t>(Number(o, "drainSource", 0, length));
+  Napi::Value ra = o.Get("remoteAddress");
+  if (!ra.IsBigInt()) ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "remoteAddress must be a bigint");
+  bool lossless = false;
+  p.remoteAddress = ra.As<Napi::BigInt>().Uint64Value(&lossless);
+  p.remoteToken = static_cast<uint32_t>(Number(o, "remoteToken", 0, 4294967295.0));
+  p.iters = static_cast<int64_t>(Number(o, "iters", 0, 1e12));
+  p.warmup = static_cast<int64_t>(Number(o, "warmup", 0, 1e9));
+  p.durationMs = Number(o, "durationMs", 0, 1e9);
+  p.moderation = static_cast<uint32_t>(Number(o, "moderation", 1, 1 << 20));
+  p.inline_ = o.Get("inline").ToBoolean();
+  p.timeoutMs = Number(o, "timeoutMs", 1, 1e9);
+  if (p.client && p.durationMs == 0 && p.iters == 0)
+    ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "iters must be at least 1 without durationMs");
+
+  CqState* state = cq->state();
+  Loop loop(env, p, qp->nd(), cq, slot->base, mr->nd()->GetLocalToken(), state != nullptr ? state->hint : nullptr);
+  if (!p.client) {
+    loop.WriteLatServer();
+    return env.Undefined();
+  }
+  const std::vector<double> samples = p.write ? loop.WriteLatClient() : loop.ReadLatClient();
+  Napi::Float64Array out = Napi::Float64Array::New(env, samples.size());
+  std::copy(samples.begin(), samples.end(), out.Data());
+  Napi::Object result = Napi::Object::New(env);
+  result.Set("samples", out);
+  return result;
+}
+
+}  // namespace
+
+void InitBenchNd(Napi::Env env, Napi::Object exports) {
+  exports.Set("ndBenchRun", Napi::Function::New(env, NdBenchRun, "ndBenchRun"));
+}
+
+}  // namespace netdirect
