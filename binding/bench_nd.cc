@@ -37,8 +37,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Request contexts of this loop (their addresses only); a result with any other context is not ours.
-char kPingContext, kStopContext, kDrainContext;
+// Request contexts of this loop. They follow the addon's context encoding (binding/poller.h: the request id in the
+// low 32 bits, no counted flags) with ids lib/requests.ts never hands out (its ids are dense from 0): a result of
+// the loop that reaches lib/ after all (the loop failed with requests in flight) is counted as unknown and ignored.
+void* const kPingContext = reinterpret_cast<void*>(uintptr_t{0xFFFFFF01u});
+void* const kStopContext = reinterpret_cast<void*>(uintptr_t{0xFFFFFF02u});
+void* const kDrainContext = reinterpret_cast<void*>(uintptr_t{0xFFFFFF03u});
 
 struct Params {
   bool client = false;
@@ -104,7 +108,7 @@ class Loop {
     int seen = 0;
     for (ULONG i = 0; i < n; ++i) {
       const ND2_RESULT& r = results[i];
-      if (r.RequestContext != &kPingContext && r.RequestContext != &kStopContext && r.RequestContext != &kDrainContext) {
+      if (r.RequestContext != kPingContext && r.RequestContext != kStopContext && r.RequestContext != kDrainContext) {
         cq_->SetAside(r);
         continue;
       }
@@ -163,7 +167,7 @@ std::vector<double> Loop::WriteLatClient() {
     t = NextTag(t);
     At(p_.sendOffset + last) = t;
     const Clock::time_point t0 = Clock::now();
-    Post(true, p_.sendOffset, p_.size, 0, &kPingContext, !Signaled());
+    Post(true, p_.sendOffset, p_.size, 0, kPingContext, !Signaled());
     while (At(last) != t) {
       Poll(nullptr);
       CheckStall("write_lat");
@@ -174,7 +178,7 @@ std::vector<double> Loop::WriteLatClient() {
     if (Timed() && i >= 0 && t1 >= end) break;
   }
   At(p_.stopSource) = 1;
-  RetireWith(p_.stopSource, 1, p_.stop, &kStopContext, "write_lat stop");
+  RetireWith(p_.stopSource, 1, p_.stop, kStopContext, "write_lat stop");
   return samples;
 }
 
@@ -184,14 +188,14 @@ void Loop::WriteLatServer() {
   for (;;) {
     while (At(last) != t) {
       if (At(p_.stop) != 0) {
-        RetireWith(p_.drainSource, 0, p_.drainSource, &kDrainContext, "write_lat drain");
+        RetireWith(p_.drainSource, 0, p_.drainSource, kDrainContext, "write_lat drain");
         return;
       }
       Poll(nullptr);
       CheckStall("write_lat server");
     }
     At(p_.sendOffset + last) = t;
-    Post(true, p_.sendOffset, p_.size, 0, &kPingContext, !Signaled());
+    Post(true, p_.sendOffset, p_.size, 0, kPingContext, !Signaled());
     Progress();
     t = NextTag(t);
   }
@@ -204,8 +208,8 @@ std::vector<double> Loop::ReadLatClient() {
       Clock::now() + std::chrono::microseconds(static_cast<int64_t>(p_.durationMs * 1000));
   for (int64_t i = -p_.warmup; Timed() || i < p_.iters; ++i) {
     const Clock::time_point t0 = Clock::now();
-    Post(false, 0, p_.size, p_.sendOffset, &kPingContext, false);
-    while (Poll(&kPingContext) == 0) CheckStall("read_lat");
+    Post(false, 0, p_.size, p_.sendOffset, kPingContext, false);
+    while (Poll(kPingContext) == 0) CheckStall("read_lat");
     const Clock::time_point t1 = Clock::now();
     if (i >= 0) samples.push_back(static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
     Progress();
