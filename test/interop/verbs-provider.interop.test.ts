@@ -11,7 +11,8 @@
 //   * interop across the wire: the verbs provider on guest siw <-> the software provider on the host, both
 //     directions. Every byte is checked on the side it lands on (nd_peer.mjs / verbs_peer.c protocol);
 //   * ndbench --compare perftest: netdirect and perftest's ib_write_lat / ib_write_bw on siw0 in one command,
-//     the ratio per size and the targets table (figures printed, never asserted: docs/ndbench.md has them).
+//     the ratio per size and the targets table (figures printed, never asserted: docs/ndbench.md has them);
+//     write_lat also with --compare native (the same test on the same verbs queue pair from C++).
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -197,15 +198,15 @@ describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
 
   // The comparison end to end: ndbench's two sides and perftest's two, all on siw0 in one command. Only the
   // layout is checked; the figures (TCG qemu) go to stderr and docs/ndbench.md.
-  for (const [test, args, size, row] of [
-    ['write_lat', '-s 8 -n 20 --completion manual', 8, 0],
-    ['write_bw', '-s 65536 -n 20', 65536, 1],
+  for (const [test, args, size, row, compare] of [
+    ['write_lat', '-s 8 -n 20 --completion manual', 8, 0, 'perftest,native'],
+    ['write_bw', '-s 65536 -n 20', 65536, 1, 'perftest'],
   ] as const) {
-    it(`ndbench ${test} --compare perftest on siw0: both figures, the ratio and the targets row`, async () => {
+    it(`ndbench ${test} --compare ${compare} on siw0: the figures, the ratios and the targets row`, async () => {
       const t0 = Date.now();
       const r = await vm.run(
         `cd ${PKG} && timeout 400 ${NODE} dist/cjs/bench/cli.js ${test} ${args} --loopback --provider verbs --bind ${GUEST_IP} ` +
-          `--compare perftest --repetitions 3 --timeout 60 --json /tmp/${test}.json`,
+          `--compare ${compare} --repetitions 3 --timeout 60 --json /tmp/${test}.json`,
         450_000,
       );
       wall.push(`--compare perftest ${test} ${((Date.now() - t0) / 1000).toFixed(1)} s`);
@@ -221,6 +222,12 @@ describe.skipIf(!ready)('verbs provider on Linux siw (siw-vm guest)', () => {
       expect(res.repetitions.perftest).toHaveLength(3);
       expect(j.extra.perftest_client).toMatch(new RegExp(`^ib_${test} -R -F -p \\d+ -s ${size} -d siw0 `));
       expect(j.targets[row].result).toMatch(/^(pass|miss)$/);
+      if (compare.includes('native')) {
+        expect(r.output).toMatch(/native\[usec\]\s+nd\/native/);
+        expect(res.baselines.native.MsgSize).toBe(size);
+        expect(res.ratios.native).toBeGreaterThan(0);
+        expect(res.repetitions.native).toHaveLength(3);
+      }
       expect(r.output).toMatch(new RegExp(`${j.targets[row].row}.*(pass|miss)`));
     }, 500_000);
   }
