@@ -62,14 +62,14 @@ Napi::Value CompletionQueue::Poll(const Napi::CallbackInfo& info) {
   batch.words.clear();
   batch.counted = 0;
   uint32_t got = 0;
-  // Manual mode: this thread polls in a loop; a provider that can use that (INDPollingHint, optional) may
-  // progress its connections on it instead of waking a thread of its own per message.
-  if (!setAside_.empty()) {
+  if (!setAside_.empty()) {  // results taken by native code on this thread (SetAside) come first
     const size_t n = std::min<size_t>(setAside_.size(), max);
     for (size_t i = 0; i < n; ++i) Poller::AppendResult(setAside_[i], &batch, state_);
     setAside_.erase(setAside_.begin(), setAside_.begin() + n);
     got = static_cast<uint32_t>(n);
   }
+  // Manual mode: this thread polls in a loop; a provider that can use that (INDPollingHint, optional) may
+  // progress its connections on it instead of waking a thread of its own per message.
   INDPollingHint* hint = adapter_->manual() ? state_->hint : nullptr;
   if (hint != nullptr) hint->SetPollingThread(TRUE);
   while (got < max) {
