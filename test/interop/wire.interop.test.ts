@@ -254,7 +254,14 @@ describe.skipIf(!ready)('wire codecs vs Linux siw (rping over the siw-vm guest)'
   CASES.forEach((c, i) => {
     it(c.name, async () => {
       const slug = `${String(i + 1).padStart(2, '0')}-${c.role}`;
-      const o = await runCase(c, slug);
+      let o = await runCase(c, slug);
+      if (!c.provoke && o.probe.summary?.error.startsWith('CRC mismatch') && o.verdict.badCrc === 1) {
+        // siw (the peer) sent one FPDU whose trailer does not match its bytes, and tshark agrees: seen once in the
+        // guest, its payload being exactly the data siw had read from us (test/interop/siw-vm/README.md, Gotchas).
+        // The probe's CRC is checked by every other FPDU of the run; the case runs once more and must then pass.
+        process.stderr.write(`[interop] ${c.name}: siw sent an FPDU with a wrong CRC (${o.probe.summary!.error}); once more\n`);
+        o = await runCase(c, `${slug}-again`);
+      }
       outcomes.set(c.name, o);
       const s = o.probe.summary;
       const ctxText = `${o.probe.log.slice(-6000)}\n--- guest rping\n${o.guestLog.slice(-3000)}`;
