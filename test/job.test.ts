@@ -2,7 +2,7 @@
 // PMI-2 wire protocol against a PMI-2 server of this test's own over a socketpair (Slurm is not installed here),
 // the explicit rendezvous, collectives and windows checked against answers every rank can compute, and a rank
 // killed in the middle of an allreduce.
-import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import * as path from 'node:path';
 import type { Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
@@ -36,6 +36,26 @@ function collect(child: ChildProcess, timeoutMs: number): Promise<Ran> {
   );
 }
 
+/**
+ * spawn(), once more after a short wait when process creation itself fails with UNKNOWN: under Wine,
+ * CreateProcessW now and then fails while several node.exe processes start at once (seen once in the Windows tier,
+ * "spawn UNKNOWN"). The job is what these tests check, not the platform's process creation.
+ */
+function spawnRank(command: string, args: string[], options: SpawnOptions): ChildProcess {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return spawn(command, args, options);
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'UNKNOWN' || attempt === 3) throw err;
+      process.stderr.write(`[job.test] spawn ${command} failed (${(err as Error).message}); attempt ${attempt + 1}\n`);
+      const until = Date.now() + 250;
+      while (Date.now() < until) {
+        // a short synchronous pause: the callers build their ranks in one synchronous map
+      }
+    }
+  }
+}
+
 function freePort(): number {
   return 20000 + Math.floor(Math.random() * 20000);
 }
@@ -45,7 +65,7 @@ async function rendezvousJob(script: string, size: number, extra: NodeJS.Process
   const port = freePort();
   const runs = Array.from({ length: size }, (_, r) =>
     collect(
-      spawn(process.execPath, [script], {
+      spawnRank(process.execPath, [script], {
         cwd: root,
         env: { ...process.env, NETDIRECT_RENDEZVOUS: `127.0.0.1:${port}`, NETDIRECT_RANK: String(r), NETDIRECT_SIZE: String(size), ...extra },
       }),
@@ -232,7 +252,7 @@ describe('jobs under a PMI-2 launcher (the wire protocol srun --mpi=pmi2 speaks;
   it('3 ranks over socketpairs: fullinit, kvs put/fence/get, the collectives and windows, finalize', async () => {
     const size = 3;
     const children = Array.from({ length: size }, (_, r) =>
-      spawn(process.execPath, [rankScript], {
+      spawnRank(process.execPath, [rankScript], {
         cwd: root,
         stdio: ['ignore', 'pipe', 'pipe', 'pipe'],
         env: { ...process.env, PMI_FD: '3', PMI_RANK: String(r), PMI_SIZE: String(size), PMI_JOBID: '4242.0', SLURM_JOB_ID: '4242', SLURM_STEP_ID: '0' },
