@@ -118,9 +118,12 @@ class Loop {
     return seen;
   }
 
-  void Progress() {
+  // A round trip completed: the stall clock starts again. Returns the time it read.
+  Clock::time_point Progress() {
     spins_ = 0;
-    deadline_ = Clock::now() + std::chrono::microseconds(static_cast<int64_t>(p_.timeoutMs * 1000));
+    const Clock::time_point now = Clock::now();
+    deadline_ = now + std::chrono::microseconds(static_cast<int64_t>(p_.timeoutMs * 1000));
+    return now;
   }
   // As lib/bench/nd.ts's Stall: the clock is read every 4096 spins, so that waiting costs what the JS loop's does.
   void CheckStall(const char* what) {
@@ -143,6 +146,8 @@ class Loop {
     unsignaled_ = 0;
   }
   bool Timed() const { return p_.durationMs > 0; }
+  template <typename Round>
+  std::vector<double> Measure(Round round);
 
   Napi::Env env_;
   const Params& p_;
@@ -156,14 +161,31 @@ class Loop {
   Clock::time_point deadline_;
 };
 
-std::vector<double> Loop::WriteLatClient() {
+// The iterations of a latency test: `round` runs one round trip and returns its time in ns. Warm-up rounds are not
+// kept; with durationMs, rounds go on until that much time has passed.
+template <typename Round>
+std::vector<double> Loop::Measure(Round round) {
   std::vector<double> samples;
   samples.reserve(Timed() ? 1 << 16 : static_cast<size_t>(p_.iters));
-  const uint64_t last = p_.size - 1;
   const Clock::time_point end =
       Clock::now() + std::chrono::microseconds(static_cast<int64_t>(p_.durationMs * 1000));
-  uint8_t t = 0;
   for (int64_t i = -p_.warmup; Timed() || i < p_.iters; ++i) {
+    const double ns = round();
+    if (i >= 0) samples.push_back(ns);
+    const Clock::time_point now = Progress();
+    if (Timed() && i >= 0 && now >= end) break;
+  }
+  return samples;
+}
+
+double Since(Clock::time_point t0) {
+  return static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+}
+
+std::vector<double> Loop::WriteLatClient() {
+  const uint64_t last = p_.size - 1;
+  uint8_t t = 0;
+  std::vector<double> samples = Measure([&] {
     t = NextTag(t);
     At(p_.sendOffset + last) = t;
     const Clock::time_point t0 = Clock::now();
@@ -172,11 +194,8 @@ std::vector<double> Loop::WriteLatClient() {
       Poll(nullptr);
       CheckStall("write_lat");
     }
-    const Clock::time_point t1 = Clock::now();
-    if (i >= 0) samples.push_back(static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
-    Progress();
-    if (Timed() && i >= 0 && t1 >= end) break;
-  }
+    return Since(t0);
+  });
   At(p_.stopSource) = 1;
   RetireWith(p_.stopSource, 1, p_.stop, kStopContext, "write_lat stop");
   return samples;
@@ -202,20 +221,12 @@ void Loop::WriteLatServer() {
 }
 
 std::vector<double> Loop::ReadLatClient() {
-  std::vector<double> samples;
-  samples.reserve(Timed() ? 1 << 16 : static_cast<size_t>(p_.iters));
-  const Clock::time_point end =
-      Clock::now() + std::chrono::microseconds(static_cast<int64_t>(p_.durationMs * 1000));
-  for (int64_t i = -p_.warmup; Timed() || i < p_.iters; ++i) {
+  return Measure([&] {
     const Clock::time_point t0 = Clock::now();
     Post(false, 0, p_.size, p_.sendOffset, kPingContext, false);
     while (Poll(kPingContext) == 0) CheckStall("read_lat");
-    const Clock::time_point t1 = Clock::now();
-    if (i >= 0) samples.push_back(static_cast<double>(std::chrono::duration_cast<std::chrono::nanoseconds>(t1 - t0).count()));
-    Progress();
-    if (Timed() && i >= 0 && t1 >= end) break;
-  }
-  return samples;
+    return Since(t0);
+  });
 }
 
 // ndBenchRun({ role, test, qp, cq, region, size, sendOffset, stop, stopSource, drainSource, remoteAddress,

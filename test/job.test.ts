@@ -48,10 +48,7 @@ function spawnRank(command: string, args: string[], options: SpawnOptions): Chil
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code !== 'UNKNOWN' || attempt === 3) throw err;
       process.stderr.write(`[job.test] spawn ${command} failed (${(err as Error).message}); attempt ${attempt + 1}\n`);
-      const until = Date.now() + 250;
-      while (Date.now() < until) {
-        // a short synchronous pause: the callers build their ranks in one synchronous map
-      }
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 250); // a synchronous pause: the callers map synchronously
     }
   }
 }

@@ -360,13 +360,12 @@ function nativeBench(): NativeBench {
 /** What the C++ loop needs: the first QP's native objects and the offsets of this file's layout. */
 function nativeParams(side: NdSide, role: 'client' | 'server', test: TestName, size: number, timeoutMs: number): Record<string, unknown> {
   const remote = side.remotes[0];
-  const internal = side.qps[0] as unknown as { _native: unknown };
   return {
     role,
     test,
-    qp: internal._native,
-    cq: (side.cq as unknown as { _native: unknown })._native,
-    region: (side.mr as unknown as { _native: unknown })._native,
+    qp: side.qps[0]._native,
+    cq: side.cq._native,
+    region: side.mr._native,
     size,
     sendOffset: side.sendOff,
     stop: side.ctrlOff + STOP,

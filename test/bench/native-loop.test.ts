@@ -4,7 +4,7 @@
 import { afterAll, describe, expect, it } from 'vitest';
 import type { Adapter, CompletionQueue, MemoryRegion, QueuePair, RemoteMemory } from '../../lib/index';
 import { binding as addon } from '../../lib/binding';
-import { openLocal } from '../helpers';
+import { ndThrow, openLocal } from '../helpers';
 
 const binding = addon as unknown as { ndBenchRun(p: Record<string, unknown>): { samples: Float64Array } | undefined };
 
@@ -63,15 +63,6 @@ function params(end: End, remote: RemoteMemory, extra: Record<string, unknown>):
   };
 }
 
-function thrown(fn: () => unknown): Error & { code?: string } {
-  try {
-    fn();
-  } catch (err) {
-    return err as Error;
-  }
-  throw new Error('expected a throw');
-}
-
 describe('the native ND loop of ndbench', { timeout: 60_000 }, () => {
   it('runs read_lat on a connected pair and returns one sample per iteration', async () => {
     const { client, toServer } = await pair('manual');
@@ -82,7 +73,7 @@ describe('the native ND loop of ndbench', { timeout: 60_000 }, () => {
 
   it('refuses an adapter that is not in manual mode', async () => {
     const loop = await pair('thread'); // 'thread' exists on every platform ('loop' not on Windows)
-    const e = thrown(() => binding.ndBenchRun(params(loop.client, loop.toServer, {})));
+    const e = ndThrow(() => binding.ndBenchRun(params(loop.client, loop.toServer, {})));
     expect(e.code).toBe('ERR_ND_INVALID_ARGUMENT');
     expect(e.message).toMatch(/the adapter must be in manual mode/);
   });
@@ -103,15 +94,15 @@ describe('the native ND loop of ndbench', { timeout: 60_000 }, () => {
 
   it('refuses offsets outside the region', async () => {
     const { client, toServer } = await pair('manual');
-    const e = thrown(() => binding.ndBenchRun(params(client, toServer, { sendOffset: 4090 })));
+    const e = ndThrow(() => binding.ndBenchRun(params(client, toServer, { sendOffset: 4090 })));
     expect(e.code).toBe('ERR_ND_INVALID_ARGUMENT');
     expect(e.message).toMatch(/sendOffset must be a number in \[0, 4088/);
-    expect(thrown(() => binding.ndBenchRun(params(client, toServer, { size: 8192 }))).code).toBe('ERR_ND_OUT_OF_RANGE');
+    expect(ndThrow(() => binding.ndBenchRun(params(client, toServer, { size: 8192 }))).code).toBe('ERR_ND_OUT_OF_RANGE');
   });
 
   it('a request the peer refuses fails the loop with the provider status (an NdError), not a hang', async () => {
     const { client, toServer } = await pair('manual');
-    const e = thrown(() => binding.ndBenchRun(params(client, { ...toServer, token: (toServer.token ^ 0x5a5a) >>> 0 }, { test: 'read_lat' })));
+    const e = ndThrow(() => binding.ndBenchRun(params(client, { ...toServer, token: (toServer.token ^ 0x5a5a) >>> 0 }, { test: 'read_lat' })));
     expect(e.name).toBe('NdError');
     expect(['ND_ACCESS_VIOLATION', 'ND_REMOTE_ERROR']).toContain(e.code);
     // Whatever of the loop's own the provider still completes is not the application's: poll() returns none of it.
@@ -121,8 +112,7 @@ describe('the native ND loop of ndbench', { timeout: 60_000 }, () => {
   it('a peer that never answers: the loop gives up after its timeout, saying so', async () => {
     const { client, toServer } = await pair('manual');
     const t0 = Date.now();
-    const e = thrown(() => binding.ndBenchRun(params(client, toServer, { timeoutMs: 300 })));
-    expect(e.message).toMatch(/^native write_lat: no progress for 0\.3 s \(is the peer alive\?\)/);
+    expect(() => binding.ndBenchRun(params(client, toServer, { timeoutMs: 300 }))).toThrow(/^native write_lat: no progress for 0\.3 s \(is the peer alive\?\)/);
     expect(Date.now() - t0).toBeLessThan(20_000);
   });
 });
