@@ -183,10 +183,30 @@ struct Port : Object {
   }
 };
 
+// An overlapped file lives, as a Windows file object does, while anything refers to it: the consumer's handle and
+// the provider that made it (NdCompatReleaseOverlappedFile), so a request the provider completes after the consumer
+// closed its handle finds the file, not freed memory. Closing the handle detaches the port (no packet is queued
+// after that); mu orders that against a completion reading the port.
 struct File : Object {
-  std::atomic<Port*> port{nullptr};
+  std::mutex mu;
+  Port* port = nullptr;         // referenced while associated (guarded by mu)
   ULONG_PTR key = 0;
+  bool handle_closed = false;   // guarded by mu
+  std::atomic<int> refs{2};     // the consumer's handle and the provider's reference
   File() : Object(Kind::kFile) {}
+  void unref() {
+    if (refs.fetch_sub(1) == 1) {
+      kind = Kind::kDead;
+      delete this;
+    }
+  }
+  // The port a completion goes to, referenced (the caller unrefs it), or nullptr.
+  Port* port_ref(ULONG_PTR* key_out) {
+    std::lock_guard<std::mutex> lock(mu);
+    if (port != nullptr) port->refs.fetch_add(1);
+    *key_out = key;
+    return port;
+  }
 };
 
 struct Event : Object {
@@ -210,6 +230,7 @@ inline Port*& draining_port() {
   return p;
 }
 
+// The caller holds a reference to p (its handle, or Port::refs), so the notify after the unlock is safe.
 inline void post(Port* p, const OVERLAPPED_ENTRY& e) {
   {
     std::lock_guard<std::mutex> lock(p->mu);
@@ -219,11 +240,11 @@ inline void post(Port* p, const OVERLAPPED_ENTRY& e) {
   p->cv.notify_one();
 }
 
+// Notifies under the lock: a waiter that sees the event signalled may close it at once (a synchronous wait on a
+// stack or heap event), so nothing may touch the event after the lock is released.
 inline void signal(Event* ev) {
-  {
-    std::lock_guard<std::mutex> lock(ev->mu);
-    ev->signaled = true;
-  }
+  std::lock_guard<std::mutex> lock(ev->mu);
+  ev->signaled = true;
   if (ev->manual_reset)
     ev->cv.notify_all();
   else
@@ -251,13 +272,13 @@ inline HANDLE CreateIoCompletionPort(HANDLE file, HANDLE existingPort, ULONG_PTR
     SetLastError(ERROR_INVALID_HANDLE);
     return nullptr;
   }
-  Port* expected = nullptr;
-  p->refs.fetch_add(1);
-  if (!f->port.compare_exchange_strong(expected, p)) {  // a file belongs to one port, as on Windows
-    p->unref();
-    SetLastError(ERROR_INVALID_PARAMETER);
+  std::lock_guard<std::mutex> lock(f->mu);
+  if (f->port != nullptr || f->handle_closed) {  // a file belongs to one port, as on Windows
+    SetLastError(f->handle_closed ? ERROR_INVALID_HANDLE : ERROR_INVALID_PARAMETER);
     return nullptr;
   }
+  p->refs.fetch_add(1);
+  f->port = p;
   f->key = key;  // associate before any request is issued on the file, as Windows requires
   return existingPort;
 }
@@ -391,9 +412,19 @@ inline BOOL CloseHandle(HANDLE h) {
     return TRUE;
   }
   if (auto* f = as<File>(h, Kind::kFile)) {
-    f->kind = Kind::kDead;
-    if (Port* p = f->port.exchange(nullptr)) p->unref();
-    delete f;
+    Port* p;
+    {
+      std::lock_guard<std::mutex> lock(f->mu);
+      if (f->handle_closed) {
+        SetLastError(ERROR_INVALID_HANDLE);
+        return FALSE;
+      }
+      f->handle_closed = true;
+      p = f->port;
+      f->port = nullptr;
+    }
+    if (p != nullptr) p->unref();
+    f->unref();
     return TRUE;
   }
   if (auto* ev = as<Event>(h, Kind::kEvent)) {
@@ -407,8 +438,15 @@ inline BOOL CloseHandle(HANDLE h) {
 
 // ---- provider side ----------------------------------------------------------------------------------------
 
-// What IND2Adapter::CreateOverlappedFile returns on non-Windows (skip-on-success semantics are implied).
+// What IND2Adapter::CreateOverlappedFile returns on non-Windows (skip-on-success semantics are implied). The
+// provider keeps a reference until NdCompatReleaseOverlappedFile: it may complete requests on the file until then,
+// whether or not the consumer has closed its handle (an adapter releases its files when it goes; its children hold
+// it, as on Windows, binding/ndkit/overlapped_win.cc).
 inline HANDLE NdCompatCreateOverlappedFile() { return static_cast<nd_compat::Object*>(new nd_compat::File()); }
+
+inline void NdCompatReleaseOverlappedFile(HANDLE file) {
+  if (auto* f = nd_compat::as<nd_compat::File>(file, nd_compat::Kind::kFile)) f->unref();
+}
 
 // Completes a request that returned ND_PENDING: records status and bytes in the OVERLAPPED, then signals its
 // event and/or queues a packet to the port the file is associated with. An hEvent with the low bit set
@@ -418,11 +456,15 @@ inline void NdCompatCompleteOverlapped(HANDLE file, OVERLAPPED* ov, HRESULT stat
   const uintptr_t ev_bits = reinterpret_cast<uintptr_t>(ov->hEvent);
   Event* ev = as<Event>(reinterpret_cast<HANDLE>(ev_bits & ~uintptr_t(1)), Kind::kEvent);
   File* f = as<File>(file, Kind::kFile);
-  Port* p = (f != nullptr && (ev_bits & 1) == 0) ? f->port.load() : nullptr;
-  const ULONG_PTR key = f != nullptr ? f->key : 0;
+  ULONG_PTR key = 0;
+  // Referenced: the consumer may close its handles (file, then port) the moment it has dequeued the packet.
+  Port* p = (f != nullptr && (ev_bits & 1) == 0) ? f->port_ref(&key) : nullptr;
   ov->InternalHigh = bytes;
   // Publish the status last: GetOverlappedResult(wait=FALSE) polls it.
   reinterpret_cast<std::atomic<ULONG_PTR>*>(&ov->Internal)->store(static_cast<ULONG_PTR>(static_cast<ULONG>(status)));
   if (ev != nullptr) signal(ev);
-  if (p != nullptr) post(p, OVERLAPPED_ENTRY{key, ov, 0, bytes});
+  if (p != nullptr) {
+    post(p, OVERLAPPED_ENTRY{key, ov, 0, bytes});
+    p->unref();
+  }
 }

@@ -1,7 +1,9 @@
 #include "ndkit/object.h"
 
 #include <chrono>
+#include <mutex>
 #include <thread>
+#include <vector>
 
 namespace netdirect::ndkit {
 
@@ -11,6 +13,45 @@ std::atomic<long>& live_objects() {
 }
 
 #ifndef _WIN32  // Windows: overlapped_win.cc
+namespace {
+struct OwnedFile {
+  const void* owner;
+  HANDLE file;
+};
+std::mutex g_files_mu;  // a leaf
+std::vector<OwnedFile> g_files;
+}  // namespace
+
+HANDLE create_overlapped_file(const void* owner) {
+  HANDLE h = NdCompatCreateOverlappedFile();
+  std::lock_guard<std::mutex> lock(g_files_mu);
+  try {
+    g_files.push_back(OwnedFile{owner, h});
+  } catch (...) {
+    NdCompatReleaseOverlappedFile(h);  // ours, then the one that would have been the consumer's
+    NdCompatReleaseOverlappedFile(h);
+    return nullptr;
+  }
+  return h;
+}
+
+void release_overlapped_files(const void* owner) {
+  std::vector<HANDLE> mine;
+  {
+    std::lock_guard<std::mutex> lock(g_files_mu);
+    for (size_t i = 0; i < g_files.size();) {
+      if (g_files[i].owner == owner) {
+        mine.push_back(g_files[i].file);
+        g_files[i] = g_files.back();
+        g_files.pop_back();
+      } else {
+        ++i;
+      }
+    }
+  }
+  for (HANDLE h : mine) NdCompatReleaseOverlappedFile(h);
+}
+
 void complete_overlapped(HANDLE overlapped_file, OVERLAPPED* ov, HRESULT status, ULONG bytes) {
   NdCompatCompleteOverlapped(overlapped_file, ov, status, bytes);
 }

@@ -109,13 +109,13 @@ class DeferCompletions {
   DeferCompletions& operator=(const DeferCompletions&) = delete;
 };
 
-#ifdef _WIN32
-// The Windows overlapped file (overlapped_win.cc): one end of a private named pipe, which the consumer
-// associates with its IOCP; a completion is a 1-byte pipe read issued with the consumer's OVERLAPPED.
-// `owner` is the adapter: its files are released with it (children hold their adapter).
+// IND2Adapter::CreateOverlappedFile. `owner` is the adapter: the provider's side of its files lives until
+// release_overlapped_files(owner) in the adapter's destructor (children hold their adapter), so a request completed
+// after the consumer closed its handle still finds the file (Windows keeps a file object while a driver holds it).
+// Windows (overlapped_win.cc): one end of a private named pipe, which the consumer associates with its IOCP; a
+// completion is a 1-byte pipe read issued with the consumer's OVERLAPPED. Elsewhere: the nd_compat file.
 HANDLE create_overlapped_file(const void* owner);
 void release_overlapped_files(const void* owner);
-#endif
 
 // Marks an OVERLAPPED as in progress before returning ND_PENDING.
 inline void mark_pending(OVERLAPPED* ov) {

@@ -48,15 +48,20 @@ HRESULT write_address_list(const std::vector<net::Address>& addrs, SOCKET_ADDRES
 SoftAdapter::SoftAdapter() = default;
 
 SoftAdapter::~SoftAdapter() {
-#ifdef _WIN32
-  release_overlapped_files(this);
-#endif
   stags_.reset();
-  // The last reference may be dropped by a task on the engine thread itself (a child released there):
-  // the engine cannot join its own thread, so another thread stops and destroys it.
-  if (engine_ && engine_->in_engine_thread()) {
-    std::thread([e = std::move(engine_)]() mutable { e.reset(); }).detach();
-  }
+  // The engine's last tasks may still complete requests on the overlapped files: they are released once it has
+  // stopped. The last reference may be dropped by a task on the engine thread itself (a child released there):
+  // the engine cannot join its own thread, so another thread stops and destroys it, then releases the files
+  // (files_key_ goes along: the key stays unique until then).
+  const bool on_engine_thread = engine_ && engine_->in_engine_thread();
+  auto stop = [e = std::move(engine_), key = files_key_]() mutable {
+    e.reset();
+    release_overlapped_files(key.get());
+  };
+  if (on_engine_thread)
+    std::thread(std::move(stop)).detach();
+  else
+    stop();
 }
 
 HRESULT SoftAdapter::open(UINT64 id, SoftAdapter** out) {
@@ -135,11 +140,7 @@ bool SoftAdapter::serves(const net::Address& a) const {
 
 HRESULT SoftAdapter::CreateOverlappedFile(HANDLE* phOverlappedFile) {
   if (phOverlappedFile == nullptr) return ND_INVALID_PARAMETER_1;
-#ifdef _WIN32
-  HANDLE h = create_overlapped_file(this);
-#else
-  HANDLE h = NdCompatCreateOverlappedFile();
-#endif
+  HANDLE h = create_overlapped_file(files_key_.get());
   if (h == nullptr) return ND_NO_MEMORY;
   *phOverlappedFile = h;
   return ND_SUCCESS;

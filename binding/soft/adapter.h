@@ -95,6 +95,9 @@ class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<StagTable> stags_;
   cm::ConnectGate connect_gate_;
+  // What the overlapped files are registered under (ndkit/object.h): unique while they are, even when the engine
+  // thread outlives the adapter (~SoftAdapter).
+  std::shared_ptr<const char> files_key_ = std::make_shared<const char>('\0');
 };
 
 }  // namespace netdirect::soft

@@ -24,10 +24,8 @@ using ndkit::mark_done;
 using ndkit::mark_pending;
 using ndkit::overlapped_result;
 using ndkit::succeed_overlapped;
-#ifdef _WIN32
 using ndkit::create_overlapped_file;
 using ndkit::release_overlapped_files;
-#endif
 
 }  // namespace netdirect::soft
 

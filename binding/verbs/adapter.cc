@@ -161,6 +161,7 @@ VerbsAdapter::~VerbsAdapter() {
       thread_.join();
     }
   }
+  ndkit::release_overlapped_files(this);
   if (ec_ != nullptr) lib_->destroy_event_channel(ec_);
   if (cc_ != nullptr) lib_->destroy_comp_channel(cc_);
   if (pd_ != nullptr) lib_->dealloc_pd(pd_);
@@ -320,7 +321,7 @@ HRESULT VerbsAdapter::GetNextTimeout(DWORD* pMilliseconds) {
 
 HRESULT VerbsAdapter::CreateOverlappedFile(HANDLE* phOverlappedFile) {
   if (phOverlappedFile == nullptr) return ND_INVALID_PARAMETER_1;
-  HANDLE h = NdCompatCreateOverlappedFile();
+  HANDLE h = ndkit::create_overlapped_file(this);  // released in ~VerbsAdapter, after the thread that completes
   if (h == nullptr) return ND_NO_MEMORY;
   *phOverlappedFile = h;
   return ND_SUCCESS;
