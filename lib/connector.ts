@@ -525,8 +525,9 @@ export class Connector implements AsyncDisposable, RequestOwner {
 
   /**
    * Disconnects (ND flushes the queue pair: its outstanding requests complete with ND_CANCELED). Idempotent.
-   * Before the connection is established it cancels the pending step instead. A peer already gone is not an
-   * error.
+   * Before the connection is established it cancels the pending step instead; between connect() and
+   * completeConnect() it declines the connection as reject() does (the peer's accept() fails
+   * ND_CONNECTION_REFUSED). A peer already gone is not an error.
    *
    * @throws {@link NdError} the provider's status when the disconnect fails otherwise (the connector is
    *   'disconnected' either way).
@@ -538,7 +539,9 @@ export class Connector implements AsyncDisposable, RequestOwner {
   private async _disconnect(): Promise<void> {
     const op = 'disconnect';
     if (this._state !== 'established') {
-      if (this._state === 'connected' || this._state === 'connecting' || this._state === 'completing') {
+      if (this._state === 'connected') {
+        this.reject();  // nothing is pending to cancel: the connection waits for this side's answer
+      } else if (this._state === 'connecting' || this._state === 'completing') {
         try {
           this._native.cancel();
         } catch {

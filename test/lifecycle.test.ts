@@ -243,7 +243,7 @@ describe('connector endpoints', () => {
 // of the RTR; IB/RoCE: the CM's REJ). An initiator that vanishes aborts it instead (test/handshake.test.ts). On an
 // iWARP device the kernel has established the connection before connect() completes: declining disconnects it.
 describe('an initiator that declines after connect()', () => {
-  for (const how of ['reject()', 'close()'] as const) {
+  for (const how of ['reject()', 'close()', 'disconnect()'] as const) {
     it(`by ${how} before completeConnect(): the peer's accept() fails ND_CONNECTION_REFUSED (iWARP devices: disconnected)`, async () => {
       const established = (await deviceCannot('initiator-declines')) !== null;
       const { adapter, cq } = await openLocal();
@@ -259,7 +259,8 @@ describe('an initiator that declines after connect()', () => {
         expect(connector.state).toBe('connected');
         if (established) await accepting;
         if (how === 'reject()') connector.reject();
-        else await connector.close();
+        else if (how === 'close()') await connector.close();
+        else await connector.disconnect();
         if (established) {
           await incoming.disconnected;
         } else {
@@ -267,6 +268,10 @@ describe('an initiator that declines after connect()', () => {
           expect(err.code).toBe('ND_CONNECTION_REFUSED');
           expect(err.message).toMatch(/initiator declined/);
           expect(incoming.state).toBe('failed');
+        }
+        if (how !== 'close()') {
+          expect(connector.state).toBe('rejected');
+          await connector.disconnected;
         }
         await listener.close();
       } finally {
