@@ -18,15 +18,23 @@ struct OwnedFile {
   const void* owner;
   HANDLE file;
 };
-std::mutex g_files_mu;  // a leaf
-std::vector<OwnedFile> g_files;
+struct Files {
+  std::mutex mu;  // a leaf
+  std::vector<OwnedFile> list;
+};
+// Never freed: an adapter's last release may run on a detached thread while the process exits (~SoftAdapter).
+Files& files() {
+  static Files* f = new Files();
+  return *f;
+}
 }  // namespace
 
 HANDLE create_overlapped_file(const void* owner) {
   HANDLE h = NdCompatCreateOverlappedFile();
-  std::lock_guard<std::mutex> lock(g_files_mu);
+  Files& fs = files();
+  std::lock_guard<std::mutex> lock(fs.mu);
   try {
-    g_files.push_back(OwnedFile{owner, h});
+    fs.list.push_back(OwnedFile{owner, h});
   } catch (...) {
     NdCompatReleaseOverlappedFile(h);  // ours, then the one that would have been the consumer's
     NdCompatReleaseOverlappedFile(h);
@@ -37,13 +45,14 @@ HANDLE create_overlapped_file(const void* owner) {
 
 void release_overlapped_files(const void* owner) {
   std::vector<HANDLE> mine;
+  Files& fs = files();
   {
-    std::lock_guard<std::mutex> lock(g_files_mu);
-    for (size_t i = 0; i < g_files.size();) {
-      if (g_files[i].owner == owner) {
-        mine.push_back(g_files[i].file);
-        g_files[i] = g_files.back();
-        g_files.pop_back();
+    std::lock_guard<std::mutex> lock(fs.mu);
+    for (size_t i = 0; i < fs.list.size();) {
+      if (fs.list[i].owner == owner) {
+        mine.push_back(fs.list[i].file);
+        fs.list[i] = fs.list.back();
+        fs.list.pop_back();
       } else {
         ++i;
       }
