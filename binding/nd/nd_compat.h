@@ -150,7 +150,7 @@ struct Port : Object {
   std::mutex mu;
   std::condition_variable cv;
   std::deque<OVERLAPPED_ENTRY> queue;
-  std::atomic<int> refs{1};  // the port handle plus one per associated file
+  std::atomic<int> refs{1};  // the port handle, one per associated file, one per completion posting to it
   bool closed = false;
   // Readable while packets are queued, once NdCompatPortDescriptor asked for it (an event loop watches it
   // instead of a thread blocking in GetQueuedCompletionStatus). Written on empty -> non-empty, drained when a
