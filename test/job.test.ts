@@ -37,7 +37,7 @@ function collect(child: ChildProcess, timeoutMs: number): Promise<Ran> {
 }
 
 /**
- * spawn(), once more after a short wait when process creation itself fails with UNKNOWN: under Wine,
+ * spawn(), tried up to 3 times with a short wait between when process creation itself fails with UNKNOWN: under Wine,
  * CreateProcessW now and then fails while several node.exe processes start at once (seen once in the Windows tier,
  * "spawn UNKNOWN"). The job is what these tests check, not the platform's process creation.
  */
