@@ -4,9 +4,9 @@
 // killed in the middle of an allreduce.
 import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import * as path from 'node:path';
-import type { Socket } from 'node:net';
+import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
-import { detectLauncher, encodePmi2, framePmi2, join, parsePmi1, parsePmi2 } from '../lib/job/index';
+import { detectLauncher, encodePmi2, framePmi2, join, parsePmi1, parsePmi2, startRendezvous } from '../lib/job/index';
 import { root } from './helpers';
 
 const rankScript = path.join(root, 'test/fixtures/job-rank.mjs');
@@ -169,6 +169,22 @@ describe('jobs under the explicit rendezvous', () => {
   });
 });
 
+describe('the rendezvous against what is not its protocol', () => {
+  it('JSON that is not an object (null, 5, [], "x") is dropped without harming the server; a real rank still joins', async () => {
+    const server = await startRendezvous({ size: 1 });
+    for (const junk of ['null', '5', '[]', '"x"', '{"hello":null}', '{"put":null}']) {
+      const s = connect(server.port, server.host);
+      s.on('error', () => undefined);
+      s.end(`${junk}\n`);
+      await new Promise((resolve) => s.on('close', resolve));
+    }
+    const job = await join({ launcher: 'rendezvous', rendezvous: `${server.host}:${server.port}`, rank: 0, size: 1, timeoutMs: 10_000 });
+    expect(job.size).toBe(1);
+    await job.close();
+    await server.close();
+  });
+});
+
 describe.skipIf(!hasMpiexec)('jobs under MPICH mpiexec (Hydra, PMI-1 over PMI_FD)', () => {
   it('mpiexec -n 4: the collectives and windows', async () => {
     const ran = await collect(spawn(mpiexec!, ['-n', '4', process.execPath, rankScript], { cwd: root }), 90_000);
@@ -186,7 +202,8 @@ if (!hasMpiexec) console.warn('test/job.test.ts: MPICH\'s mpiexec (Hydra) not fo
 /**
  * A PMI-2 server as a launcher runs it: one socketpair per rank (the child's fd 3), the PMI-1 style init line,
  * then length-prefixed commands: fullinit, job-getid, kvs-put, kvs-fence (answered once every rank fenced),
- * kvs-get, finalize.
+ * kvs-get, finalize. Where Slurm is stricter than the protocol's text, this server is as strict: fullinit needs
+ * pmijobid.
  */
 function pmi2Server(sockets: Socket[], jobid: string): Promise<string[]> {
   const kvs = new Map<string, string>();
@@ -218,7 +235,9 @@ function pmi2Server(sockets: Socket[], jobid: string): Promise<string[]> {
               const m = parsePmi2(buf.subarray(6, 6 + n).toString());
               buf = buf.subarray(6 + n);
               log.push(m.cmd);
-              if (m.cmd === 'fullinit') send(s, 'fullinit-response', [['rc', 0], ['pmi-version', 2], ['pmi-subversion', 0], ['rank', m.pmirank], ['size', sockets.length], ['appnum', 0], ['debugged', 'FALSE'], ['pmiverbose', 'FALSE']]);
+              // As Slurm 22.05's does (src/plugins/mpi/pmi2): a fullinit without pmijobid is refused with rc=3.
+              if (m.cmd === 'fullinit' && (m.pmijobid === undefined || m.pmijobid === '')) send(s, 'fullinit-response', [['rc', 3], ['errmsg', 'pmijobid missing in fullinit command']]);
+              else if (m.cmd === 'fullinit') send(s, 'fullinit-response', [['rc', 0], ['pmi-version', 2], ['pmi-subversion', 0], ['rank', m.pmirank], ['size', sockets.length], ['appnum', 0], ['debugged', 'FALSE'], ['pmiverbose', 'FALSE']]);
               else if (m.cmd === 'job-getid') send(s, 'job-getid-response', [['rc', 0], ['jobid', jobid]]);
               else if (m.cmd === 'kvs-put') {
                 kvs.set(m.key, m.value);
@@ -262,5 +281,18 @@ describe('jobs under a PMI-2 launcher (the wire protocol srun --mpi=pmi2 speaks;
     expect(log.filter((c) => c === 'fullinit')).toHaveLength(size);
     expect(log.filter((c) => c === 'finalize')).toHaveLength(size);
     expect(log).toContain('kvs-fence');
+  });
+
+  it('a fullinit without pmijobid is refused as Slurm refuses it, with the launcher\'s reason in the NdError', async () => {
+    // The launcher's socket reached by PMI_PORT (the client's other way in), served in this process.
+    let served: Promise<string[]> | undefined;
+    const server = createServer((s) => (served = pmi2Server([s], '77.0')));
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const port = (server.address() as AddressInfo).port;
+    const err = await join({ launcher: 'pmi2', env: { PMI_PORT: `127.0.0.1:${port}`, PMI_RANK: '0', SLURM_JOB_ID: '77' }, timeoutMs: 5000 }).catch((e) => e);
+    expect(err.code).toBe('ERR_ND_JOB_BOOTSTRAP');
+    expect(err.message).toMatch(/rc=3 pmijobid missing/);
+    server.close();
+    expect(await served).toEqual(['init 2', 'fullinit']);
   });
 });

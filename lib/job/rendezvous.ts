@@ -61,7 +61,12 @@ export async function startRendezvous(options: { host?: string; port?: number; s
           socket.destroy();
           return;
         }
-        if (msg.hello) {
+        // Anything but a JSON object (null, a number, an array) is not a message of this protocol.
+        if (typeof msg !== 'object' || msg === null || Array.isArray(msg)) {
+          socket.destroy();
+          return;
+        }
+        if (typeof msg.hello === 'object' && msg.hello !== null) {
           const r = msg.hello.rank;
           if (!Number.isInteger(r) || r < 0 || r >= size || msg.hello.size !== size || members.has(r)) {
             send(socket, { error: `rank ${r} of ${msg.hello.size} does not fit this job of ${size} ranks (or joined twice)` });
@@ -72,7 +77,7 @@ export async function startRendezvous(options: { host?: string; port?: number; s
           members.set(r, { socket, finalized: false });
           send(socket, { welcome: { jobId } });
           if (aborted) socket.destroy();
-        } else if (msg.put && rank >= 0) {
+        } else if (Array.isArray(msg.put) && rank >= 0) {
           kvs[String(msg.put[0])] = String(msg.put[1]);
         } else if (msg.fence !== undefined && rank >= 0) {
           const epoch = Number(msg.fence);
@@ -180,7 +185,7 @@ export class RendezvousClient implements Bootstrap {
     try {
       socket.write(`${JSON.stringify({ hello: { rank, size } })}\n`);
       const reply = await c.next('join');
-      if (!reply.welcome) throw bootstrapError('rendezvous', 'join', `the rendezvous refused rank ${rank}: ${reply.error ?? JSON.stringify(reply)}`);
+      if (typeof reply.welcome !== 'object' || reply.welcome === null) throw bootstrapError('rendezvous', 'join', `the rendezvous refused rank ${rank}: ${reply.error ?? JSON.stringify(reply)}`);
       c.jobId = String(reply.welcome.jobId);
     } catch (err) {
       c.destroy();
@@ -193,8 +198,17 @@ export class RendezvousClient implements Bootstrap {
     if (this.failure) throw this.failure;
     this.reader.socket.ref();
     try {
-      const msg = JSON.parse(await this.reader.line(operation));
-      if (msg.abort) {
+      const line = await this.reader.line(operation);
+      let msg: any;
+      try {
+        msg = JSON.parse(line);
+      } catch {
+        msg = undefined;
+      }
+      if (typeof msg !== 'object' || msg === null || Array.isArray(msg)) {
+        throw bootstrapError('rendezvous', operation, `the rendezvous sent ${JSON.stringify(line.slice(0, 80))}, not a message of its protocol (is something else listening on its port?)`);
+      }
+      if (typeof msg.abort === 'object' && msg.abort !== null) {
         this.failure = peerError(msg.abort.rank, operation, String(msg.abort.reason));
         throw this.failure;
       }
@@ -213,7 +227,9 @@ export class RendezvousClient implements Bootstrap {
     const epoch = ++this.epoch;
     this.reader.write(`${JSON.stringify({ fence: epoch })}\n`);
     const reply = await this.next('fence');
-    if (reply.fenced !== epoch) throw bootstrapError('rendezvous', 'fence', `expected the end of fence ${epoch}, got ${JSON.stringify(reply).slice(0, 80)}`);
+    if (reply.fenced !== epoch || typeof reply.kvs !== 'object' || reply.kvs === null) {
+      throw bootstrapError('rendezvous', 'fence', `expected the end of fence ${epoch} with the keys, got ${JSON.stringify(reply).slice(0, 80)}`);
+    }
     this.kvs = reply.kvs;
   }
 
