@@ -142,6 +142,56 @@ describe.skipIf(onWindows)('the declarations compile in a strict consumer', () =
   });
 });
 
+// Every entry point has types under each module resolution a consumer may use. `node` (node10) knows no
+// "exports": package.json's typesVersions points it at the subpaths' declarations (TS2307 without it). TypeScript 7
+// dropped node10, so that row runs with 5.0 only; the others with the current one (5.0 under node16 is the
+// strict-consumer block above).
+const RESOLUTIONS: Array<{ name: string; module: string; file: string; compilers: Array<keyof typeof COMPILERS> }> = [
+  { name: 'node', module: 'commonjs', file: 'res-node.ts', compilers: ['TypeScript 5.0'] },
+  { name: 'node16', module: 'node16', file: 'res-node16.ts', compilers: ['TypeScript (current)'] },
+  { name: 'nodenext', module: 'nodenext', file: 'res-nodenext.mts', compilers: ['TypeScript (current)'] },
+  { name: 'bundler', module: 'esnext', file: 'res-bundler.ts', compilers: ['TypeScript (current)'] },
+];
+const ENTRIES = `import { openAdapter, type NdErrorCode } from 'netdirect';
+import { join, type Job } from 'netdirect/job';
+import { parseArgs } from 'netdirect/bench';
+const code: NdErrorCode = 'ND_CANCELED';
+export async function use(): Promise<Job> {
+  void openAdapter;
+  void parseArgs;
+  void code;
+  return join();
+}
+`;
+
+describe.skipIf(onWindows)('every entry point has types under node, node16, nodenext and bundler resolution', () => {
+  for (const r of RESOLUTIONS) {
+    for (const compiler of r.compilers) {
+      it(`${r.name}, ${compiler}`, { timeout: 240_000 }, () => {
+        writeFileSync(path.join(consumer, r.file), ENTRIES);
+        const config = {
+          compilerOptions: {
+            strict: true,
+            skipLibCheck: false,
+            module: r.module,
+            moduleResolution: r.name,
+            target: 'ES2022',
+            noEmit: true,
+            types: ['node'],
+            typeRoots: [path.join(root, 'node_modules', '@types')],
+          },
+          files: [r.file],
+        };
+        const name = `tsconfig.${r.name}.json`;
+        writeFileSync(path.join(consumer, name), JSON.stringify(config));
+        const ran = spawnSync(process.execPath, [COMPILERS[compiler], '-p', name], { cwd: consumer, encoding: 'utf8', timeout: 120_000 });
+        expect(`${ran.stdout}${ran.stderr}`).toBe('');
+        expect(ran.status).toBe(0);
+      });
+    }
+  }
+});
+
 /** Every .d.ts under dist/cjs (the ESM entries re-export these). */
 function declarationFiles(dir = path.join(root, 'dist', 'cjs')): string[] {
   const out: string[] = [];
