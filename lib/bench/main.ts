@@ -12,7 +12,7 @@ export async function main(argv: string[], io: RunIo = defaultIo): Promise<numbe
     o = parseArgs(argv);
   } catch (err) {
     if (err instanceof UsageError) {
-      io.err(`ndbench: ${err.message}\n${USAGE}\n`);
+      io.err(`ndbench: ${err.message}\n(ndbench --help lists the tests and options)\n`);
       return 2;
     }
     throw err;
@@ -56,7 +56,7 @@ async function osuMain(argv: string[], io: RunIo): Promise<number> {
     o = parseOsuArgs(argv);
   } catch (err) {
     if (err instanceof UsageError) {
-      io.err(`ndbench: ${err.message}\n${OSU_USAGE}\n`);
+      io.err(`ndbench: ${err.message}\n(ndbench ${argv.find((a) => !a.startsWith('-'))} --help lists its options)\n`);
       return 2;
     }
     throw err;

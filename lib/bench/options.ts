@@ -9,6 +9,29 @@ import { isIP } from 'node:net';
 
 export const TESTS = ['write_lat', 'write_bw', 'read_lat', 'read_bw', 'send_lat', 'send_bw', 'reg_mr'] as const;
 export type TestName = (typeof TESTS)[number];
+
+/** ", did you mean write_bw?" for perftest's names (ib_write_bw), a dash for an underscore or a near miss; else "". */
+export function didYouMean(given: string, names: readonly string[] = TESTS): string {
+  const plain = given.toLowerCase().replace(/^ib_/, '').replace(/-/g, '_');
+  if (names.includes(plain)) return `, did you mean ${plain}?${given.startsWith('ib_') ? ` (perftest's ${given} is ndbench's ${plain})` : ''}`;
+  let best = '';
+  let bestDistance = 3;
+  for (const name of names) {
+    const d = editDistance(plain, name);
+    if (d < bestDistance) [best, bestDistance] = [name, d];
+  }
+  return best ? `, did you mean ${best}?` : '';
+}
+
+function editDistance(a: string, b: string): number {
+  let row = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const next = [i];
+    for (let j = 1; j <= b.length; j++) next[j] = Math.min(row[j] + 1, next[j - 1] + 1, row[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    row = next;
+  }
+  return row[b.length];
+}
 export const BASELINES = ['tcp', 'node-net', 'perftest', 'native'] as const;
 export type Baseline = (typeof BASELINES)[number];
 export type Format = 'perftest' | 'osu' | 'json';
@@ -54,6 +77,8 @@ export interface BenchOptions {
   bind?: string;
   /** Overall timeout for any wait, seconds. */
   timeout: number;
+  /** --timeout was given: the server then waits for its client that long too (else up to 10 minutes). */
+  timeoutGiven?: boolean;
   /** Progress line on stderr (default: when stderr is a TTY). */
   progress?: boolean;
   /** Internal: this process is the server child of --loopback (reports its port over IPC). */
@@ -410,6 +435,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
         break;
       case '--timeout':
         o.timeout = numArg(a, value(), 0.1);
+        o.timeoutGiven = true;
         break;
       case '--progress':
         o.progress = true;
@@ -558,7 +584,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
   if (positional.length === 0) throw new UsageError(`which test? one of ${TESTS.join(' ')}`);
   if (positional.length > 2) throw new UsageError(`too many arguments: ${positional.slice(2).join(' ')}`);
   const test = positional[0] as TestName;
-  if (!TESTS.includes(test)) throw new UsageError(`unknown test ${JSON.stringify(positional[0])}: one of ${TESTS.join(' ')}`);
+  if (!TESTS.includes(test)) throw new UsageError(`unknown test ${JSON.stringify(positional[0])}${didYouMean(positional[0])}: one of ${TESTS.join(' ')}`);
   if ([all, size !== undefined, rangeSizes !== undefined].filter(Boolean).length > 1) throw new UsageError('-a, -s and -m <min:max> are exclusive');
   if (o.loopback && positional[1] !== undefined) throw new UsageError('--loopback takes no server host');
   const lat = isLatency(test);
@@ -626,6 +652,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     spinMicros: o.spinMicros,
     bind: o.bind,
     timeout: o.timeout ?? 60,
+    timeoutGiven: o.timeoutGiven ?? false,
     progress: o.progress,
     loopbackChild: o.loopbackChild ?? false,
     bidirectional: o.bidirectional ?? false,

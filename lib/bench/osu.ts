@@ -9,7 +9,7 @@
 
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { networkInterfaces, tmpdir } from 'node:os';
 import * as path from 'node:path';
 import type { Segment } from '../index.js';
 import { detectLauncher, join, type Job } from '../job/index.js';
@@ -586,7 +586,7 @@ async function runMpi(mpiexec: string, exe: string, o: OsuOptions, ranks: number
 const col = (s: string) => s.padStart(20);
 const f2 = (v: number) => (Number.isFinite(v) ? v.toFixed(2) : 'n/a');
 
-export function osuHeader(o: OsuOptions, ranks: number, info: { provider: string; completion: string; spinMicros: number; launcher: string; mpi?: string }): string {
+export function osuHeader(o: OsuOptions, ranks: number, info: { provider: string; completion: string; spinMicros: number; launcher: string; mpi?: string; oneHost?: string }): string {
   const titles: Record<OsuTest, string> = {
     osu_latency: 'Latency Test',
     osu_bw: 'Bandwidth Test',
@@ -606,6 +606,7 @@ export function osuHeader(o: OsuOptions, ranks: number, info: { provider: string
     `# ${ranks} ranks (launcher ${info.launcher}), provider ${info.provider}, completion ${info.completion}${info.spinMicros > 0 ? `, spin ${info.spinMicros} us` : ''}; ${patternNote(o.test)}`,
   ];
   if (o.compareMpi) lines.push(`# MPI: ${info.mpi ?? 'not run'}; nd/MPI = netdirect's figure over MPI's; median of ${o.reps} repetitions`);
+  if (o.compareMpi && info.oneHost !== undefined) lines.push(`# ${info.oneHost}`);
   else if (o.reps > 1) lines.push(`# median of ${o.reps} repetitions`);
   const mpiCols = (unit: string) => (info.mpi !== undefined ? col(`MPI ${unit}`) + col('nd/MPI') : '');
   if (o.test === 'osu_mbw_mr') {
@@ -697,6 +698,28 @@ function rankMessage(test: OsuTest, ranks: number, why: string): string {
   return `${test} needs ${ranksProblem(test, ranks)}, this job has ${ranks}${why}: run it as \`mpiexec -n ${TWO_RANKS.includes(test) ? 2 : 4} ndbench ${test}\``;
 }
 
+/**
+ * When every rank runs on this host (rank 0 is connected to all of them), the caveat that belongs next to nd/MPI: MPI
+ * libraries move messages between ranks of one host through shared memory, so the comparison is against that, not
+ * against a network. Names the transport netdirect's connections use (qp.transport where the provider says).
+ */
+export function oneHostNote(job: Job): string | undefined {
+  const local = new Set(['127.0.0.1', '::1']);
+  for (const list of Object.values(networkInterfaces())) for (const a of list ?? []) local.add(a.address);
+  const transports = new Set<string>();
+  for (const c of job._channels) {
+    if (c === null) continue;
+    const peer = c.qp.connector?.peerAddress.host;
+    if (peer === undefined || !local.has(peer.replace(/^::ffff:/, ''))) return undefined;
+    transports.add((c.qp as { transport?: string }).transport ?? 'tcp');
+  }
+  const how = [...transports].join('/') || 'tcp';
+  return (
+    `all ${job.size} ranks on one host: MPI moves their messages through shared memory; netdirect's connections here use ${how}` +
+    (how === 'tcp' ? ' (TCP loopback), so nd/MPI compares a network path against memory copies' : '')
+  );
+}
+
 export async function runOsu(o: OsuOptions, io: RunIo): Promise<void> {
   // No launcher: a job of one rank, which no OSU test runs. Said before opening anything.
   if (detectLauncher().launcher === 'singleton') throw new Error(rankMessage(o.test, 1, ' (no launcher started this process)'));
@@ -733,7 +756,14 @@ export async function runOsu(o: OsuOptions, io: RunIo): Promise<void> {
     if (job.rank !== 0) return;
     const rows = rowsOf(o, nd, mpiFigures);
     const withMpi = mpiFigures.length > 0;
-    const info = { provider: job.adapter.provider ?? o.provider, completion: job.adapter.completion, spinMicros: job.adapter.spinMicros, launcher: job.launcher, mpi: withMpi ? mpi?.library || 'MPI' : undefined };
+    const info = {
+      provider: job.adapter.provider ?? o.provider,
+      completion: job.adapter.completion,
+      spinMicros: job.adapter.spinMicros,
+      launcher: job.launcher,
+      mpi: withMpi ? mpi?.library || 'MPI' : undefined,
+      oneHost: withMpi ? oneHostNote(job) : undefined,
+    };
     if (o.format === 'json') {
       const targets = targetLines(o, rows).map(({ target, ratio, met }) => ({ ...target, ratio, met }));
       io.out(JSON.stringify({ schema: 'ndbench-osu/1', tool: 'ndbench', test: o.test, ranks: job.size, ...info, units: isBandwidth(o.test) ? 'MB/s' : 'us', options: { ...o }, results: rows, targets }, null, 2));

@@ -185,7 +185,7 @@ export function renderSvg(report: Report): string {
   }));
   const ratioNote = lat ? 'below 1×: netdirect\nis faster' : 'above 1×: netdirect\nis faster';
   const H = 2 * PANEL_H + (ratios.length ? RATIO_H : 0) + 50;
-  const caption = `ndbench ${report.test} — ${report.verb}, provider ${report.environment.provider ?? report.options.provider}, completion ${report.options.completion}, CRC ${report.options.crc}, ${report.environment.date}`;
+  const caption = `ndbench ${report.test} — ${report.verb}, provider ${report.environment.provider ?? report.options.provider}, completion ${report.environment.completion ?? report.options.completion}, CRC ${report.options.crc}, ${report.environment.date}`;
   return [
     '<?xml version="1.0" encoding="UTF-8"?>',
     `<svg xmlns="http://www.w3.org/2000/svg" width="${W}" height="${H}" viewBox="0 0 ${W} ${H}" font-family="Helvetica, Arial, sans-serif">`,

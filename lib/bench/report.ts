@@ -8,6 +8,14 @@ import { isLatency, warmupOf } from './options.js';
 import type { TargetResult } from './targets.js';
 import { type BandwidthStats, type LatencyStats, type Stats, LAT_MEASURE_TAIL, headline, isLatencyStats, toGbits } from './stats.js';
 
+/** What each completion mode is, for the header (README "Completions"). */
+const COMPLETION_WORDS: Record<string, string> = {
+  loop: "loop, the JS thread's event loop",
+  thread: 'thread, a poller thread hands batches to the JS thread',
+  manual: 'manual, cq.poll() on the JS thread',
+  auto: 'auto',
+};
+
 export const REPORT_SCHEMA = 'https://netdirect/schemas/ndbench-report-v1';
 export const RESULT_LINE = '-'.repeat(87); // perftest's RESULT_LINE
 
@@ -68,6 +76,8 @@ export interface Report {
     cpus: number;
     loadavg: number[];
     provider?: string;
+    /** The completion mode that ran (options.completion is the one asked for: 'auto' resolves to one of these). */
+    completion?: 'loop' | 'thread' | 'manual';
     adapter?: string;
     hardwareCrc32c?: boolean;
     crc32c?: string;
@@ -240,7 +250,7 @@ export function perftestPrinter(report: Report, opts: PerftestPrintOptions): Pri
         ` Number of qps   : ${report.options.qps}\t\tTransport type : iWARP`,
         ` Connection type : RC\t\tUsing SRQ      : OFF`,
         ` PCIe relax order: OFF`,
-        ` ibv_wr* API     : OFF (ND v2 ${report.options.completion === 'manual' ? 'cq.poll() on the JS thread' : 'poller thread'})`,
+        ` ibv_wr* API     : OFF (ND v2; completions: ${COMPLETION_WORDS[e.completion ?? report.options.completion]})`,
         lat ? ` TX depth        : 1` : ` TX depth        : ${report.options.tx_depth}`,
         ` CQ Moderation   : ${report.options.cq_moderation ?? (lat ? 1 : Math.min(16, Math.max(1, report.options.tx_depth >> 1)))}`,
         ` Mtu             : 65536[B]`,
@@ -324,7 +334,7 @@ export function osuPrinter(report: Report): Printer {
       const what = lat ? 'Latency' : 'Bandwidth';
       const lines = [
         `# ndbench (OSU format) ${report.verb} ${what} Test v${report.version}`,
-        `# netdirect provider ${report.environment.provider ?? report.options.provider}, completion ${report.options.completion}, ` +
+        `# netdirect provider ${report.environment.provider ?? report.options.provider}, completion ${report.environment.completion ?? report.options.completion}, ` +
           (lat ? `latency = ${report.definitions.latency}` : 'MB = 10^6 bytes'),
       ];
       for (const b of compare) lines.push(`# ${b}: ${report.definitions[b]}`);

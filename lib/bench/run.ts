@@ -240,6 +240,7 @@ async function withCpu<T>(f: () => Promise<T>): Promise<[T, number]> {
 
 function describeConnection(report: Report, side: NdSide, local: string): void {
   report.environment.provider = side.adapter.provider;
+  report.environment.completion = side.adapter.completion;
   report.environment.adapter = local;
   const c0 = side.connectors[0];
   report.connection = {
@@ -468,7 +469,11 @@ export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListen
   const listening = await listenControl(o.bind, o.port);
   if (onListening) onListening(listening.port);
   else io.err(` ndbench ${o.test} server: waiting for a client on port ${listening.port}\n`);
-  const ctl = await listening.accept(Math.max(timeoutMs, 600_000));
+  // A server started by hand waits 10 minutes for its client unless --timeout says how long.
+  const ctl = await listening.accept(o.timeoutGiven ? timeoutMs : Math.max(timeoutMs, 600_000)).catch((err) => {
+    listening.server.close();
+    throw err;
+  });
   let side: NdSide | undefined;
   try {
     const hello = await ctl.next('hello', timeoutMs);

@@ -32,6 +32,18 @@ describe('ndbench command line', { timeout: 120_000 }, () => {
     expect(bad.status).toBe(2);
     expect(bad.stderr).toMatch(/--compare must be one of tcp\|node-net/);
     expect(ndbench('nonsense').status).toBe(2);
+    // A usage error is one sentence and a pointer to --help, not the whole usage again.
+    expect(bad.stderr.trim().split('\n')).toHaveLength(2);
+    const perftestName = ndbench('ib_write_bw');
+    expect(perftestName.status).toBe(2);
+    expect(perftestName.stderr).toMatch(/unknown test "ib_write_bw", did you mean write_bw\? \(perftest's ib_write_bw is ndbench's write_bw\)/);
+    expect(ndbench('write_lta').stderr).toMatch(/did you mean write_lat\?/);
+  });
+
+  it('--timeout bounds a server waiting for its client too', () => {
+    const r = ndbench('write_lat', '-p', '0', '--timeout', '1');
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/no ndbench client connected within 1 s/);
   });
 
   it('a client with no server says it waits, then gives up with what to do', () => {
@@ -75,6 +87,9 @@ describe('ndbench --loopback, every test, every completion mode', { timeout: 120
       const r = ndbench(test, '--loopback', '-s', '64', '-n', '20', '--completion', completion, '--timeout', '20', '--json', file);
       expect(r.status, r.out).toBe(0);
       expect(r.stdout).toContain(test.endsWith('lat') ? 'Latency Test' : 'BW Test');
+      // The header and the JSON say which mode ran (not the poller thread whatever ran).
+      expect(r.stdout).toMatch(new RegExp(`ibv_wr\\* API     : OFF \\(ND v2; completions: ${completion},`));
+      expect(JSON.parse(readFileSync(file, 'utf8')).environment.completion).toBe(completion);
       const table = rows(r.stdout);
       expect(table).toHaveLength(1);
       expect(table[0][0]).toBe(64);
