@@ -1,9 +1,11 @@
-// netdirect quick start: an RDMA Write from one process into another's registered memory.
+// netdirect quick start: an RDMA Write from one process into another's registered memory, on one host or two.
 //
-//   node examples/quickstart.mjs --serve          # terminal 1: registers memory, waits, prints what lands
-//   node examples/quickstart.mjs 127.0.0.1        # terminal 2: writes a message into it
+//   node examples/quickstart.mjs --serve              # host A: registers memory, prints its address, waits
+//   node examples/quickstart.mjs <address of A>       # host B (or a second terminal on A): writes a message into it
 //
-// Options: --port <n> (default 18515), --message <text>.
+// Options: --port <n> (default 18515), --message <text>, --serve <local address> (default: this host's first
+// address other hosts can reach; openAdapter() picks it). The client opens the local adapter that routes to the
+// server (openAdapter({ peer })), as rdma_resolve_addr picks a source address.
 import { openAdapter, encodeRemote, decodeRemote } from 'netdirect';
 
 const args = process.argv.slice(2);
@@ -13,10 +15,16 @@ const option = (name, fallback) => {
 };
 const port = Number(option('--port', '18515'));
 const message = option('--message', `hello from process ${process.pid} via RDMA Write`);
-const serve = args.includes('--serve');
-const host = serve ? '127.0.0.1' : args[0] ?? '127.0.0.1';
+const serveAt = args.indexOf('--serve');
+const serve = serveAt >= 0;
+const local = serve && args[serveAt + 1] !== undefined && !args[serveAt + 1].startsWith('-') ? args[serveAt + 1] : undefined;
+const host = serve ? undefined : args[0];
+if (!serve && host === undefined) {
+  console.error('usage: node examples/quickstart.mjs --serve [local address]   |   node examples/quickstart.mjs <server address>');
+  process.exit(2);
+}
 
-const adapter = await openAdapter(host);
+const adapter = serve ? await openAdapter(local ?? {}) : await openAdapter({ peer: host });
 const cq = adapter.createCompletionQueue();
 const qp = adapter.createQueuePair({ receiveCq: cq });
 
@@ -25,7 +33,7 @@ if (serve) {
   const memory = await adapter.allocateMemory(4096, { remoteWrite: true });
   const done = qp.receive(null);
   const listener = await adapter.listen({ port });
-  console.log(`listening on ${listener.address.host}:${listener.address.port}`);
+  console.log(`listening on ${listener.address.host}:${listener.address.port} (the client: node examples/quickstart.mjs ${listener.address.host})`);
   const connector = await listener.getConnectionRequest();
   // The peer learns where to write from our accept's private data: address, token, length (16 bytes).
   await connector.accept(qp, { privateData: encodeRemote(memory.remote()) });

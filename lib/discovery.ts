@@ -1,6 +1,7 @@
 // Discovery: listProviders (the built-in software provider and, on Windows, the ND v2 providers of the Winsock
 // catalog), listAddresses (NdQueryAddressList) and openAdapter (NdOpenAdapter).
 
+import { createSocket } from 'node:dgram';
 import { isIP } from 'node:net';
 import { lookup } from 'node:dns/promises';
 import { binding as loaded } from './binding.js';
@@ -127,34 +128,65 @@ function spinMicrosOf(option: unknown, op: string): number {
   return n;
 }
 
+/** openAdapter() without an address: which local address to open. */
+export interface AdapterSelection extends AdapterOptions {
+  /**
+   * The peer the adapter is for (an address or a host name): the local address the operating system routes to it
+   * is opened, as rdma_resolve_addr picks a source address. Without it: the first address the provider serves
+   * that is not loopback or link-local (listAddresses()), else loopback.
+   */
+  peer?: string;
+}
+
 /**
- * Opens the adapter that serves `address` (a local IPv4/IPv6 address, or a name that resolves to one).
+ * Opens the adapter that serves `address` (a local IPv4/IPv6 address, or a name that resolves to one); without
+ * an address, the adapter for `options.peer` (the local address that routes to it) or this host's first one.
  *
  * @param address - a local address ('127.0.0.1', '::1', '[fe80::1%2]') or a host name resolving to one;
  *   listAddresses() lists them. The software provider also serves every other address of 127.0.0.0/8
  *   ('127.0.0.2', ...: the host itself, not listed), so several endpoints on one host can each have their own.
+ *   A peer's address is not a local one: pass `{ peer }` instead to open the adapter that reaches it.
  * @param options - provider, completion mode ('auto', 'loop', 'thread', 'manual'; else the NETDIRECT_COMPLETION
- *   environment variable), spinMicros (µs, 0..1000000; else the NETDIRECT_SPIN_MICROS environment variable).
+ *   environment variable), spinMicros (µs, 0..1000000; else the NETDIRECT_SPIN_MICROS environment variable);
+ *   without an address also `peer`.
  * @returns the open adapter; close it (or `await using`) when done.
  * @throws {@link NdError} ERR_ND_INVALID_ARGUMENT for a non-string address, an unknown option or a wrong option
- *   value; ERR_ND_OUT_OF_RANGE for spinMicros above 1000000; ND_INVALID_ADDRESS when a name does not resolve;
- *   ND_NOT_SUPPORTED for an unknown provider, or completion 'loop' with a provider that cannot be driven from the
- *   event loop; the provider's status (ND_INVALID_ADDRESS or another) when none of its adapters serves the
- *   address.
+ *   value; ERR_ND_OUT_OF_RANGE for spinMicros above 1000000; ND_INVALID_ADDRESS when a name does not resolve,
+ *   when no route leads to `peer`, or when none of the provider's adapters serves the address (the message lists
+ *   the ones that do); ND_NOT_SUPPORTED for an unknown provider, or completion 'loop' with a provider that
+ *   cannot be driven from the event loop.
  * @example
  * ```ts
  * import { openAdapter } from 'netdirect';
  * await using adapter = await openAdapter('127.0.0.1', { completion: 'auto' });
  * console.log(adapter.provider, adapter.completion, adapter.info.maxTransferLength);
+ * await using toPeer = await openAdapter({ peer: '127.0.0.1' }); // the local address that routes to the peer
+ * console.log(toPeer.address);
  * ```
  */
-export async function openAdapter(address: string, options: AdapterOptions = {}): Promise<Adapter> {
+export async function openAdapter(options?: AdapterSelection): Promise<Adapter>;
+export async function openAdapter(address: string, options?: AdapterOptions): Promise<Adapter>;
+export async function openAdapter(addressOrOptions?: string | AdapterSelection, maybeOptions?: AdapterOptions): Promise<Adapter> {
   const op = 'openAdapter';
   try {
-    if (typeof address !== 'string' || address.length === 0) {
-      throw misuse(ERR_ND_INVALID_ARGUMENT, op, `address must be a local IP address string, got ${describe(address)}`);
+    let address: string;
+    let options: AdapterOptions;
+    if (typeof addressOrOptions === 'string') {
+      if (addressOrOptions.length === 0) throw misuse(ERR_ND_INVALID_ARGUMENT, op, 'address must be a local IP address string, got an empty string');
+      address = addressOrOptions;
+      options = maybeOptions === undefined ? {} : maybeOptions;
+      checkOptions(options, op, ADAPTER_KEYS);
+    } else if (addressOrOptions === undefined || (typeof addressOrOptions === 'object' && addressOrOptions !== null && maybeOptions === undefined)) {
+      const { peer, ...rest } = addressOrOptions ?? {};
+      options = rest;
+      checkOptions(options, op, ADAPTER_KEYS);
+      if (peer !== undefined && (typeof peer !== 'string' || peer.length === 0)) {
+        throw misuse(ERR_ND_INVALID_ARGUMENT, op, `peer must be the peer's address or host name, got ${describe(peer)}`);
+      }
+      address = peer !== undefined ? await localAddressFor(peer, op) : await firstLocalAddress(providerOf(options.provider, op), op);
+    } else {
+      throw misuse(ERR_ND_INVALID_ARGUMENT, op, `address must be a local IP address string (or pass { peer } alone), got ${describe(addressOrOptions)}`);
     }
-    checkOptions(options, op, ADAPTER_KEYS);
     const provider = providerOf(options.provider, op);
     const completion = completionOf(options.completion, op);
     const spinMicros = spinMicrosOf(options.spinMicros, op);
@@ -166,8 +198,65 @@ export async function openAdapter(address: string, options: AdapterOptions = {})
         throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, op, `${op}: cannot resolve ${JSON.stringify(address)}: ${(err as Error).message}`, { cause: err });
       }
     }
-    return new Adapter(nativeBinding(), host, provider, completion, spinMicros);
+    try {
+      return new Adapter(nativeBinding(), host, provider, completion, spinMicros);
+    } catch (err) {
+      throw await notLocalHint(err, host, provider);
+    }
   } catch (err) {
     throw callerStack(asNdError(err, op));
   }
+}
+
+/** The local address the kernel would send from to reach `peer` (a connected UDP socket sends nothing). */
+async function localAddressFor(peer: string, op: string): Promise<string> {
+  let host = peer.startsWith('[') && peer.endsWith(']') ? peer.slice(1, -1) : peer;
+  let family = isIP(host);
+  if (family === 0) {
+    try {
+      ({ address: host, family } = await lookup(host));
+    } catch (err) {
+      throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, op, `${op}: cannot resolve the peer ${JSON.stringify(peer)}: ${(err as Error).message}`, { cause: err });
+    }
+  }
+  const socket = createSocket(family === 6 ? 'udp6' : 'udp4');
+  try {
+    await new Promise<void>((resolve, reject) => {
+      socket.once('error', reject);
+      socket.connect(9, host, () => resolve());
+    });
+    return socket.address().address;
+  } catch (err) {
+    throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, op, `${op}: no route from this host to the peer ${JSON.stringify(peer)}: ${(err as Error).message}`, { cause: err });
+  } finally {
+    socket.close();
+  }
+}
+
+/** This host's first address the provider serves, preferring one that other hosts can reach. */
+async function firstLocalAddress(provider: string, op: string): Promise<string> {
+  const all = nativeBinding().listAddresses(provider);
+  const reachable = (a: string) => !/^(127\.|::1$|fe80:)/i.test(a);
+  const pick = all.find((a) => reachable(a) && isIP(a) === 4) ?? all.find(reachable) ?? all[0];
+  if (pick === undefined) throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, op, `${op}: the provider ${JSON.stringify(provider)} serves no address on this host (listAddresses() is empty)`);
+  return pick;
+}
+
+/**
+ * ND_INVALID_ADDRESS for an address no adapter serves usually means a peer's address was passed: say which
+ * addresses are local and how to pick the one that reaches the peer.
+ */
+async function notLocalHint(err: unknown, host: string, provider: string): Promise<unknown> {
+  if (!(err instanceof NdError) || err.code !== 'ND_INVALID_ADDRESS') return err;
+  let local: string[] = [];
+  try {
+    local = nativeBinding().listAddresses(provider);
+  } catch {
+    return err;
+  }
+  if (local.includes(host)) return err;
+  err.message +=
+    `: ${host} is not an address of this host (it serves ${local.join(', ') || 'none'}). To reach a peer at ${host}, ` +
+    `open the local adapter that routes to it: openAdapter({ peer: '${host}' }), or openAdapter() for this host's first address`;
+  return err;
 }

@@ -1,6 +1,6 @@
 // netdirect: NetworkDirect v2 (RDMA) for Node.js. See README.md and docs/architecture.md.
 
-export { listProviders, listAddresses, openAdapter, nativeVersion, type ProviderInfo } from './discovery.js';
+export { listProviders, listAddresses, openAdapter, nativeVersion, type ProviderInfo, type AdapterSelection } from './discovery.js';
 export { doctor, diagnose, type DoctorReport, type DoctorCheck, type DoctorOptions, type DoctorFacts, type CheckStatus } from './doctor.js';
 export {
   Adapter,

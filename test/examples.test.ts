@@ -2,13 +2,14 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
+import { freeSubnet, NetnsLab, netnsUnavailable } from './netns/topology.mjs';
 import { root } from './helpers';
 
 function run(command: string): { child: ChildProcess; output: Promise<{ code: number | null; stdout: string; stderr: string }>; line: (re: RegExp) => Promise<string> } {
   const [bin, ...args] = command.split(/\s+/);
-  expect(bin).toBe('node');
-  const child = spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  const child = bin === 'ip' ? spawn(bin, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] }) : spawn(process.execPath, args, { cwd: root, stdio: ['ignore', 'pipe', 'pipe'] });
+  if (bin !== 'ip') expect(bin).toBe('node');
   let stdout = '';
   let stderr = '';
   const waiters: Array<[RegExp, (s: string) => void]> = [];
@@ -37,18 +38,45 @@ describe('README quick start', () => {
   it('runs as written: the server prints what the client wrote', async () => {
     const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
     const commands = [...readme.matchAll(/^\s*(node examples\/quickstart\.mjs[^\n#]*?)\s*(#.*)?$/gm)].map((m) => m[1].trim());
-    expect(commands).toEqual(['node examples/quickstart.mjs --serve', 'node examples/quickstart.mjs 127.0.0.1']);
+    expect(commands).toEqual(['node examples/quickstart.mjs --serve', 'node examples/quickstart.mjs <address of A>']);
     const server = run(commands[0]);
-    await server.line(/listening on 127\.0\.0\.1:\d+/);
-    const client = run(commands[1]);
+    // The server says which address to give the client: the one the client then uses, as a user on host B would.
+    const address = (await server.line(/listening on \S+:\d+/)).replace(/^listening on (.*):\d+$/, '$1');
+    const client = run(commands[1].replace('<address of A>', address));
     const c = await client.output;
     expect(c.code, c.stderr).toBe(0);
-    expect(c.stdout).toMatch(/^wrote \d+ bytes to 127\.0\.0\.1:18515 at 0x[0-9a-f]+/);
+    const at = address.replace(/\./g, '\\.');
+    expect(c.stdout).toMatch(new RegExp(`^wrote \\d+ bytes to ${at}:18515 at 0x[0-9a-f]+`));
     const s = await server.output;
     expect(s.code, s.stderr).toBe(0);
-    expect(s.stdout).toMatch(/received \d+ bytes by RDMA Write from 127\.0\.0\.1: hello from process \d+ via RDMA Write/);
+    expect(s.stdout).toMatch(new RegExp(`received \\d+ bytes by RDMA Write from ${at}: hello from process \\d+ via RDMA Write`));
   });
 });
+
+// The same two commands on two hosts: Linux network namespaces joined by a bridge (test/netns/topology.mjs), each
+// with its own address and TCP/IP stack. Root and `ip` only (the namespace tier's needs): skipped otherwise.
+const tag = `q${process.pid % 100000}`;
+const netnsSkip = netnsUnavailable(tag);
+describe.skipIf(netnsSkip !== null)('README quick start across two hosts (network namespaces)', () => {
+  const lab = new NetnsLab(tag);
+  afterAll(() => lab.teardown());
+  it('the server on host A prints its address, the client on host B writes into its memory', async () => {
+    const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+    const [serve, write] = [...readme.matchAll(/^\s*(node examples\/quickstart\.mjs[^\n#]*?)\s*(#.*)?$/gm)].map((m) => m[1].trim());
+    const t = lab.bridgedHosts('qs', freeSubnet([]), 2);
+    const inHost = (i: number, command: string) => run(`ip netns exec ${t.hosts[i]} ${process.execPath} ${command.replace(/^node /, '')}`);
+    const server = inHost(0, serve);
+    const address = (await server.line(/listening on \S+:\d+/)).replace(/^listening on (.*):\d+$/, '$1');
+    expect(address).toBe(t.addresses[0]);
+    const client = inHost(1, write.replace('<address of A>', address));
+    const c = await client.output;
+    expect(c.code, c.stderr).toBe(0);
+    const s = await server.output;
+    expect(s.code, s.stderr).toBe(0);
+    expect(s.stdout).toContain(`by RDMA Write from ${t.addresses[1]}: hello from process`);
+  });
+});
+if (netnsSkip !== null) console.warn(`test/examples.test.ts: the two-host quick start is skipped: ${netnsSkip}`);
 
 describe('README code blocks', () => {
   // Every ```js block of the README is a whole program: written to a file in the package root (so that
