@@ -188,6 +188,7 @@ export async function openAdapter(addressOrOptions?: string | AdapterSelection, 
       throw misuse(ERR_ND_INVALID_ARGUMENT, op, `address must be a local IP address string (or pass { peer } alone), got ${describe(addressOrOptions)}`);
     }
     const provider = providerOf(options.provider, op);
+    checkBuilt(provider, op);
     const completion = completionOf(options.completion, op);
     const spinMicros = spinMicrosOf(options.spinMicros, op);
     let host = address.startsWith('[') && address.endsWith(']') ? address.slice(1, -1) : address;
@@ -206,6 +207,26 @@ export async function openAdapter(addressOrOptions?: string | AdapterSelection, 
   } catch (err) {
     throw callerStack(asNdError(err, op));
   }
+}
+
+/** What to install for the verbs provider, by distribution family (docs/verbs.md). */
+export const VERBS_BUILD_PACKAGES = 'Debian/Ubuntu: apt-get install libibverbs-dev librdmacm-dev; Fedora/RHEL: dnf install rdma-core-devel';
+
+/**
+ * 'verbs' asked for on Linux where this build has no verbs provider: the addon was compiled without rdma-core's
+ * headers, and installing runtime packages cannot add it. Said before the native layer's generic refusal.
+ */
+function checkBuilt(provider: string, op: string): void {
+  if (provider !== 'verbs' || process.platform !== 'linux') return;
+  if (nativeBinding().builtProviders.includes('verbs')) return;
+  throw new NdError(
+    'ND_NOT_SUPPORTED',
+    0xc00000bb,
+    op,
+    `${op}: this build of netdirect has no 'verbs' provider: rdma-core's headers were not found when the addon was compiled ` +
+      `(${VERBS_BUILD_PACKAGES}), then rebuild it: npm rebuild netdirect --build-from-source. Installing runtime packages ` +
+      "(rdma-core, ibverbs-providers) alone does not add it. `netdirect doctor` shows what this machine has.",
+  );
 }
 
 /** The local address the kernel would send from to reach `peer` (a connected UDP socket sends nothing). */

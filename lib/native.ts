@@ -252,6 +252,8 @@ export interface NativeBinding {
   readonly recordWords: number;
   setErrorFactory(factory: ErrorFactory): void;
   listProviders(): NativeProviderInfo[];
+  /** The providers compiled into the addon ('soft', and 'verbs' where rdma-core's headers were at build time). */
+  readonly builtProviders: readonly string[];
   /** Addresses served by a provider (NdQueryAddressList for one provider). */
   listAddresses(provider: string): string[];
   /** True when the software provider's CRC32c uses the CPU's crc32 instruction. */

@@ -41,10 +41,38 @@ function fail(lines) {
 const truthy = (v) => v !== undefined && v !== '' && v !== '0' && v !== 'false';
 const fromSource = truthy(process.env.NETDIRECT_BUILD_FROM_SOURCE) || truthy(process.env.npm_config_build_from_source);
 
+/**
+ * Which providers the addon has, and on Linux what to do when the verbs provider (RDMA devices through rdma-core,
+ * docs/verbs.md) was left out: it is compiled only where rdma-core's headers are, and nothing at run time can add it.
+ */
+function reportProviders(file) {
+  const script = `const a = require(${JSON.stringify(file)});
+    process.stdout.write(JSON.stringify({ built: a.builtProviders || [], usable: a.listProviders().map((p) => p.name) }))`;
+  const res = spawnSync(process.execPath, ['-e', script], { cwd: root, encoding: 'utf8' });
+  if (res.status !== 0) return;
+  let found;
+  try {
+    found = JSON.parse(res.stdout);
+  } catch {
+    return;
+  }
+  const { built, usable } = found;
+  const state = (name) => (usable.includes(name) ? name : `${name} (built; not usable here: \`netdirect doctor\` says why)`);
+  console.log(`netdirect: providers in this addon: ${built.map(state).join(', ')}`);
+  if (process.platform === 'linux' && !built.includes('verbs')) {
+    console.log(
+      "netdirect: no 'verbs' provider (RDMA devices: InfiniBand, RoCE, iWARP NICs, siw, rxe): rdma-core's headers were not found at build time.\n" +
+        '  For RDMA hardware: apt-get install libibverbs-dev librdmacm-dev (Fedora/RHEL: dnf install rdma-core-devel), then\n' +
+        '  npm rebuild netdirect --build-from-source. Without it netdirect uses its software iWARP provider over TCP.',
+    );
+  }
+}
+
 if (!fromSource) {
   const found = probe();
   if (found.ok) {
     console.log(`netdirect: using native addon ${path.relative(root, found.file)} for ${target}`);
+    reportProviders(found.file);
     process.exit(0);
   }
   console.log(`netdirect: no usable prebuilt addon for ${target}: ${found.reason}`);
@@ -79,3 +107,4 @@ if (!built.ok) {
   ]);
 }
 console.log(`netdirect: built ${path.relative(root, built.file)}`);
+reportProviders(built.file);

@@ -171,6 +171,15 @@ async function main(argv) {
       console.log(`prebuild: skipping win32-x64: ${missing}. Install mingw-w64 to build it too (${install}); \`--platform win32\` makes this an error.`);
       continue;
     }
+    // A linux prebuild without the verbs provider would leave every user on an RDMA cluster on software iWARP
+    // without a word: the headers it compiles against must be here (the provider dlopens the libraries at run time).
+    if (platform === 'linux' && !['/usr/include/infiniband/verbs.h', '/usr/include/rdma/rdma_cma.h'].every((f) => fs.existsSync(f))) {
+      console.error(
+        'prebuild: the linux prebuild must carry the verbs provider, and rdma-core\'s headers are missing ' +
+          '(Debian/Ubuntu: apt-get install libibverbs-dev librdmacm-dev; Fedora/RHEL: dnf install rdma-core-devel)',
+      );
+      return 1;
+    }
     todo.push({ platform, arch: platform === 'win32' ? 'x64' : process.env.PREBUILD_ARCH || process.arch });
   }
   for (const { platform, arch } of todo) {

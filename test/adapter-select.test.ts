@@ -3,6 +3,7 @@
 // a local one belongs says which addresses are local and what to call instead.
 import { describe, expect, it } from 'vitest';
 import { listAddresses, openAdapter } from '../lib/index';
+import { nativeBinding } from '../lib/discovery';
 import { ndError } from './helpers';
 
 describe('openAdapter without a local address', () => {
@@ -40,5 +41,23 @@ describe('openAdapter without a local address', () => {
     expect((await ndError(openAdapter({ peer: 'no-such-host.invalid' }))).message).toMatch(/cannot resolve the peer "no-such-host\.invalid"/);
     expect((await ndError(openAdapter({ peer: '127.0.0.1', sideways: 1 } as never))).code).toBe('ERR_ND_INVALID_ARGUMENT');
     expect((await ndError(openAdapter(null as never))).code).toBe('ERR_ND_INVALID_ARGUMENT');
+  });
+});
+
+describe("provider 'verbs' where this build has none", () => {
+  // CI's build always has it (rdma-core's headers are installed); an addon compiled without them has no 'verbs' in
+  // builtProviders. That one state is made here by hiding it from that list, which is all the check reads.
+  it.skipIf(process.platform !== 'linux')('says the build lacks it, what to install and to rebuild (not "DLLs load on Windows only")', async () => {
+    const addon = nativeBinding();
+    const built = addon.builtProviders;
+    Object.defineProperty(addon, 'builtProviders', { value: built.filter((p) => p !== 'verbs'), configurable: true, writable: true });
+    try {
+      const err = await ndError(openAdapter('127.0.0.1', { provider: 'verbs' }));
+      expect(err.code).toBe('ND_NOT_SUPPORTED');
+      expect(err.message).toMatch(/this build of netdirect has no 'verbs' provider: rdma-core's headers were not found when the addon was compiled \(Debian\/Ubuntu: apt-get install libibverbs-dev librdmacm-dev; .*\), then rebuild it: npm rebuild netdirect --build-from-source/);
+      expect(err.message).not.toMatch(/Windows/);
+    } finally {
+      Object.defineProperty(addon, 'builtProviders', { value: built, configurable: true, writable: true });
+    }
   });
 });

@@ -148,7 +148,7 @@ describe('npm pack with the prebuilds', () => {
          await qa.write(source.slice(0, 64), target.remote());
          const landed = target.buffer.every((x) => x === 0x5a);
          await Promise.all([a.close(), b.close()]);
-         console.log(JSON.stringify({ addon, providers: nd.listProviders().map((p) => p.name), landed }));
+         console.log(JSON.stringify({ addon, providers: nd.listProviders().map((p) => p.name), built: require(addon).builtProviders, landed }));
        })().catch((e) => { console.error(e); process.exit(1); });`,
     );
     const use = run(['use.cjs'], { cwd: consumer, env, timeoutMinutes: 1 });
@@ -156,6 +156,10 @@ describe('npm pack with the prebuilds', () => {
     const got = JSON.parse(use.stdout);
     expect(path.relative(pkgDir, got.addon)).toBe(path.join('prebuilds', 'linux-x64', 'netdirect.glibc.node'));
     expect(got.providers).toContain('soft');
+    // The published linux prebuild carries the verbs provider (scripts/prebuild.js refuses to build one without it),
+    // and the install says which providers it has.
+    expect(got.built).toContain('verbs');
+    expect(install.out).toMatch(/netdirect: providers in this addon: soft, verbs/);
     expect(got.landed, 'the RDMA Write did not land').toBe(true);
 
     // The examples ship in the package and run from it, importing the installed package by its name.
