@@ -46,9 +46,14 @@ export type NdMisuseCode =
 export const ERR_ND_JOB_BOOTSTRAP = 'ERR_ND_JOB_BOOTSTRAP';
 /** netdirect/job: a peer rank failed without an ND status to report (the error's `peer` names it). */
 export const ERR_ND_JOB_PEER = 'ERR_ND_JOB_PEER';
+/**
+ * netdirect/job: ranks called different things at the same point: another collective, or the same one with a
+ * different count, element type, operation or root. The message names both calls; every rank of the job fails.
+ */
+export const ERR_ND_JOB_MISMATCH = 'ERR_ND_JOB_MISMATCH';
 
 /** Codes of the job layer (status 0, like misuse, but about the job rather than the call). */
-export type NdJobCode = typeof ERR_ND_JOB_BOOTSTRAP | typeof ERR_ND_JOB_PEER;
+export type NdJobCode = typeof ERR_ND_JOB_BOOTSTRAP | typeof ERR_ND_JOB_PEER | typeof ERR_ND_JOB_MISMATCH;
 
 /** The name of every ND status netdirect knows (binding/nd/nd_status.h; docs/nd2.md says what each means here). */
 export type NdStatusName =

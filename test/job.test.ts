@@ -169,6 +169,34 @@ describe('jobs under the explicit rendezvous', () => {
   });
 });
 
+describe('ranks that disagree on a collective: every rank fails with ERR_ND_JOB_MISMATCH naming both calls (#29 finding 4)', () => {
+  const mismatchScript = path.join(root, 'test/fixtures/job-mismatch.mjs');
+  // [case, ranks, what the message must say]: the last rank is the odd one out (test/fixtures/job-mismatch.mjs).
+  const cases: Array<[string, number, RegExp]> = [
+    ['length', 2, /allreduce: ranks disagree: rank 0 called allreduce\(Float64Array of 1, 'sum'\), rank 1 called allreduce\(Float64Array of 2, 'sum'\)/],
+    ['length', 3, /ranks disagree: rank [01] called allreduce\(Float64Array of 1, 'sum'\), rank 2 called allreduce\(Float64Array of 2, 'sum'\)/],
+    ['type', 3, /ranks disagree: rank [01] called allreduce\(Float64Array of 4, 'sum'\), rank 2 called allreduce\(BigInt64Array of 4, 'sum'\)/],
+    ['op', 4, /ranks disagree: rank [0-2] called allreduce\(Int32Array of 4, 'sum'\), rank 3 called allreduce\(Int32Array of 4, 'max'\)/],
+    ['root', 2, /broadcast: ranks disagree: rank 0 called broadcast\(Float64Array of 8, root 0\), rank 1 called broadcast\(Float64Array of 8, root 1\)/],
+    ['root', 4, /ranks disagree: rank [0-2] called broadcast\(Float64Array of 8, root 0\), rank 3 called broadcast\(Float64Array of 8, root 3\)/],
+    // 32 KiB against 64 KiB: the zero-copy ring, where each rank sizes its RDMA Writes by its own array.
+    ['large', 2, /ranks disagree: rank 0 called allreduce\(Float64Array of 4096, 'sum'\), rank 1 called allreduce\(Float64Array of 8192, 'sum'\)/],
+    ['large', 4, /ranks disagree: rank [0-2] called allreduce\(Float64Array of 4096, 'sum'\), rank 3 called allreduce\(Float64Array of 8192, 'sum'\)/],
+    ['kind', 3, /ranks disagree: rank [01] called allreduce\(Float64Array of 1, 'sum'\), rank 2 called barrier\(\)/],
+    // The last rank has one collective more than the others, which close.
+    ['close', 4, /ranks disagree: rank [0-2] called close\(\), rank 3 called allreduce\(Float64Array of 2, 'sum'\)/],
+  ];
+  for (const [what, size, says] of cases) {
+    it(`${what}, ${size} ranks`, async () => {
+      const runs = await rendezvousJob(mismatchScript, size, { JOB_CASE: what });
+      const all = reports(runs);
+      expect(all.map((r) => r.rank).sort()).toEqual(Array.from({ length: size }, (_, i) => i));
+      for (const r of all) expect(r.error, `rank ${r.rank}`).toMatchObject({ name: 'NdError', code: 'ERR_ND_JOB_MISMATCH', message: expect.stringMatching(says) });
+      for (const r of runs) expect(r.code, r.stderr).toBe(0);
+    });
+  }
+});
+
 describe('the rendezvous against what is not its protocol', () => {
   it('JSON that is not an object (null, 5, [], "x") is dropped without harming the server; a real rank still joins', async () => {
     const server = await startRendezvous({ size: 1 });

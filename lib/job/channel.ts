@@ -1,6 +1,9 @@
 // One peer's message channel: RDMA Sends into receives posted in advance, over the queue pair that also
-// carries the window puts and gets to that peer. Every message starts with a 16-byte header:
-//   u8 type (1 data, 2 credit, 3 notify)  u8 last fragment  u16 0  u32 credits returned  u32 tag  u32 aux
+// carries the window puts and gets to that peer. Every message starts with a 32-byte header:
+//   u8 type (1 data, 2 credit, 3 notify, 4 abort, 5 exit)  u8 last fragment  u8 tag space (0 the collectives',
+//   1 the user's send/recv)  u8 0  u32 credits returned  u32 tag  u32 aux
+//   then the call's 16-byte signature (data messages; zeros otherwise, see lib/job/signature.ts): what the sending
+//   rank called (kind, element type, operation, root, count), which the receiver compares with its own call.
 // iWARP has no receiver-not-ready retry: a Send that finds no posted receive is an error of DDP's untagged
 // model that ends the connection with a Terminate (RFC 5041 §7, RFC 5040 §5.4). So the sender counts credits: the peer posted SLOTS receives before connecting; each
 // message uses one; the receiver reposts a receive as soon as it copied the message out and returns the credit
@@ -9,22 +12,40 @@
 // each other (the classic reserve that avoids the credit deadlock).
 //
 // Messages longer than a slot go as fragments, in order (one QP, one queue): the receiver joins them. Messages
-// are matched by tag in arrival order (FIFO per peer and tag), which is all the collectives need.
+// are matched by tag space and tag in arrival order (FIFO per peer and tag: MPI's non-overtaking rule, MPI 4.1
+// §3.5), which is all the collectives and send/recv need.
 
 import type { Adapter, CompletionQueue, MemoryRegion, QueuePair } from '../index.js';
 import { peerError, type JobError } from './errors.js';
 
 export const SLOTS = 16;
 export const SLOT_BYTES = 32 * 1024;
-export const HEADER = 16;
+export const HEADER = 32;
+/** Bytes of a call's signature in the header (lib/job/signature.ts). */
+export const SIG_BYTES = 16;
 export const PAYLOAD = SLOT_BYTES - HEADER;
 
 const T_DATA = 1;
 const T_CREDIT = 2;
 const T_NOTIFY = 3;
+const T_ABORT = 4;
+const T_EXIT = 5;
+
+/** Tag spaces: the collectives' internal tags and the user's send/recv tags never match each other. */
+export const SPACE_COLLECTIVE = 0;
+export const SPACE_USER = 1;
+const NO_SIG = new Uint8Array(SIG_BYTES);
+
+/** A whole message and the signature of the call that sent it. */
+export interface Message {
+  bytes: Uint8Array;
+  sig: Uint8Array;
+}
 
 interface Outgoing {
   type: number;
+  space: number;
+  sig: Uint8Array;
   tag: number;
   aux: number;
   data: Uint8Array;
@@ -37,9 +58,13 @@ interface Outgoing {
 
 interface Box {
   partial: Uint8Array[];
-  ready: Uint8Array[];
-  waiters: Array<{ resolve: (b: Uint8Array) => void; reject: (e: Error) => void }>;
+  /** The signature of the message being joined from fragments. */
+  sig: Uint8Array | null;
+  ready: Message[];
+  waiters: Array<{ resolve: (m: Message) => void; reject: (e: Error) => void }>;
 }
+
+const boxKey = (space: number, tag: number) => space * 2 ** 32 + tag;
 
 export class Channel {
   readonly qp: QueuePair;
@@ -56,7 +81,18 @@ export class Channel {
   onNotify: (windowId: number, count: number) => void = () => undefined;
   /** Called when the channel fails (the peer died or the connection broke). */
   onFail: (err: JobError) => void = () => undefined;
+  /**
+   * Called with the signature of each collective message as its first fragment arrives, before it is delivered;
+   * false drops it (the job has failed: the ranks disagree on that call).
+   */
+  onSignature: (tag: number, sig: Uint8Array) => boolean = () => true;
+  /** The peer found the ranks disagree on a call and aborted the job: `text` says how. */
+  onAbort: (text: string) => void = () => undefined;
+  /** The peer's process is exiting without job.close(): `how` is what it said (lib/job/job.ts, exit hook). */
+  onExit: (how: string) => void = () => undefined;
   closing = false;
+  /** A control message (abort, exit) waiting for a credit: sent even after the channel failed. */
+  private control: { type: number; payload: Uint8Array } | null = null;
 
   constructor(
     readonly adapter: Adapter,
@@ -85,74 +121,116 @@ export class Channel {
   }
 
   private received(slot: number, bytes: number): void {
-    if (this.failure) return;
+    if (this.failure && this.control === null) return;
     const base = slot * SLOT_BYTES;
     const view = new DataView(this.recvRegion.buffer.buffer, this.recvRegion.buffer.byteOffset + base, HEADER);
     if (bytes < HEADER) return this.fail(undefined, `sent a ${bytes}-byte message, shorter than the ${HEADER}-byte header`);
     const type = view.getUint8(0);
     const last = view.getUint8(1) !== 0;
+    const space = view.getUint8(2);
     const returned = view.getUint32(4, true);
     const tag = view.getUint32(8, true);
     const aux = view.getUint32(12, true);
+    const sig = this.recvRegion.buffer.slice(base + HEADER - SIG_BYTES, base + HEADER);
     const payload = this.recvRegion.buffer.slice(base + HEADER, base + bytes);
     this.postReceive(slot);
     this.owed++;
     if (returned > SLOTS || this.credits + returned > SLOTS) return this.fail(undefined, `returned ${returned} credits, more than it owed`);
     this.credits += returned;
-    if (type === T_DATA) this.deliver(tag, payload, last);
-    else if (type === T_NOTIFY) this.onNotify(tag, aux);
+    if (this.failure) return this.pump(); // only a pending control message is still waiting for these credits
+    if (type === T_DATA) {
+      if (space !== SPACE_COLLECTIVE && space !== SPACE_USER) return this.fail(undefined, `sent a message in unknown tag space ${space}`);
+      this.deliver(space, tag, sig, payload, last);
+    } else if (type === T_NOTIFY) this.onNotify(tag, aux);
+    else if (type === T_ABORT) return this.onAbort(new TextDecoder().decode(payload));
+    else if (type === T_EXIT) return this.onExit(new TextDecoder().decode(payload));
     else if (type !== T_CREDIT) return this.fail(undefined, `sent a message of unknown type ${type}`);
     this.pump();
   }
 
-  private box(tag: number): Box {
-    let b = this.boxes.get(tag);
+  private box(key: number): Box {
+    let b = this.boxes.get(key);
     if (b === undefined) {
-      b = { partial: [], ready: [], waiters: [] };
-      this.boxes.set(tag, b);
+      b = { partial: [], sig: null, ready: [], waiters: [] };
+      this.boxes.set(key, b);
     }
     return b;
   }
 
-  private deliver(tag: number, payload: Uint8Array, last: boolean): void {
-    const b = this.box(tag);
+  private deliver(space: number, tag: number, sig: Uint8Array, payload: Uint8Array, last: boolean): void {
+    const key = boxKey(space, tag);
+    const b = this.box(key);
+    if (b.partial.length === 0) {
+      // A message's first fragment: the receiver checks the call it belongs to before anything is delivered.
+      if (space === SPACE_COLLECTIVE && !this.onSignature(tag, sig)) return;
+      if (this.failure) return;
+      b.sig = sig;
+    }
     b.partial.push(payload);
     if (!last) return;
-    const whole = b.partial.length === 1 ? b.partial[0] : Buffer.concat(b.partial);
+    const whole: Message = { bytes: b.partial.length === 1 ? b.partial[0] : Buffer.concat(b.partial), sig: b.sig ?? sig };
     b.partial = [];
+    b.sig = null;
     const w = b.waiters.shift();
     if (w) w.resolve(whole);
     else b.ready.push(whole);
-    if (b.waiters.length === 0 && b.ready.length === 0 && b.partial.length === 0) this.boxes.delete(tag);
+    if (b.waiters.length === 0 && b.ready.length === 0 && b.partial.length === 0) this.boxes.delete(key);
   }
 
-  /** The next whole message with this tag from this peer. */
-  recv(tag: number): Promise<Uint8Array> {
+  /** The next whole message with this tag (in this tag space) from this peer, with its sender's signature. */
+  recv(tag: number, space = SPACE_COLLECTIVE): Promise<Message> {
     if (this.failure) return Promise.reject(this.failure);
-    const b = this.box(tag);
+    const key = boxKey(space, tag);
+    const b = this.box(key);
     const m = b.ready.shift();
     if (m !== undefined) {
-      if (b.ready.length === 0 && b.partial.length === 0) this.boxes.delete(tag);
+      if (b.ready.length === 0 && b.partial.length === 0) this.boxes.delete(key);
       return Promise.resolve(m);
     }
     return new Promise((resolve, reject) => b.waiters.push({ resolve, reject }));
   }
 
+  /** The signature of the first message with this collective tag that arrived (whole or in part) and waits, if any. */
+  waitingSignature(tag: number): Uint8Array | null {
+    const b = this.boxes.get(boxKey(SPACE_COLLECTIVE, tag));
+    if (b === undefined) return null;
+    return b.ready.length > 0 ? b.ready[0].sig : b.sig;
+  }
+
   /** Sends a message; resolves when every fragment's Send completed locally. */
-  send(tag: number, data: Uint8Array): Promise<void> {
-    return this.enqueue(T_DATA, tag, 0, data);
+  send(tag: number, data: Uint8Array, sig: Uint8Array = NO_SIG, space = SPACE_COLLECTIVE): Promise<void> {
+    return this.enqueue(T_DATA, space, sig, tag, 0, data);
   }
 
   /** A notify message: `count` writes to window `windowId` have been posted before it on this QP. */
   notify(windowId: number, count: number): Promise<void> {
-    return this.enqueue(T_NOTIFY, windowId, count, new Uint8Array(0));
+    return this.enqueue(T_NOTIFY, 0, NO_SIG, windowId, count, new Uint8Array(0));
   }
 
-  private enqueue(type: number, tag: number, aux: number, data: Uint8Array): Promise<void> {
+  /**
+   * An abort (the ranks disagree: `text` says how) or exit message, ahead of anything queued and even after the
+   * channel failed: it takes the last credit, which the credit reserve keeps otherwise (nothing follows it).
+   * Posted at once when a credit and a slot are free, else as soon as they are.
+   */
+  sendControl(kind: 'abort' | 'exit', text: string): void {
+    if (this.control !== null) return;
+    const payload = new TextEncoder().encode(text).subarray(0, PAYLOAD);
+    this.control = { type: kind === 'abort' ? T_ABORT : T_EXIT, payload };
+    this.pumpControl();
+  }
+
+  private pumpControl(): void {
+    const c = this.control;
+    if (c === null || this.credits < 1 || this.freeSend.length === 0) return;
+    this.control = null;
+    this.post(c.type, true, SPACE_COLLECTIVE, NO_SIG, 0, 0, c.payload, () => undefined, () => undefined);
+  }
+
+  private enqueue(type: number, space: number, sig: Uint8Array, tag: number, aux: number, data: Uint8Array): Promise<void> {
     if (this.failure) return Promise.reject(this.failure);
     const sent = new Promise<void>((resolve, reject) => {
       const fragments = Math.max(1, Math.ceil(data.byteLength / PAYLOAD));
-      this.queue.push({ type, tag, aux, data, offset: 0, resolve, reject, sent: 0, fragments });
+      this.queue.push({ type, space, sig, tag, aux, data, offset: 0, resolve, reject, sent: 0, fragments });
     });
     // A collective may have stopped waiting for this Send (another peer failed first): the job's failure reaches
     // the caller through the collective, so a rejection nobody awaits is not an error of its own.
@@ -162,33 +240,36 @@ export class Channel {
   }
 
   private pump(): void {
+    this.pumpControl();
     if (this.failure) return;
     while (this.queue.length > 0 && this.credits >= 2 && this.freeSend.length > 0) {
       const m = this.queue[0];
       const n = Math.min(PAYLOAD, m.data.byteLength - m.offset);
       const last = m.offset + n >= m.data.byteLength;
-      this.post(m.type, last, m.tag, m.aux, m.data.subarray(m.offset, m.offset + n), () => {
+      this.post(m.type, last, m.space, m.sig, m.tag, m.aux, m.data.subarray(m.offset, m.offset + n), () => {
         if (++m.sent === m.fragments) m.resolve();
       }, m.reject);
       m.offset += n;
       if (last) this.queue.shift();
     }
     if (this.owed >= SLOTS / 2 && this.credits >= 1 && this.freeSend.length > 0) {
-      this.post(T_CREDIT, true, 0, 0, new Uint8Array(0), () => undefined, () => undefined);
+      this.post(T_CREDIT, true, SPACE_COLLECTIVE, NO_SIG, 0, 0, new Uint8Array(0), () => undefined, () => undefined);
     }
   }
 
-  private post(type: number, last: boolean, tag: number, aux: number, payload: Uint8Array, done: () => void, failed: (e: Error) => void): void {
+  private post(type: number, last: boolean, space: number, sig: Uint8Array, tag: number, aux: number, payload: Uint8Array, done: () => void, failed: (e: Error) => void): void {
     const slot = this.freeSend.pop()!;
     const base = slot * SLOT_BYTES;
     const buf = this.sendRegion.buffer;
     const view = new DataView(buf.buffer, buf.byteOffset + base, HEADER);
     view.setUint8(0, type);
     view.setUint8(1, last ? 1 : 0);
-    view.setUint16(2, 0);
+    view.setUint8(2, space);
+    view.setUint8(3, 0);
     view.setUint32(4, this.owed, true);
     view.setUint32(8, tag, true);
     view.setUint32(12, aux, true);
+    buf.set(sig, base + HEADER - SIG_BYTES);
     buf.set(payload, base + HEADER);
     this.owed = 0;
     this.credits--;

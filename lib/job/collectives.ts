@@ -33,8 +33,10 @@ export interface RdmaOps {
   write(peer: number, local: Segment, remote: RemoteMemory, offset: number): Promise<unknown>;
 }
 
-export type ReduceOp = 'sum' | 'min' | 'max' | 'prod';
-export const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'min', 'max', 'prod'];
+export type ReduceOp = 'sum' | 'min' | 'max' | 'prod' | 'band' | 'bor' | 'bxor';
+export const REDUCE_OPS: readonly ReduceOp[] = ['sum', 'min', 'max', 'prod', 'band', 'bor', 'bxor'];
+/** The bitwise operations (MPI_BAND, MPI_BOR, MPI_BXOR: integer types only, MPI 4.1 §6.9.2). */
+export const BITWISE_OPS: readonly ReduceOp[] = ['band', 'bor', 'bxor'];
 
 export type NumericArray =
   | Int8Array
@@ -80,6 +82,15 @@ export function combine(dst: NumericArray, src: NumericArray, op: ReduceOp): voi
       break;
     case 'max':
       for (let i = 0; i < n; i++) if (s[i] > d[i]) d[i] = s[i];
+      break;
+    case 'band':
+      for (let i = 0; i < n; i++) d[i] &= s[i];
+      break;
+    case 'bor':
+      for (let i = 0; i < n; i++) d[i] |= s[i];
+      break;
+    case 'bxor':
+      for (let i = 0; i < n; i++) d[i] ^= s[i];
       break;
   }
 }

@@ -8,6 +8,6 @@ export { detectLauncher, LAUNCHERS, type Detection } from './detect.js';
 export { startRendezvous, type RendezvousServer } from './rendezvous.js';
 export type { LauncherName } from './bootstrap.js';
 export type { ReduceOp, NumericArray } from './collectives.js';
-export { ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_PEER, type JobError } from './errors.js';
+export { ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_MISMATCH, ERR_ND_JOB_PEER, type JobError } from './errors.js';
 export { encodePmi2, framePmi2, parsePmi2 } from './pmi2.js';
 export { parsePmi1 } from './pmi1.js';

@@ -10,11 +10,15 @@ import { Singleton } from './bootstrap.js';
 import { Channel } from './channel.js';
 import * as coll from './collectives.js';
 import { detectLauncher, LAUNCHERS } from './detect.js';
-import { bootstrapError, peerError, ERR_ND_JOB_BOOTSTRAP, type JobError } from './errors.js';
+import { bootstrapError, mismatchError, peerError, ERR_ND_JOB_BOOTSTRAP, type JobError } from './errors.js';
 import { Pmi1 } from './pmi1.js';
 import { Pmi2 } from './pmi2.js';
 import { RendezvousClient } from './rendezvous.js';
 import { Window, type WindowOptions } from './window.js';
+import { decodeSignature, describe, elementTypeOf, encodeSignature, sameSignature, type Kind, type Signature } from './signature.js';
+
+/** How many of this rank's recent collective calls keep their signature, to check messages that arrive late. */
+const SIGNATURES_KEPT = 512;
 
 export interface JoinOptions {
   /** Which launcher to speak to (default: detected from the environment, see detectLauncher()). */
@@ -143,6 +147,8 @@ export class Job implements AsyncDisposable {
   private readonly _early = new Map<number, number[]>();
   private _windowsMade = 0;
   private _failure: JobError | null = null;
+  /** The signatures of this rank's last collective calls, by tag (see _arrived). */
+  private readonly _sigs = new Map<number, { operation: string; bytes: Uint8Array }>();
   private _closing: Promise<void> | null = null;
   private _closed = false;
   private readonly _failWaiters = new Set<(err: JobError) => void>();
@@ -176,6 +182,7 @@ export class Job implements AsyncDisposable {
       if (c === null) continue;
       c.onFail = (err) => this._fail(err);
       c.onNotify = (windowId, count) => this._notify(windowId, c.peer, count);
+      this._hookChecks(c);
     }
     const { host, port } = listener.address;
     await this._boot.put(`nd-addr-${this.rank}`, host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
@@ -264,6 +271,48 @@ export class Job implements AsyncDisposable {
     this._early.set(id, early);
   }
 
+  /** The agreement check's and the exit message's hooks on a channel (see _arrived, _mismatch). */
+  private _hookChecks(c: Channel): void {
+    c.onSignature = (tag, sig) => this._arrived(c.peer, tag, sig);
+    c.onAbort = (text) => void this._abortJob(text.slice(0, Math.max(0, text.indexOf(':'))) || 'job', text, c.peer);
+  }
+
+  /**
+   * A collective message from `peer` for call `tag` arrived: if this rank made that call (or has made it: the
+   * signatures of the last SIGNATURES_KEPT calls are kept, since a message can arrive after the call finished
+   * here, e.g. from a rank that thought it was the root), both signatures must be equal. A call this rank has
+   * not made yet is checked when it starts (_collective).
+   */
+  private _arrived(peer: number, tag: number, sig: Uint8Array): boolean {
+    const mine = this._sigs.get(tag);
+    if (mine === undefined || sameSignature(mine.bytes, sig)) return true;
+    this._mismatch(mine.operation, peer, mine.bytes, sig);
+    return false;
+  }
+
+  /**
+   * The ranks disagree: this rank tells every peer (an abort message carrying the text, ahead of anything queued)
+   * and fails the job, so that every rank fails with ERR_ND_JOB_MISMATCH and none waits for a message that will
+   * not come.
+   */
+  private _mismatch(operation: string, peer: number, mine: Uint8Array, theirs: Uint8Array): JobError {
+    const me = describe(decodeSignature(mine));
+    const them = describe(decodeSignature(theirs));
+    const [first, second] = this.rank < peer ? [`rank ${this.rank} called ${me}`, `rank ${peer} called ${them}`] : [`rank ${peer} called ${them}`, `rank ${this.rank} called ${me}`];
+    return this._abortJob(operation, `${operation}: ranks disagree: ${first}, ${second}`, peer);
+  }
+
+  /**
+   * Fails the job with ERR_ND_JOB_MISMATCH after telling every peer, also when this rank only heard of the
+   * mismatch from another: a rank that then closes disconnects after its abort message on the same queue pair,
+   * so a peer never sees the connection drop before it has heard why (queue pairs are not ordered among themselves).
+   */
+  private _abortJob(operation: string, text: string, peer: number): JobError {
+    if (this._failure === null) for (const c of this._channels) c?.sendControl('abort', text);
+    this._fail(mismatchError(operation, text, peer));
+    return this._failure!;
+  }
+
   /** @internal Breaks the job: every pending operation on every peer settles with `err`. */
   _fail(err: JobError): void {
     if (this._failure !== null) return;
@@ -290,14 +339,14 @@ export class Job implements AsyncDisposable {
     return c;
   }
 
-  private _transport(operation: string): coll.Transport {
+  private _transport(operation: string, sig: Uint8Array): coll.Transport {
     this._check(operation);
     return {
       rank: this.rank,
       size: this.size,
       // Never throw synchronously: a collective holds several of these promises at once (Promise.all).
-      send: async (p, tag, d) => this._channel(p, operation).send(tag, d),
-      recv: async (p, tag) => this._channel(p, operation).recv(tag),
+      send: async (p, tag, d) => this._channel(p, operation).send(tag, d, sig),
+      recv: async (p, tag) => (await this._channel(p, operation).recv(tag)).bytes,
       rdma: this._rdma(operation),
     };
   }
@@ -341,10 +390,22 @@ export class Job implements AsyncDisposable {
     };
   }
 
-  /** Runs a collective; a failure anywhere in the job settles it with the job's error. */
-  private async _collective(operation: string, run: (t: coll.Transport, tag: number) => Promise<void>): Promise<void> {
-    const t = this._transport(operation);
+  /**
+   * Runs a collective; a failure anywhere in the job settles it with the job's error. `call` is what this rank
+   * called (its signature goes on every message of the call and is checked against the peers': _arrived).
+   */
+  private async _collective(call: { kind: Kind; data?: coll.NumericArray; count?: number; op?: coll.ReduceOp; root?: number }, run: (t: coll.Transport, tag: number) => Promise<void>): Promise<void> {
+    const operation = call.kind;
+    const sig = encodeSignature({ kind: call.kind, type: call.data ? elementTypeOf(call.data) : '', op: call.op ?? '', root: call.root ?? -1, count: call.count ?? call.data?.length ?? 0 });
+    const t = this._transport(operation, sig);
     const tag = (++this._seq & 0x7fffffff) >>> 0;
+    this._sigs.set(tag, { operation, bytes: sig });
+    if (this._sigs.size > SIGNATURES_KEPT) this._sigs.delete(this._sigs.keys().next().value!);
+    // Messages of this call that came before it started: checked now.
+    for (const c of this._channels) {
+      const theirs = c?.waitingSignature(tag);
+      if (c && theirs && !sameSignature(sig, theirs)) throw this._mismatch(operation, c.peer, sig, theirs);
+    }
     try {
       await run(t, tag);
     } catch (err) {
@@ -354,22 +415,22 @@ export class Job implements AsyncDisposable {
 
   /** Waits until every rank called barrier() (dissemination). */
   barrier(): Promise<void> {
-    return this._collective('barrier', (t, tag) => coll.barrier(t, tag));
+    return this._collective({ kind: 'barrier' }, (t, tag) => coll.barrier(t, tag));
   }
 
   /** Broadcasts `data` from `root` into `data` on every rank (in place); resolves with it. */
   async broadcast<T extends coll.NumericArray>(data: T, root = 0): Promise<T> {
     checkTyped(data, 'broadcast');
     this._checkRoot(root, 'broadcast');
-    await this._collective('broadcast', (t, tag) => coll.broadcast(t, tag, data, root));
+    await this._collective({ kind: 'broadcast', data, root }, (t, tag) => coll.broadcast(t, tag, data, root));
     return data;
   }
 
-  /** Combines `data` element-wise over every rank (sum, min, max or prod), in place; resolves with it. */
+  /** Combines `data` element-wise over every rank (sum, prod, min, max; band, bor, bxor on integers), in place; resolves with it. */
   async allreduce<T extends coll.NumericArray>(data: T, op: coll.ReduceOp = 'sum'): Promise<T> {
     checkTyped(data, 'allreduce');
-    if (!coll.REDUCE_OPS.includes(op)) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, 'allreduce', `allreduce: op must be one of ${coll.REDUCE_OPS.join('|')}, got ${JSON.stringify(op)}`);
-    await this._collective('allreduce', (t, tag) => coll.allreduce(t, tag, data, op));
+    checkOp(data, op, 'allreduce');
+    await this._collective({ kind: 'allreduce', data, op }, (t, tag) => coll.allreduce(t, tag, data, op));
     return data;
   }
 
@@ -380,7 +441,7 @@ export class Job implements AsyncDisposable {
     if (send.byteLength !== recv.byteLength || send.length % this.size !== 0) {
       throw new NdError('ERR_ND_OUT_OF_RANGE', 0, 'alltoall', `alltoall: send and recv must have the same length, a multiple of the job size ${this.size} (got ${send.length} and ${recv.length})`);
     }
-    await this._collective('alltoall', (t, tag) => coll.alltoall(t, tag, coll.bytesOf(send), coll.bytesOf(recv)));
+    await this._collective({ kind: 'alltoall', data: send }, (t, tag) => coll.alltoall(t, tag, coll.bytesOf(send), coll.bytesOf(recv)));
     return recv;
   }
 
@@ -400,7 +461,7 @@ export class Job implements AsyncDisposable {
     v.setUint32(12, bytes >>> 0);
     const all = new Uint8Array(16 * this.size);
     try {
-      await this._collective('allocateWindow', async (t, tag) => {
+      await this._collective({ kind: 'allocateWindow' }, async (t, tag) => {
         all.set(mine, 16 * this.rank);
         await allgatherBytes(t, tag, all, 16);
       });
@@ -441,9 +502,7 @@ export class Job implements AsyncDisposable {
     for (const c of this._channels) if (c) c.closing = true;
     this._closed = true;
     if (graceful && this._failure === null && this._channels.length > 0) {
-      const t = this._transport('close');
-      const tag = (++this._seq & 0x7fffffff) >>> 0;
-      await coll.barrier(t, tag).catch(() => undefined);
+      await this._collective({ kind: 'close' }, (t, tag) => coll.barrier(t, tag)).catch(() => undefined);
     }
     debug(this.rank, 'closing: barrier done');
     for (const w of this._windows.values()) w._abort(new NdError('ERR_ND_CLOSED', 0, 'window', 'window: the job is closed'));
@@ -488,6 +547,13 @@ async function allgatherBytes(t: coll.Transport, tag: number, all: Uint8Array, b
     const inn = (rank - k - 1 + size) % size;
     const [, got] = await Promise.all([t.send((rank + 1) % size, tag, part(out)), t.recv((rank - 1 + size) % size, tag)]);
     part(inn).set(got);
+  }
+}
+
+function checkOp(data: coll.NumericArray, op: unknown, operation: string): void {
+  if (!coll.REDUCE_OPS.includes(op as coll.ReduceOp)) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, operation, `${operation}: op must be one of ${coll.REDUCE_OPS.join('|')}, got ${JSON.stringify(op)}`);
+  if (coll.BITWISE_OPS.includes(op as coll.ReduceOp) && (data instanceof Float32Array || data instanceof Float64Array)) {
+    throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, operation, `${operation}: '${String(op)}' is bitwise, for integer arrays only; ${elementTypeOf(data)} holds floating-point numbers`);
   }
 }
 
