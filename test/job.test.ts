@@ -169,6 +169,21 @@ describe('jobs under the explicit rendezvous', () => {
   });
 });
 
+describe('send/recv/sendrecv and gather, allgather, reduce, scatter, reduceScatter (#29 finding 6)', () => {
+  const mpiScript = path.join(root, 'test/fixtures/job-mpi.mjs');
+  // 1 rank (sends to itself), 2, 3 and 4 (non-powers of two take other algorithms: Bruck, folded trees, rings).
+  for (const size of [1, 2, 3, 4]) {
+    it(`${size} rank${size > 1 ? 's' : ''}: tag matching in order, into, large messages, every collective and operation small and large`, async () => {
+      const all = reports(await rendezvousJob(mpiScript, size));
+      expect(all.map((r) => r.rank).sort()).toEqual(Array.from({ length: size }, (_, i) => i));
+      for (const r of all) {
+        expect(Object.entries(r.checks).filter(([, ok]) => ok !== true), `rank ${r.rank}`).toEqual([]);
+        expect(Object.keys(r.checks).length).toBeGreaterThan(100);
+      }
+    });
+  }
+});
+
 describe('ranks that disagree on a collective: every rank fails with ERR_ND_JOB_MISMATCH naming both calls (#29 finding 4)', () => {
   const mismatchScript = path.join(root, 'test/fixtures/job-mismatch.mjs');
   // [case, ranks, what the message must say]: the last rank is the odd one out (test/fixtures/job-mismatch.mjs).
@@ -183,6 +198,9 @@ describe('ranks that disagree on a collective: every rank fails with ERR_ND_JOB_
     ['large', 2, /ranks disagree: rank 0 called allreduce\(Float64Array of 4096, 'sum'\), rank 1 called allreduce\(Float64Array of 8192, 'sum'\)/],
     ['large', 4, /ranks disagree: rank [0-2] called allreduce\(Float64Array of 4096, 'sum'\), rank 3 called allreduce\(Float64Array of 8192, 'sum'\)/],
     ['kind', 3, /ranks disagree: rank [01] called allreduce\(Float64Array of 1, 'sum'\), rank 2 called barrier\(\)/],
+    ['gather', 3, /ranks disagree: rank [01] called gather\(Int32Array of 2, root 0\), rank 2 called gather\(Int32Array of 3, root 0\)/],
+    ['scatter', 4, /ranks disagree: rank [0-2] called scatter\(Int32Array of 2 per rank, root 0\), rank 3 called scatter\(Int32Array of 2 per rank, root 1\)/],
+    ['reduceScatter', 2, /ranks disagree: rank 0 called reduceScatter\(Uint32Array of 4, 'bor'\), rank 1 called reduceScatter\(Uint32Array of 4, 'bxor'\)/],
     // The last rank has one collective more than the others, which close.
     ['close', 4, /ranks disagree: rank [0-2] called close\(\), rank 3 called allreduce\(Float64Array of 2, 'sum'\)/],
   ];

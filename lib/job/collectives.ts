@@ -380,3 +380,171 @@ export async function alltoall(t: Transport, tag: number, send: Uint8Array, recv
     at(recv, from).set(await exchange(t, tag, to, at(send, to), from));
   }
 }
+
+/**
+ * Every rank's `mine` (the same byte length everywhere), at block r of the result on the root (null elsewhere).
+ * Binomial tree, as MPICH's MPIR_Gather_intra_binomial: in ranks relative to the root, rank v receives the blocks
+ * of the subtrees under v+1, v+2, v+4... (each already contiguous, in relative order) and sends what it holds to
+ * v minus its lowest set bit; ceil(log2 n) rounds.
+ */
+export async function gather(t: Transport, tag: number, mine: Uint8Array, root: number): Promise<Uint8Array | null> {
+  const { rank, size } = t;
+  const B = mine.byteLength;
+  const vr = mod(rank - root, size);
+  const extent = Math.min(vr === 0 ? size : vr & -vr, size - vr); // blocks of v's subtree, v's own included
+  const buf = new Uint8Array(extent * B);
+  buf.set(mine);
+  const children: number[] = [];
+  let mask = 1;
+  for (; mask < size && (vr & mask) === 0; mask <<= 1) if (vr + mask < size) children.push(mask);
+  const got = await Promise.all(children.map((m) => t.recv(mod(vr + m + root, size), tag)));
+  children.forEach((m, i) => buf.set(got[i].subarray(0, buf.byteLength - m * B), m * B));
+  if (vr !== 0) {
+    await t.send(mod(vr - mask + root, size), tag, buf);
+    return null;
+  }
+  // The root holds the blocks in relative order: block v is rank v+root's.
+  const out = new Uint8Array(size * B);
+  for (let v = 0; v < size; v++) out.set(buf.subarray(v * B, (v + 1) * B), mod(v + root, size) * B);
+  return out;
+}
+
+/**
+ * Every rank's `mine` at block r of `all` on every rank (block r of `all` holds rank r's already). Recursive
+ * doubling for a power-of-two number of ranks and small totals (log2 n rounds, doubling the data each time);
+ * Bruck's algorithm for other small cases (ceil(log2 n) rounds); the ring for large totals (n-1 steps, each
+ * rank sending (n-1)/n of the total, bandwidth-optimal). MPICH chooses the same way (MPIR_Allgather_intra_*).
+ */
+export async function allgather(t: Transport, tag: number, all: Uint8Array, block: number): Promise<void> {
+  const { rank, size } = t;
+  if (size === 1) return;
+  const part = (i: number, n = 1) => all.subarray(i * block, (i + n) * block);
+  if (all.byteLength > LARGE_ALLGATHER_BYTES) return ringAllgather(t, tag, (i) => part(i));
+  if ((size & (size - 1)) === 0) {
+    for (let mask = 1; mask < size; mask <<= 1) {
+      const partner = rank ^ mask;
+      const mineAt = rank & ~(mask - 1);
+      const theirsAt = partner & ~(mask - 1);
+      part(theirsAt, mask).set(await exchange(t, tag, partner, part(mineAt, mask), partner));
+    }
+    return;
+  }
+  // Bruck: tmp block i holds rank (rank+i)'s; round k sends the first min(k, n-k) blocks to rank-k.
+  const tmp = new Uint8Array(size * block);
+  tmp.set(part(rank));
+  for (let k = 1; k < size; k <<= 1) {
+    const n = Math.min(k, size - k);
+    const got = await exchange(t, tag, mod(rank - k, size), tmp.subarray(0, n * block), mod(rank + k, size));
+    tmp.set(got.subarray(0, n * block), k * block);
+  }
+  for (let i = 1; i < size; i++) part(mod(rank + i, size)).set(tmp.subarray(i * block, (i + 1) * block));
+}
+
+/** Above this many bytes in all, allgather uses the ring. */
+export const LARGE_ALLGATHER_BYTES = 256 * 1024;
+
+/**
+ * `data` combined element-wise over every rank, into `data` on the root (other ranks' `data` is left as it was).
+ * Small: binomial tree (MPICH's MPIR_Reduce_intra_binomial), ceil(log2 n) rounds. Large: a ring reduce-scatter,
+ * then every rank sends its reduced chunk to the root (Rabenseifner's reduce-scatter + gather, MPICH's
+ * MPIR_Reduce_intra_reduce_scatter_gather, with the ring for the first half): each rank sends about 2/n of the
+ * data per step rather than all of it up a tree.
+ */
+export async function reduce(t: Transport, tag: number, data: NumericArray, op: ReduceOp, root: number): Promise<void> {
+  const { rank, size } = t;
+  if (size === 1) return;
+  const work = rank === root ? data : (data.slice() as NumericArray);
+  if (data.byteLength > SMALL_BYTES && data.length >= size) {
+    const parts = chunks(data.length, size);
+    await ringReduceScatter(t, tag, work, op, parts);
+    const E = data.BYTES_PER_ELEMENT;
+    const bytes = bytesOf(work);
+    const part = (i: number) => bytes.subarray(parts[i][0] * E, parts[i][1] * E);
+    if (rank !== root) return t.send(root, tag, part(rank));
+    const others = Array.from({ length: size }, (_, i) => i).filter((i) => i !== root);
+    const got = await Promise.all(others.map((i) => t.recv(i, tag)));
+    others.forEach((i, k) => part(i).set(got[k].subarray(0, part(i).byteLength)));
+    return;
+  }
+  const vr = mod(rank - root, size);
+  let mask = 1;
+  const children: number[] = [];
+  for (; mask < size && (vr & mask) === 0; mask <<= 1) if (vr + mask < size) children.push(mask);
+  const got = await Promise.all(children.map((m) => t.recv(mod(vr + m + root, size), tag)));
+  for (const g of got) combine(work, viewLike(work, g), op);
+  if (vr !== 0) await t.send(mod(vr - mask + root, size), tag, bytesOf(work));
+}
+
+/**
+ * Ring reduce-scatter over `work` cut into `parts` (element ranges): after n-1 steps rank r holds chunk r
+ * combined over every rank; each step sends one chunk to the next rank and combines the one from the previous.
+ */
+async function ringReduceScatter(t: Transport, tag: number, work: NumericArray, op: ReduceOp, parts: Array<[number, number]>): Promise<void> {
+  const { rank, size } = t;
+  const E = work.BYTES_PER_ELEMENT;
+  const bytes = bytesOf(work);
+  const part = (i: number) => bytes.subarray(parts[i][0] * E, parts[i][1] * E);
+  const typed = (i: number) => work.subarray(parts[i][0], parts[i][1]) as NumericArray;
+  const next = mod(rank + 1, size);
+  const prev = mod(rank - 1, size);
+  for (let k = 0; k < size - 1; k++) {
+    const out = mod(rank - k - 1, size);
+    const inn = mod(rank - k - 2, size);
+    combine(typed(inn), viewLike(work, await exchange(t, tag, next, part(out), prev)), op);
+  }
+}
+
+/**
+ * Block r of `data` (n equal blocks) combined over every rank, into `out` (MPI_Reduce_scatter_block). Recursive
+ * halving for a power-of-two number of ranks and small data (MPICH's choice for commutative operations: log2 n
+ * rounds, halving the data each time); the ring reduce-scatter otherwise. `data` is not changed.
+ */
+export async function reduceScatter(t: Transport, tag: number, data: NumericArray, out: NumericArray, op: ReduceOp): Promise<void> {
+  const { rank, size } = t;
+  const n = out.length;
+  const work = data.slice() as NumericArray;
+  if (size > 1 && (size & (size - 1)) === 0 && data.byteLength <= SMALL_BYTES * 4) {
+    const E = work.BYTES_PER_ELEMENT;
+    const bytes = bytesOf(work);
+    let lo = 0;
+    let hi = size;
+    for (let mask = size >> 1; mask >= 1; mask >>= 1) {
+      const mid = (lo + hi) >> 1;
+      const [keepLo, keepHi, sendLo, sendHi] = rank & mask ? [mid, hi, lo, mid] : [lo, mid, mid, hi];
+      const partner = rank ^ mask;
+      const got = await exchange(t, tag, partner, bytes.subarray(sendLo * n * E, sendHi * n * E), partner);
+      combine(work.subarray(keepLo * n, keepHi * n) as NumericArray, viewLike(work, got), op);
+      [lo, hi] = [keepLo, keepHi];
+    }
+  } else if (size > 1) {
+    await ringReduceScatter(t, tag, work, op, Array.from({ length: size }, (_, i) => [i * n, (i + 1) * n] as [number, number]));
+  }
+  (out as any).set(work.subarray(rank * n, (rank + 1) * n));
+}
+
+/**
+ * Block r of the root's `send` (n equal blocks) into `recv` on rank r. Binomial tree, as MPICH's
+ * MPIR_Scatter_intra_binomial: in ranks relative to the root, rank v receives the blocks of its whole subtree from
+ * v minus its lowest set bit and passes each child v+2^k its subtree's share; ceil(log2 n) rounds.
+ */
+export async function scatter(t: Transport, tag: number, send: Uint8Array | null, recv: Uint8Array, root: number): Promise<void> {
+  const { rank, size } = t;
+  const B = recv.byteLength;
+  const vr = mod(rank - root, size);
+  let tmp: Uint8Array;
+  let mask = 1;
+  while (mask < size && (vr & mask) === 0) mask <<= 1;
+  if (vr === 0) {
+    // Relative order: block v is for rank v+root.
+    tmp = new Uint8Array(size * B);
+    for (let v = 0; v < size; v++) tmp.set(send!.subarray(mod(v + root, size) * B, (mod(v + root, size) + 1) * B), v * B);
+  } else {
+    tmp = await t.recv(mod(vr - mask + root, size), tag);
+  }
+  const sends: Array<Promise<void>> = [];
+  for (mask >>= 1; mask > 0; mask >>= 1) {
+    if (vr + mask < size) sends.push(t.send(mod(vr + mask + root, size), tag, tmp.subarray(mask * B, Math.min(2 * mask, size - vr) * B)));
+  }
+  recv.set(tmp.subarray(0, B));
+  await Promise.all(sends);
+}

@@ -7,7 +7,7 @@ import { networkInterfaces } from 'node:os';
 import { NdError, openAdapter, type Adapter, type CompletionOption, type Connector, type Local, type MemoryRegion } from '../index.js';
 import type { Bootstrap, LauncherName } from './bootstrap.js';
 import { Singleton } from './bootstrap.js';
-import { Channel } from './channel.js';
+import { Channel, SPACE_USER, type Message } from './channel.js';
 import * as coll from './collectives.js';
 import { detectLauncher, LAUNCHERS } from './detect.js';
 import { bootstrapError, mismatchError, peerError, ERR_ND_JOB_BOOTSTRAP, type JobError } from './errors.js';
@@ -15,7 +15,7 @@ import { Pmi1 } from './pmi1.js';
 import { Pmi2 } from './pmi2.js';
 import { RendezvousClient } from './rendezvous.js';
 import { Window, type WindowOptions } from './window.js';
-import { decodeSignature, describe, elementTypeOf, encodeSignature, sameSignature, type Kind, type Signature } from './signature.js';
+import { decodeSignature, describe, elementTypeOf, encodeSignature, sameSignature, typedFrom, type Kind } from './signature.js';
 
 /** How many of this rank's recent collective calls keep their signature, to check messages that arrive late. */
 const SIGNATURES_KEPT = 512;
@@ -149,6 +149,8 @@ export class Job implements AsyncDisposable {
   private _failure: JobError | null = null;
   /** The signatures of this rank's last collective calls, by tag (see _arrived). */
   private readonly _sigs = new Map<number, { operation: string; bytes: Uint8Array }>();
+  /** Messages this rank sent itself (send/recv). */
+  private readonly _self = new SelfBox();
   private _closing: Promise<void> | null = null;
   private _closed = false;
   private readonly _failWaiters = new Set<(err: JobError) => void>();
@@ -318,6 +320,7 @@ export class Job implements AsyncDisposable {
     if (this._failure !== null) return;
     this._failure = err;
     for (const c of this._channels) c?.abort(err);
+    this._self.abort(err);
     for (const w of this._windows.values()) w._abort(err);
     for (const f of this._failWaiters) f(err);
   }
@@ -434,6 +437,140 @@ export class Job implements AsyncDisposable {
     return data;
   }
 
+  // Point to point (MPI 4.1 §3): messages from one rank with one tag are received in the order they were sent;
+  // the user's tags are a space of their own, apart from the collectives'. A rank may send to itself.
+
+  /**
+   * Sends `data` to rank `dest` with `options.tag` (default 0); resolves once the data has been sent. Like
+   * MPI_Send: `data` must not change until then. The receiver gets a typed array of the same element type.
+   */
+  async send(data: coll.NumericArray, dest: number, options: { tag?: number } = {}): Promise<void> {
+    checkTyped(data, 'send');
+    const tag = userTag(options?.tag, 'tag', 'send');
+    const sig = encodeSignature({ kind: 'send', type: elementTypeOf(data), op: '', root: -1, count: data.length });
+    const ch = this._peer(dest, 'send');
+    if (ch === null) return this._self.put(tag, { bytes: coll.bytesOf(data).slice(), sig });
+    try {
+      await ch.send(tag, coll.bytesOf(data), sig, SPACE_USER);
+    } catch (err) {
+      throw this._failure ?? err;
+    }
+  }
+
+  /**
+   * The next message from rank `source` with `options.tag` (default 0). Without `into`: a new typed array of the
+   * sender's element type and length. With `into` (the sender's element type): the data is copied into it and
+   * the part received, `into.subarray(0, count)`, comes back; a message larger than `into` is consumed and
+   * refused with ERR_ND_OUT_OF_RANGE, one of another element type with ERR_ND_JOB_MISMATCH.
+   */
+  recv<T extends coll.NumericArray>(source: number, options: { tag?: number; into: T }): Promise<T>;
+  recv(source: number, options?: { tag?: number; into?: undefined }): Promise<coll.NumericArray>;
+  async recv(source: number, options: { tag?: number; into?: coll.NumericArray } = {}): Promise<coll.NumericArray> {
+    const tag = userTag(options?.tag, 'tag', 'recv');
+    const into = options?.into;
+    if (into !== undefined) checkTyped(into, 'recv');
+    const ch = this._peer(source, 'recv');
+    let m: Message;
+    try {
+      m = ch === null ? await this._self.take(tag) : await ch.recv(tag, SPACE_USER);
+    } catch (err) {
+      throw this._failure ?? err;
+    }
+    return unpack(m, source, tag, into);
+  }
+
+  /**
+   * send(data, dest) and recv(source) at once (MPI_Sendrecv): the step of a ring or a shift, which cannot
+   * deadlock however the ranks pair up. Resolves with what recv() resolves with.
+   */
+  sendrecv<T extends coll.NumericArray>(data: coll.NumericArray, dest: number, source: number, options: { sendTag?: number; recvTag?: number; into: T }): Promise<T>;
+  sendrecv(data: coll.NumericArray, dest: number, source: number, options?: { sendTag?: number; recvTag?: number; into?: undefined }): Promise<coll.NumericArray>;
+  async sendrecv(data: coll.NumericArray, dest: number, source: number, options: { sendTag?: number; recvTag?: number; into?: coll.NumericArray } = {}): Promise<coll.NumericArray> {
+    checkTyped(data, 'sendrecv');
+    const sendTag = userTag(options?.sendTag, 'sendTag', 'sendrecv');
+    const recvTag = userTag(options?.recvTag, 'recvTag', 'sendrecv');
+    this._peer(dest, 'sendrecv');
+    this._peer(source, 'sendrecv');
+    const [, got] = await Promise.all([this.send(data, dest, { tag: sendTag }), this.recv(source, { tag: recvTag, into: options?.into as coll.NumericArray })]);
+    return got;
+  }
+
+  /** The channel to `peer`, or null for this rank itself; checked. */
+  private _peer(peer: number, operation: string): Channel | null {
+    this._check(operation);
+    if (peer === this.rank) return null;
+    return this._channel(peer, operation);
+  }
+
+  /**
+   * Every rank's `data` (the same length everywhere), rank r's at block r of a new array on the root; null on the
+   * other ranks. Binomial tree (collectives.ts).
+   */
+  async gather<T extends coll.NumericArray>(data: T, root = 0): Promise<T | null> {
+    checkTyped(data, 'gather');
+    this._checkRoot(root, 'gather');
+    let out: Uint8Array | null = null;
+    await this._collective({ kind: 'gather', data, root }, async (t, tag) => {
+      out = await coll.gather(t, tag, coll.bytesOf(data), root);
+    });
+    return out === null ? null : (typedFrom(elementTypeOf(data), out) as T);
+  }
+
+  /** Every rank's `data` (the same length everywhere), rank r's at block r of a new array, on every rank. */
+  async allgather<T extends coll.NumericArray>(data: T): Promise<T> {
+    checkTyped(data, 'allgather');
+    const B = data.byteLength;
+    const all = new Uint8Array(B * this.size);
+    all.set(coll.bytesOf(data), B * this.rank);
+    await this._collective({ kind: 'allgather', data }, (t, tag) => coll.allgather(t, tag, all, B));
+    return typedFrom(elementTypeOf(data), all) as T;
+  }
+
+  /**
+   * Combines `data` element-wise over every rank into `data` on the root (which it resolves with); the other
+   * ranks' `data` is left as it was, and they resolve with null. Operations as allreduce().
+   */
+  async reduce<T extends coll.NumericArray>(data: T, op: coll.ReduceOp = 'sum', root = 0): Promise<T | null> {
+    checkTyped(data, 'reduce');
+    checkOp(data, op, 'reduce');
+    this._checkRoot(root, 'reduce');
+    await this._collective({ kind: 'reduce', data, op, root }, (t, tag) => coll.reduce(t, tag, data, op, root));
+    return this.rank === root ? data : null;
+  }
+
+  /**
+   * Block r of the root's `send` (size equal blocks of recv.length) into `recv` on rank r; resolves with `recv`.
+   * `send` is read on the root only (null elsewhere is fine); it has recv's element type.
+   */
+  async scatter<T extends coll.NumericArray>(send: T | null, recv: T, root = 0): Promise<T> {
+    checkTyped(recv, 'scatter');
+    this._checkRoot(root, 'scatter');
+    if (this.rank === root) {
+      checkTyped(send, 'scatter');
+      if (elementTypeOf(send!) !== elementTypeOf(recv) || send!.length !== recv.length * this.size) {
+        throw new NdError('ERR_ND_OUT_OF_RANGE', 0, 'scatter', `scatter: the root's send must be a ${elementTypeOf(recv)} of ${recv.length * this.size} (recv's length times the job size ${this.size}), got a ${elementTypeOf(send!)} of ${send!.length}`);
+      }
+    }
+    const recvBytes = coll.bytesOf(recv);
+    await this._collective({ kind: 'scatter', data: recv, root }, (t, tag) => coll.scatter(t, tag, this.rank === root ? coll.bytesOf(send!) : null, recvBytes, root));
+    return recv;
+  }
+
+  /**
+   * Block r of `data` (size equal blocks) combined element-wise over every rank, as a new array on rank r
+   * (MPI_Reduce_scatter_block); `data` is left as it was. Operations as allreduce().
+   */
+  async reduceScatter<T extends coll.NumericArray>(data: T, op: coll.ReduceOp = 'sum'): Promise<T> {
+    checkTyped(data, 'reduceScatter');
+    checkOp(data, op, 'reduceScatter');
+    if (data.length % this.size !== 0) {
+      throw new NdError('ERR_ND_OUT_OF_RANGE', 0, 'reduceScatter', `reduceScatter: data's length must be a multiple of the job size ${this.size} (one block per rank), got ${data.length}`);
+    }
+    const out = typedFrom(elementTypeOf(data), new Uint8Array(data.byteLength / this.size)) as T;
+    await this._collective({ kind: 'reduceScatter', data, op }, (t, tag) => coll.reduceScatter(t, tag, data, out, op));
+    return out;
+  }
+
   /** Block i of `send` goes to rank i; block j of `recv` comes from rank j (blocks: length / size). */
   async alltoall<T extends coll.NumericArray>(send: T, recv: T): Promise<T> {
     checkTyped(send, 'alltoall');
@@ -547,6 +684,58 @@ async function allgatherBytes(t: coll.Transport, tag: number, all: Uint8Array, b
     const inn = (rank - k - 1 + size) % size;
     const [, got] = await Promise.all([t.send((rank + 1) % size, tag, part(out)), t.recv((rank - 1 + size) % size, tag)]);
     part(inn).set(got);
+  }
+}
+
+/** A user tag: 0 when not given, else an integer 0..2^31-1 (MPI_TAG_UB is at least 32767, MPI 4.1 §9.1.2). */
+function userTag(tag: unknown, name: string, operation: string): number {
+  if (tag === undefined) return 0;
+  if (typeof tag !== 'number' || !Number.isInteger(tag) || tag < 0 || tag > 0x7fffffff) {
+    throw new NdError('ERR_ND_OUT_OF_RANGE', 0, operation, `${operation}: ${name} must be an integer 0..2147483647, got ${typeof tag === 'number' ? tag : JSON.stringify(tag) ?? typeof tag}`);
+  }
+  return tag;
+}
+
+/** A received message as recv() returns it (see recv()). */
+function unpack(m: Message, source: number, tag: number, into: coll.NumericArray | undefined): coll.NumericArray {
+  const s = decodeSignature(m.sig);
+  if (s === null || s.kind !== 'send') throw peerError(source, 'recv', `sent a message this rank cannot read (tag ${tag}): a different netdirect version?`);
+  if (into === undefined) return typedFrom(s.type, m.bytes);
+  if (s.type !== elementTypeOf(into)) {
+    throw mismatchError('recv', `recv: rank ${source} sent a ${s.type} of ${s.count} (tag ${tag}), into is a ${elementTypeOf(into)}: receive into a ${s.type}, or without into`, source);
+  }
+  if (m.bytes.byteLength > into.byteLength) {
+    throw new NdError('ERR_ND_OUT_OF_RANGE', 0, 'recv', `recv: the message from rank ${source} (tag ${tag}) was larger than into: ${s.type} of ${s.count}, into holds ${into.length}; the message was consumed`);
+  }
+  coll.bytesOf(into).set(m.bytes);
+  return into.subarray(0, s.count) as coll.NumericArray;
+}
+
+/** Messages a rank sends to itself, by tag, in order (the Channel's boxes without the wire). */
+class SelfBox {
+  private readonly boxes = new Map<number, { ready: Message[]; waiters: Array<{ resolve: (m: Message) => void; reject: (e: Error) => void }> }>();
+  private failure: Error | null = null;
+
+  put(tag: number, m: Message): void {
+    const b = this.boxes.get(tag);
+    const w = b?.waiters.shift();
+    if (w) return w.resolve(m);
+    if (b) b.ready.push(m);
+    else this.boxes.set(tag, { ready: [m], waiters: [] });
+  }
+
+  take(tag: number): Promise<Message> {
+    if (this.failure) return Promise.reject(this.failure);
+    let b = this.boxes.get(tag);
+    const m = b?.ready.shift();
+    if (m !== undefined) return Promise.resolve(m);
+    if (b === undefined) this.boxes.set(tag, (b = { ready: [], waiters: [] }));
+    return new Promise((resolve, reject) => b.waiters.push({ resolve, reject }));
+  }
+
+  abort(err: Error): void {
+    this.failure ??= err;
+    for (const b of this.boxes.values()) for (const w of b.waiters.splice(0)) w.reject(err);
   }
 }
 
