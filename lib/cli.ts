@@ -3,6 +3,7 @@
 // (the adapter's ND2_ADAPTER_INFO, decoded), `netdirect ping` (rping-compatible, lib/ping.ts) and
 // `netdirect doctor` (setup checks, lib/doctor.ts).
 
+import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { packageRoot } from './binding.js';
 import { listAddresses, listProviders, openAdapter } from './discovery.js';
@@ -13,6 +14,8 @@ import { formatDoctorReport, gatherDoctorFacts, reportOf, type DoctorFacts } fro
 
 const USAGE = `usage: netdirect <command>
   list                 providers (name, kind, GUID, DLL path) and the addresses each serves
+  job-secret           a fresh job secret (32 random bytes in hex) for NETDIRECT_JOB_SECRET: what the ranks of a
+                       job under the rendezvous prove they hold (docs/job.md "Membership")
   info <address>       the ND2_ADAPTER_INFO of the adapter that serves <address>, decoded
                        options: --provider <name|dll path>   --json
   doctor [--json | --facts] [--peer <host>]... [--from <facts.json>]
@@ -144,6 +147,10 @@ export async function main(argv: string[]): Promise<number> {
       case 'list':
         if (args.length > 0) throw new UsageError(`list takes no arguments, got ${args.map((a) => JSON.stringify(a)).join(' ')}`);
         await list();
+        return 0;
+      case 'job-secret':
+        if (args.length > 0) throw new UsageError(`job-secret takes no arguments, got ${args.map((a) => JSON.stringify(a)).join(' ')}`);
+        console.log(randomBytes(32).toString('hex'));
         return 0;
       case '--version':
       case '-V':

@@ -52,8 +52,13 @@ export const ERR_ND_JOB_PEER = 'ERR_ND_JOB_PEER';
  */
 export const ERR_ND_JOB_MISMATCH = 'ERR_ND_JOB_MISMATCH';
 
+/** netdirect/job: a rank, a rendezvous or a connecting peer could not prove it belongs to the job (docs/job.md "Membership"). */
+export const ERR_ND_JOB_AUTH = 'ERR_ND_JOB_AUTH';
+/** netdirect/job: a launcher, the rendezvous, a peer or a notification did not answer within the call's timeoutMs. */
+export const ERR_ND_JOB_TIMEOUT = 'ERR_ND_JOB_TIMEOUT';
+
 /** Codes of the job layer (status 0, like misuse, but about the job rather than the call). */
-export type NdJobCode = typeof ERR_ND_JOB_BOOTSTRAP | typeof ERR_ND_JOB_PEER | typeof ERR_ND_JOB_MISMATCH;
+export type NdJobCode = typeof ERR_ND_JOB_BOOTSTRAP | typeof ERR_ND_JOB_PEER | typeof ERR_ND_JOB_MISMATCH | typeof ERR_ND_JOB_AUTH | typeof ERR_ND_JOB_TIMEOUT;
 
 /** The name of every ND status netdirect knows (binding/nd/nd_status.h; docs/nd2.md says what each means here). */
 export type NdStatusName =

@@ -4,6 +4,7 @@
 // a real launcher (mpiexec -n N node scripts/bench-job.mjs). Prints a table from rank 0; no test asserts these.
 //   node scripts/bench-job.mjs [--ranks 4] [--wireup-ranks 16] [--iters 2000]
 import { fork } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { createRequire } from 'node:module';
 
@@ -17,9 +18,10 @@ const iters = opt('--iters', 2000);
 
 async function launch(size, phase) {
   const port = 20000 + Math.floor(Math.random() * 20000);
+  const secret = randomBytes(32).toString('hex'); // the job's: every rank proves it holds it (docs/job.md "Membership")
   const children = Array.from({ length: size }, (_, r) =>
     fork(fileURLToPath(import.meta.url), [...args, '--phase', phase], {
-      env: { ...process.env, NETDIRECT_RENDEZVOUS: `127.0.0.1:${port}`, NETDIRECT_RANK: String(r), NETDIRECT_SIZE: String(size) },
+      env: { ...process.env, NETDIRECT_RENDEZVOUS: `127.0.0.1:${port}`, NETDIRECT_RANK: String(r), NETDIRECT_SIZE: String(size), NETDIRECT_JOB_SECRET: secret },
     }),
   );
   const codes = await Promise.all(children.map((c) => new Promise((resolve) => c.on('exit', resolve))));

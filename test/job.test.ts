@@ -3,6 +3,7 @@
 // the explicit rendezvous, collectives and windows checked against answers every rank can compute, and a rank
 // killed in the middle of an allreduce.
 import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import * as path from 'node:path';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
@@ -60,11 +61,12 @@ function freePort(): number {
 /** Starts `size` ranks of `script` meeting at a rendezvous (rank 0 hosts it). */
 async function rendezvousJob(script: string, size: number, extra: NodeJS.ProcessEnv = {}): Promise<Ran[]> {
   const port = freePort();
+  const secret = randomBytes(32).toString('hex');
   const runs = Array.from({ length: size }, (_, r) =>
     collect(
       spawnRank(process.execPath, [script], {
         cwd: root,
-        env: { ...process.env, NETDIRECT_RENDEZVOUS: `127.0.0.1:${port}`, NETDIRECT_RANK: String(r), NETDIRECT_SIZE: String(size), ...extra },
+        env: { ...process.env, NETDIRECT_RENDEZVOUS: `127.0.0.1:${port}`, NETDIRECT_RANK: String(r), NETDIRECT_SIZE: String(size), NETDIRECT_JOB_SECRET: secret, ...extra },
       }),
       60_000,
     ),
@@ -217,14 +219,16 @@ describe('ranks that disagree on a collective: every rank fails with ERR_ND_JOB_
 
 describe('the rendezvous against what is not its protocol', () => {
   it('JSON that is not an object (null, 5, [], "x") is dropped without harming the server; a real rank still joins', async () => {
-    const server = await startRendezvous({ size: 1 });
+    const secret = randomBytes(32).toString('hex');
+    const server = await startRendezvous({ size: 1, secret });
     for (const junk of ['null', '5', '[]', '"x"', '{"hello":null}', '{"put":null}']) {
       const s = connect(server.port, server.host);
       s.on('error', () => undefined);
+      s.resume(); // the server speaks first (its challenge)
       s.end(`${junk}\n`);
       await new Promise((resolve) => s.on('close', resolve));
     }
-    const job = await join({ launcher: 'rendezvous', rendezvous: `${server.host}:${server.port}`, rank: 0, size: 1, timeoutMs: 10_000 });
+    const job = await join({ launcher: 'rendezvous', rendezvous: `${server.host}:${server.port}`, rank: 0, size: 1, secret, timeoutMs: 10_000 });
     expect(job.size).toBe(1);
     await job.close();
     await server.close();

@@ -2,6 +2,15 @@
 // then every rank's puts are visible to get). The PMI-1 and PMI-2 clients, the explicit rendezvous and the
 // singleton implement it.
 
+import { bootstrapError, type Limit } from './errors.js';
+
+/**
+ * The most ranks a job may have. Every rank keeps a channel to every other (lib/job/channel.ts: about 1 MiB
+ * registered each), so a job of MAX_JOB_SIZE ranks registers about 1 GiB per rank; a size a launcher or the
+ * rendezvous claims beyond it is refused before anything is allocated (docs/job.md "Limits").
+ */
+export const MAX_JOB_SIZE = 1024;
+
 export type LauncherName = 'hydra' | 'pmi2' | 'openmpi' | 'msmpi' | 'rendezvous' | 'singleton';
 
 export interface Bootstrap {
@@ -10,12 +19,15 @@ export interface Bootstrap {
   readonly size: number;
   /** The launcher's job (kvs) name, or one the rendezvous made up. */
   readonly jobId: string;
-  put(key: string, value: string): Promise<void>;
+  /** The job's secret when the launcher side provided one (the rendezvous launchers); else rank 0 makes one. */
+  readonly secret?: string;
+  /** Each call's wait ends at `limit` (its deadline or signal) when one is given. */
+  put(key: string, value: string, limit?: Limit): Promise<void>;
   /** Every rank's puts before the fence are visible to get() after it; also a barrier. */
-  fence(): Promise<void>;
-  get(key: string, fromRank: number): Promise<string>;
+  fence(limit?: Limit): Promise<void>;
+  get(key: string, fromRank: number, limit?: Limit): Promise<string>;
   /** Tells the launcher this rank is done (PMI finalize) and closes the channel. */
-  finalize(): Promise<void>;
+  finalize(limit?: Limit): Promise<void>;
   /** Closes the channel without the protocol's goodbye (after a failure). */
   destroy(): void;
 }
@@ -33,7 +45,7 @@ export class Singleton implements Bootstrap {
   async fence(): Promise<void> {}
   async get(key: string): Promise<string> {
     const v = this.kvs.get(key);
-    if (v === undefined) throw new Error(`no key ${key}`);
+    if (v === undefined) throw bootstrapError('singleton', 'get', `no key ${key}`);
     return v;
   }
   async finalize(): Promise<void> {}

@@ -1,9 +1,9 @@
 // Errors of the job layer: every one is an NdError. Those caused by a peer carry `peer` (its rank) and name it
 // in the message; those of the launcher's protocol carry the launcher's name.
 
-import { ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_MISMATCH, ERR_ND_JOB_PEER, NdError } from '../errors.js';
+import { ERR_ND_ABORTED, ERR_ND_JOB_AUTH, ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_MISMATCH, ERR_ND_JOB_PEER, ERR_ND_JOB_TIMEOUT, NdError } from '../errors.js';
 
-export { ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_MISMATCH, ERR_ND_JOB_PEER };
+export { ERR_ND_JOB_AUTH, ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_MISMATCH, ERR_ND_JOB_PEER, ERR_ND_JOB_TIMEOUT };
 
 /** An NdError that may name the rank it is about. */
 export type JobError = NdError & { peer?: number };
@@ -11,6 +11,88 @@ export type JobError = NdError & { peer?: number };
 
 export function bootstrapError(launcher: string, operation: string, message: string, cause?: unknown): JobError {
   return new NdError(ERR_ND_JOB_BOOTSTRAP, 0, operation, `${operation} (${launcher}): ${message}`, { cause });
+}
+
+/** A party that could not prove it belongs to the job (the rendezvous, a rank connecting or accepting). */
+export function authError(operation: string, message: string, peer?: number): JobError {
+  const err: JobError = new NdError(ERR_ND_JOB_AUTH, 0, operation, `${operation}: ${message}`);
+  if (peer !== undefined) err.peer = peer;
+  return err;
+}
+
+/**
+ * A wait's end: `timeoutMs` passed (ERR_ND_JOB_TIMEOUT) or its signal aborted (ERR_ND_ABORTED, cause: the
+ * signal's reason). `what` says what did not answer.
+ */
+export interface Limit {
+  /** Date.now() value at which the wait ends. */
+  readonly deadline: number;
+  /** The timeout the deadline came from, for messages. */
+  readonly timeoutMs: number;
+  readonly signal?: AbortSignal;
+}
+
+export function limitOf(timeoutMs: number, signal?: AbortSignal): Limit {
+  return { deadline: Date.now() + timeoutMs, timeoutMs, signal };
+}
+
+export function timeoutError(operation: string, what: string, limit: Limit): JobError {
+  return new NdError(ERR_ND_JOB_TIMEOUT, 0, operation, `${operation}: ${what} within timeoutMs ${limit.timeoutMs} ms`);
+}
+
+export function abortError(operation: string, signal: AbortSignal): JobError {
+  return new NdError(ERR_ND_ABORTED, 0, operation, `${operation}: aborted`, { cause: signal.reason });
+}
+
+/**
+ * Settles with `work`, or rejects when `limit`'s deadline passes or its signal aborts first (then `onEnd` runs,
+ * e.g. to close the socket that was being waited on). The timer does not keep the process alive on its own.
+ */
+export function bounded<T>(work: Promise<T>, limit: Limit | undefined, operation: string, what: string, onEnd?: () => void): Promise<T> {
+  if (limit === undefined) return work;
+  const { signal } = limit;
+  if (signal?.aborted) {
+    onEnd?.();
+    work.catch(() => undefined);
+    return Promise.reject(abortError(operation, signal));
+  }
+  return new Promise<T>((resolve, reject) => {
+    let timer: NodeJS.Timeout | undefined;
+    const end = (err: JobError) => {
+      cleanup();
+      onEnd?.();
+      work.catch(() => undefined);
+      reject(err);
+    };
+    const onAbort = () => end(abortError(operation, signal!));
+    const cleanup = () => {
+      clearTimeout(timer);
+      signal?.removeEventListener('abort', onAbort);
+    };
+    timer = setTimeout(() => end(timeoutError(operation, what, limit)), Math.max(0, limit.deadline - Date.now()));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    work.then(
+      (v) => {
+        cleanup();
+        resolve(v);
+      },
+      (err) => {
+        cleanup();
+        reject(err);
+      },
+    );
+  });
+}
+
+/**
+ * A whole number as launchers and the rendezvous write them: decimal digits, no sign, no leading zeros, no
+ * spaces, hex or exponent ("0x0", " 1", "1e0" and "01" are refused), at most `max`. Null when it is not one.
+ */
+export function strictUint(text: unknown, max: number): number | null {
+  if (typeof text === 'number') return Number.isSafeInteger(text) && text >= 0 && text <= max ? text : null;
+  if (typeof text !== 'string' || !/^(0|[1-9][0-9]{0,15})$/.test(text)) return null;
+  const n = Number(text);
+  return n <= max ? n : null;
 }
 
 /**

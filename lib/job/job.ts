@@ -3,17 +3,18 @@
 // ones; the connect's private data carries the rank), and offers windows (collective memory, put/get by rank,
 // notification) and collectives over the connections. docs/job.md has the design and the protocols.
 
+import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { networkInterfaces } from 'node:os';
 import { NdError, openAdapter, type Adapter, type CompletionOption, type Connector, type Local, type MemoryRegion } from '../index.js';
 import type { Bootstrap, LauncherName } from './bootstrap.js';
-import { Singleton } from './bootstrap.js';
+import { MAX_JOB_SIZE, Singleton } from './bootstrap.js';
 import { Channel, SPACE_USER, type Message } from './channel.js';
 import * as coll from './collectives.js';
 import { detectLauncher, LAUNCHERS } from './detect.js';
-import { bootstrapError, mismatchError, peerError, ERR_ND_JOB_BOOTSTRAP, type JobError } from './errors.js';
+import { authError, bootstrapError, bounded, limitOf, mismatchError, peerError, strictUint, timeoutError, abortError, ERR_ND_JOB_BOOTSTRAP, type JobError, type Limit } from './errors.js';
 import { Pmi1 } from './pmi1.js';
 import { Pmi2 } from './pmi2.js';
-import { RendezvousClient } from './rendezvous.js';
+import { checkSecret, makeJobSecret, RendezvousClient } from './rendezvous.js';
 import { Window, type WindowOptions } from './window.js';
 import { decodeSignature, describe, elementTypeOf, encodeSignature, sameSignature, typedFrom, type Kind } from './signature.js';
 
@@ -38,8 +39,19 @@ export interface JoinOptions {
    * libraries do while they wait. It costs a core while it spins; worth it when every rank has a core.
    */
   spinMicros?: number;
-  /** Give up joining (launcher, rendezvous, connections) after this many milliseconds (default 60 000). */
+  /**
+   * Give up joining after this many milliseconds (default 60 000): it bounds every read from the launcher or the
+   * rendezvous, every fence and every connection to a peer; it is also close()'s default bound.
+   */
   timeoutMs?: number;
+  /** Aborts join() (ERR_ND_ABORTED) wherever it waits. */
+  signal?: AbortSignal;
+  /**
+   * The job's secret for the rendezvous launchers ('rendezvous', 'openmpi', 'msmpi'; default
+   * NETDIRECT_JOB_SECRET): every rank proves it holds it before it is let in (docs/job.md "Membership"). Under
+   * Hydra and Slurm rank 0 makes one and hands it over through the launcher's key-value space.
+   */
+  secret?: string;
   /** Connections being set up at once (default 8). */
   concurrency?: number;
   /** The environment to detect from (default process.env). */
@@ -47,6 +59,11 @@ export interface JoinOptions {
 }
 
 const MAGIC = 0x4e444a42; // "NDJB"
+/** Connect private data: magic, rank, the initiator's nonce, the proof (HMAC-SHA256 truncated, RFC 2104 §5). */
+const NONCE_BYTES = 16;
+const PROOF_BYTES = 16;
+const CONNECT_DATA = 8 + NONCE_BYTES + PROOF_BYTES; // 40, within every provider's maxCallerData (56 on IB)
+const ACCEPT_DATA = 4 + PROOF_BYTES;
 
 const DEBUG = !!process.env.NETDIRECT_JOB_DEBUG;
 function debug(rank: number, what: string): void {
@@ -62,37 +79,37 @@ export function defaultAddress(env: NodeJS.ProcessEnv): string {
   return '127.0.0.1';
 }
 
-function hash32(text: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < text.length; i++) h = Math.imul(h ^ text.charCodeAt(i), 0x01000193) >>> 0;
-  return h >>> 0;
+/** HMAC-SHA256 of the words under the job's secret, the first PROOF_BYTES bytes. */
+function qpProof(secret: string, ...words: Array<string | number>): Buffer {
+  return createHmac('sha256', secret).update(['netdirect-job', ...words].join(' ')).digest().subarray(0, PROOF_BYTES);
 }
 
-function intFrom(value: unknown, name: string, launcher: string): number {
-  const n = typeof value === 'number' ? value : Number(value);
-  if (value === undefined || value === '' || !Number.isInteger(n) || n < 0) throw bootstrapError(launcher, 'join', `${name} must be a whole number, got ${JSON.stringify(value)}`);
+function intFrom(value: unknown, name: string, launcher: string, max: number): number {
+  const n = strictUint(value, max);
+  if (n === null) throw bootstrapError(launcher, 'join', `${name} must be a whole number 0..${max} (decimal digits only), got ${JSON.stringify(value)}`);
   return n;
 }
 
-async function bootstrapFor(launcher: LauncherName, o: JoinOptions, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<Bootstrap> {
+async function bootstrapFor(launcher: LauncherName, o: JoinOptions, env: NodeJS.ProcessEnv, limit: Limit): Promise<Bootstrap> {
   switch (launcher) {
     case 'hydra':
-      return Pmi1.connect(env);
+      return Pmi1.connect(env, limit);
     case 'pmi2':
-      return Pmi2.connect(env);
+      return Pmi2.connect(env, limit);
     case 'singleton':
       return new Singleton();
     default: {
       const [rankVar, sizeVar] =
         launcher === 'openmpi' ? ['OMPI_COMM_WORLD_RANK', 'OMPI_COMM_WORLD_SIZE'] : launcher === 'msmpi' ? ['PMI_RANK', 'PMI_SIZE'] : ['NETDIRECT_RANK', 'NETDIRECT_SIZE'];
-      const rank = intFrom(o.rank ?? env[rankVar], launcher === 'rendezvous' ? 'rank (or NETDIRECT_RANK)' : rankVar, launcher);
-      const size = intFrom(o.size ?? env[sizeVar], launcher === 'rendezvous' ? 'size (or NETDIRECT_SIZE)' : sizeVar, launcher);
+      const rank = intFrom(o.rank ?? env[rankVar], launcher === 'rendezvous' ? 'rank (or NETDIRECT_RANK)' : rankVar, launcher, MAX_JOB_SIZE - 1);
+      const size = intFrom(o.size ?? env[sizeVar], launcher === 'rendezvous' ? 'size (or NETDIRECT_SIZE)' : sizeVar, launcher, MAX_JOB_SIZE);
       if (size < 1 || rank >= size) throw bootstrapError(launcher, 'join', `rank ${rank} is not in a job of ${size}`);
       const where = o.rendezvous ?? env.NETDIRECT_RENDEZVOUS;
       if (!where) {
         throw bootstrapError(launcher, 'join', `${launcher} gives rank and size but no way to reach the others: set NETDIRECT_RENDEZVOUS=host:port (rank 0 hosts it) or pass { rendezvous }`);
       }
-      return RendezvousClient.connect(launcher, where, rank, size, timeoutMs);
+      const secret = checkSecret(o.secret ?? env.NETDIRECT_JOB_SECRET, o.secret !== undefined ? 'options.secret' : 'NETDIRECT_JOB_SECRET', 'join');
+      return RendezvousClient.connect(launcher, where, rank, size, secret, limit);
     }
   }
 }
@@ -102,6 +119,12 @@ export async function join(options: JoinOptions = {}): Promise<Job> {
   if (typeof options !== 'object' || options === null) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, 'join', 'join: options must be an object');
   const env = options.env ?? process.env;
   const timeoutMs = options.timeoutMs ?? 60_000;
+  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 0x7fffffff) {
+    throw new NdError('ERR_ND_OUT_OF_RANGE', 0, 'join', `join: timeoutMs must be an integer 1..${0x7fffffff}, got ${String(timeoutMs)}`);
+  }
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, 'join', 'join: signal must be an AbortSignal');
+  if (options.signal?.aborted) throw abortError('join', options.signal);
+  const limit = limitOf(timeoutMs, options.signal);
   let launcher: LauncherName;
   let because: string[];
   if (options.launcher !== undefined) {
@@ -114,10 +137,10 @@ export async function join(options: JoinOptions = {}): Promise<Job> {
   } else {
     ({ launcher, because } = detectLauncher(env));
   }
-  const boot = await bootstrapFor(launcher, options, env, timeoutMs);
-  const job = new Job(boot, because);
+  const boot = await bootstrapFor(launcher, options, env, limit);
+  const job = new Job(boot, because, timeoutMs);
   try {
-    await job._wireUp(options, env, timeoutMs);
+    await job._wireUp(options, env, limit);
   } catch (err) {
     await job._teardown(false);
     throw err;
@@ -139,6 +162,9 @@ export class Job implements AsyncDisposable {
   adapter!: Adapter;
   /** Milliseconds join() spent connecting to the peers. */
   wireUpMs = 0;
+  /** Connection requests refused during join() because they could not prove they belong to the job. */
+  refusedConnects = 0;
+  private readonly _timeoutMs: number;
   /** @internal */ readonly _boot: Bootstrap;
   /** @internal */ readonly _channels: Array<Channel | null> = [];
   private _seq = 0;
@@ -158,8 +184,9 @@ export class Job implements AsyncDisposable {
   private readonly _scratch: MemoryRegion[] = [];
 
   /** @internal Use join(). */
-  constructor(boot: Bootstrap, because: string[]) {
+  constructor(boot: Bootstrap, because: string[], timeoutMs = 60_000) {
     this._boot = boot;
+    this._timeoutMs = timeoutMs;
     this.rank = boot.rank;
     this.size = boot.size;
     this.launcher = boot.launcher;
@@ -173,36 +200,55 @@ export class Job implements AsyncDisposable {
   }
 
   /** @internal */
-  async _wireUp(o: JoinOptions, env: NodeJS.ProcessEnv, timeoutMs: number): Promise<void> {
+  async _wireUp(o: JoinOptions, env: NodeJS.ProcessEnv, limit: Limit): Promise<void> {
     const started = Date.now();
     const address = o.address ?? defaultAddress(env);
     this.adapter = await openAdapter(address, { provider: o.provider, completion: o.completion, spinMicros: o.spinMicros });
     const listener = await this.adapter.listen({ port: 0 });
-    for (let p = 0; p < this.size; p++) this._channels.push(p === this.rank ? null : new Channel(this.adapter, p));
-    await Promise.all(this._channels.map((c) => c?.prepare()));
-    for (const c of this._channels) {
-      if (c === null) continue;
-      c.onFail = (err) => this._fail(err);
-      c.onNotify = (windowId, count) => this._notify(windowId, c.peer, count);
-      this._hookChecks(c);
-    }
-    const { host, port } = listener.address;
-    await this._boot.put(`nd-addr-${this.rank}`, host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
-    await this._boot.fence();
-    const key = hash32(this.jobId);
-    const deadline = started + timeoutMs;
-    const accepting = this._acceptFromHigher(listener, key, deadline);
-    const peers = Array.from({ length: this.rank }, (_, p) => p);
-    // The launcher answers one request at a time: read every address first, then connect in parallel.
-    const where: string[] = [];
-    for (const p of peers) where[p] = await this._boot.get(`nd-addr-${p}`, p);
-    const concurrency = Math.max(1, o.concurrency ?? 8);
-    const connecting = Promise.all(
-      Array.from({ length: Math.min(concurrency, peers.length) }, async () => {
-        for (let p = peers.shift(); p !== undefined; p = peers.shift()) await this._connectTo(p, where[p], key, deadline);
-      }),
-    );
     try {
+      for (let p = 0; p < this.size; p++) this._channels.push(p === this.rank ? null : new Channel(this.adapter, p));
+      await Promise.all(this._channels.map((c) => c?.prepare()));
+      for (const c of this._channels) {
+        if (c === null) continue;
+        c.onFail = (err) => this._fail(err);
+        c.onNotify = (windowId, count) => this._notify(windowId, c.peer, count);
+        this._hookChecks(c);
+      }
+      // The secret the connections prove membership with: the rendezvous launchers' own (NETDIRECT_JOB_SECRET);
+      // under a PMI launcher one rank 0 makes and puts in the key-value space, which only the job's processes
+      // read (docs/job.md "Membership" says what that does and does not keep out).
+      let secret = this._boot.secret;
+      if (secret === undefined && this.rank === 0 && this.size > 1) {
+        secret = makeJobSecret();
+        await this._boot.put('nd-secret', secret, limit);
+      }
+      // This listener's nonce: a connect's proof names it, so a proof is good for this job's wire-up only.
+      const nonce = randomBytes(NONCE_BYTES).toString('hex');
+      const { host, port } = listener.address;
+      await this._boot.put(`nd-addr-${this.rank}`, `${host.includes(':') ? `[${host}]` : host}:${port}/${nonce}`, limit);
+      await this._boot.fence(limit);
+      if (secret === undefined && this.size > 1) {
+        const got = await this._boot.get('nd-secret', 0, limit);
+        if (!/^[0-9a-f]{64}$/.test(got)) throw bootstrapError(this.launcher, 'join', `the key-value space's nd-secret is not the 64 hex characters rank 0 puts`);
+        secret = got;
+      }
+      const accepting = this._acceptFromHigher(listener, secret ?? '', nonce, limit);
+      accepting.catch(() => undefined);
+      const peers = Array.from({ length: this.rank }, (_, p) => p);
+      // The launcher answers one request at a time: read every address first, then connect in parallel.
+      const where: Array<{ at: string; nonce: string }> = [];
+      for (const p of peers) {
+        const v = await this._boot.get(`nd-addr-${p}`, p, limit);
+        const m = /^(.{1,300}:[0-9]{1,5})\/([0-9a-f]{32})$/.exec(v);
+        if (m === null) throw bootstrapError(this.launcher, 'join', `rank ${p}'s nd-addr-${p} is not host:port/nonce: ${JSON.stringify(v.slice(0, 80))}`);
+        where[p] = { at: m[1], nonce: m[2] };
+      }
+      const concurrency = Math.max(1, o.concurrency ?? 8);
+      const connecting = Promise.all(
+        Array.from({ length: Math.min(concurrency, peers.length) }, async () => {
+          for (let p = peers.shift(); p !== undefined; p = peers.shift()) await this._connectTo(p, where[p].at, where[p].nonce, secret!, limit);
+        }),
+      );
       await Promise.all([accepting, connecting]);
     } finally {
       await listener.close();
@@ -210,53 +256,87 @@ export class Job implements AsyncDisposable {
     this.wireUpMs = Date.now() - started;
   }
 
-  private async _connectTo(peer: number, where: string, key: number, deadline: number): Promise<void> {
+  /** A signal that aborts at `limit`'s deadline or when its signal does. */
+  private static _signalFor(limit: Limit): AbortSignal {
+    const timer = AbortSignal.timeout(Math.max(1, limit.deadline - Date.now()));
+    return limit.signal ? AbortSignal.any([limit.signal, timer]) : timer;
+  }
+
+  private async _connectTo(peer: number, where: string, nonceL: string, secret: string, limit: Limit): Promise<void> {
     const qp = this._channels[peer]!.qp;
-    const data = new Uint8Array(12);
+    const nonceI = randomBytes(NONCE_BYTES);
+    const data = new Uint8Array(CONNECT_DATA);
     const view = new DataView(data.buffer);
     view.setUint32(0, MAGIC);
     view.setUint32(4, this.rank);
-    view.setUint32(8, key);
+    data.set(nonceI, 8);
+    data.set(qpProof(secret, 'connect', this.jobId, nonceL, nonceI.toString('hex'), this.rank, peer), 8 + NONCE_BYTES);
     let delay = 10;
     for (;;) {
+      let connector: Connector;
       try {
-        await this.adapter.connect(qp, where, { privateData: data });
-        return;
+        connector = await this.adapter.connect(qp, where, { privateData: data, signal: Job._signalFor(limit) });
       } catch (err) {
         const code = (err as NdError).code;
-        if (!RETRY_CODES.has(code) || Date.now() + delay > deadline) throw peerError(peer, 'join', `could not be connected to at ${where}`, err);
-        await new Promise((r) => setTimeout(r, delay));
+        if (limit.signal?.aborted) throw abortError('join', limit.signal);
+        if (code === 'ERR_ND_ABORTED' || Date.now() >= limit.deadline) throw timeoutError('join', `rank ${peer} at ${where} was not connected to`, limit);
+        if (!RETRY_CODES.has(code) || Date.now() + delay > limit.deadline) throw peerError(peer, 'join', `could not be connected to at ${where}`, err);
+        await bounded(new Promise((r) => setTimeout(r, delay)), limit, 'join', `rank ${peer} at ${where} was not connected to`);
         delay = Math.min(delay * 2, 250);
+        continue;
       }
+      // The acceptor proves it too: what answered at the published address holds the job's secret.
+      const pd = connector.privateData;
+      const ok = pd.byteLength === ACCEPT_DATA && new DataView(pd.buffer, pd.byteOffset, pd.byteLength).getUint32(0) === MAGIC &&
+        timingSafeEqual(Buffer.from(pd.buffer, pd.byteOffset + 4, PROOF_BYTES), qpProof(secret, 'accept', this.jobId, nonceL, nonceI.toString('hex'), peer, this.rank));
+      if (!ok) {
+        await connector.disconnect().catch(() => undefined);
+        throw authError('join', `rank ${peer}'s address ${where} was answered by a process that could not prove it belongs to this job`, peer);
+      }
+      return;
     }
   }
 
-  private async _acceptFromHigher(listener: import('../index.js').Listener, key: number, deadline: number): Promise<void> {
+  private async _acceptFromHigher(listener: import('../index.js').Listener, secret: string, nonceL: string, limit: Limit): Promise<void> {
     let waiting = this.size - 1 - this.rank;
-    const timer = setTimeout(() => void listener.close(), Math.max(0, deadline - Date.now()));
-    try {
-      while (waiting > 0) {
-        let c: Connector;
-        try {
-          c = await listener.getConnectionRequest();
-        } catch (err) {
-          const missing = this._channels.findIndex((ch, p) => p > this.rank && ch !== null && ch.qp.connector === null);
-          throw peerError(missing, 'join', 'never connected (timed out waiting for it)', err);
-        }
-        const pd = c.privateData;
-        const view = new DataView(pd.buffer, pd.byteOffset, pd.byteLength);
-        const peer = pd.byteLength >= 12 && view.getUint32(0) === MAGIC && view.getUint32(8) === key ? view.getUint32(4) : -1;
-        const ch = peer > this.rank && peer < this.size ? this._channels[peer] : null;
-        if (ch === null || ch === undefined || ch.qp.connector !== null) {
-          c.reject();
-          await c.close();
-          continue;
-        }
-        await c.accept(ch.qp);
-        waiting--;
+    if (waiting === 0) return;
+    const signal = Job._signalFor(limit);
+    while (waiting > 0) {
+      let c: Connector;
+      try {
+        c = await listener.getConnectionRequest({ signal });
+      } catch (err) {
+        const missing = this._channels.findIndex((ch, p) => p > this.rank && ch !== null && ch.qp.connector === null);
+        if (limit.signal?.aborted) throw abortError('join', limit.signal);
+        const e = timeoutError('join', `rank ${missing} never connected (${this.refusedConnects} connection requests refused for want of proof)`, limit);
+        (e as JobError).peer = missing;
+        throw e;
       }
-    } finally {
-      clearTimeout(timer);
+      const pd = c.privateData;
+      const view = new DataView(pd.buffer, pd.byteOffset, pd.byteLength);
+      let peer = -1;
+      if (pd.byteLength === CONNECT_DATA && view.getUint32(0) === MAGIC) {
+        const claimed = view.getUint32(4);
+        const nonceI = Buffer.from(pd.buffer, pd.byteOffset + 8, NONCE_BYTES).toString('hex');
+        const got = Buffer.from(pd.buffer, pd.byteOffset + 8 + NONCE_BYTES, PROOF_BYTES);
+        if (claimed > this.rank && claimed < this.size && timingSafeEqual(got, qpProof(secret, 'connect', this.jobId, nonceL, nonceI, claimed, this.rank))) {
+          peer = claimed;
+          const reply = new Uint8Array(ACCEPT_DATA);
+          new DataView(reply.buffer).setUint32(0, MAGIC);
+          reply.set(qpProof(secret, 'accept', this.jobId, nonceL, nonceI, this.rank, peer), 4);
+          const ch = this._channels[peer];
+          if (ch && ch.qp.connector === null) {
+            await c.accept(ch.qp, { privateData: reply, signal });
+            waiting--;
+            continue;
+          }
+        }
+      }
+      // A stranger, a wrong proof, or a rank already connected: refused (its connect fails ND_CONNECTION_REFUSED).
+      this.refusedConnects++;
+      debug(this.rank, `refused a connection request claiming rank ${pd.byteLength >= 8 ? view.getUint32(4) : '?'}: no proof of membership`);
+      c.reject();
+      await c.close();
     }
   }
 
@@ -626,22 +706,38 @@ export class Job implements AsyncDisposable {
 
   /**
    * Leaves the job: a barrier with the others (skipped when the job failed), then closes the connections and
-   * the adapter and tells the launcher (PMI finalize). Idempotent.
+   * the adapter and tells the launcher (PMI finalize). Idempotent. Bounded: when the other ranks do not reach
+   * close() within `timeoutMs` (default: join's) or `signal` aborts, everything is closed all the same, without
+   * the launcher's goodbye, and close() rejects with ERR_ND_JOB_TIMEOUT (ERR_ND_ABORTED).
    */
-  close(): Promise<void> {
-    return (this._closing ??= this._teardown(true));
+  close(options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<void> {
+    if (this._closing) return this._closing;
+    const timeoutMs = options?.timeoutMs ?? this._timeoutMs;
+    if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 0x7fffffff) {
+      return Promise.reject(new NdError('ERR_ND_OUT_OF_RANGE', 0, 'close', `close: timeoutMs must be an integer 1..${0x7fffffff}, got ${String(timeoutMs)}`));
+    }
+    if (options?.signal !== undefined && !(options.signal instanceof AbortSignal)) {
+      return Promise.reject(new NdError('ERR_ND_INVALID_ARGUMENT', 0, 'close', 'close: signal must be an AbortSignal'));
+    }
+    return (this._closing = this._teardown(true, limitOf(timeoutMs, options?.signal)));
   }
 
   /** @internal */
-  async _teardown(graceful: boolean): Promise<void> {
+  async _teardown(graceful: boolean, limit: Limit = limitOf(this._timeoutMs)): Promise<void> {
     // From here a peer's going is expected: the ranks that leave the final barrier first disconnect while others
     // still wait in it (for messages from other ranks), and that must not break the job for those.
     for (const c of this._channels) if (c) c.closing = true;
     this._closed = true;
+    let late: JobError | null = null;
     if (graceful && this._failure === null && this._channels.length > 0) {
-      await this._collective({ kind: 'close' }, (t, tag) => coll.barrier(t, tag)).catch(() => undefined);
+      try {
+        await bounded(this._collective({ kind: 'close' }, (t, tag) => coll.barrier(t, tag)), limit, 'close', 'the other ranks did not reach close()');
+      } catch (err) {
+        if (err instanceof NdError && (err.code === 'ERR_ND_JOB_TIMEOUT' || err.code === 'ERR_ND_ABORTED')) late = err;
+      }
     }
     debug(this.rank, 'closing: barrier done');
+    const orderly = graceful && this._failure === null && late === null;
     for (const w of this._windows.values()) w._abort(new NdError('ERR_ND_CLOSED', 0, 'window', 'window: the job is closed'));
     await Promise.all(this._scratch.splice(0).map((r) => r.deregister().catch(() => undefined)));
     // One side disconnects each connection: the higher rank (which connected). The lower one waits for it to
@@ -650,9 +746,9 @@ export class Job implements AsyncDisposable {
       if (!c) return;
       const connector = c.qp.connector;
       for (let i = 0; i < 100 && c.qp.outstanding.initiator > 0; i++) await new Promise((r) => setTimeout(r, 10));
-      if (connector && c.peer > this.rank && graceful && this._failure === null) {
+      if (connector && c.peer > this.rank && orderly) {
         let timer: NodeJS.Timeout | undefined;
-        await Promise.race([connector.disconnected, new Promise((r) => (timer = setTimeout(r, 2000)))]);
+        await Promise.race([connector.disconnected, new Promise((r) => (timer = setTimeout(r, Math.max(0, Math.min(2000, limit.deadline - Date.now())))))]);
         clearTimeout(timer);
       }
       await connector?.disconnect().catch(() => undefined);
@@ -662,12 +758,14 @@ export class Job implements AsyncDisposable {
     }));
     await this.adapter?.close().catch(() => undefined);
     debug(this.rank, 'closing: adapter closed');
-    if (graceful && this._failure === null) await this._boot.finalize().catch((err) => {
-      debug(this.rank, `finalize failed: ${err}`);
-      this._boot.destroy();
-    });
-    else this._boot.destroy();
+    if (orderly) {
+      await bounded(this._boot.finalize(limit), limit, 'close', 'the launcher did not acknowledge finalize', () => this._boot.destroy()).catch((err) => {
+        debug(this.rank, `finalize failed: ${err}`);
+        this._boot.destroy();
+      });
+    } else this._boot.destroy();
     debug(this.rank, 'finalized');
+    if (late) throw late;
   }
 
   async [Symbol.asyncDispose](): Promise<void> {

@@ -9,7 +9,7 @@
 
 import { MemoryRegion, NdError, type Local, type RemoteMemory } from '../index.js';
 import type { Job } from './job.js';
-import type { JobError } from './errors.js';
+import { abortError, limitOf, timeoutError, type JobError } from './errors.js';
 
 export interface WindowOptions {
   /** Let other ranks put into this rank's window (default true). */
@@ -147,14 +147,63 @@ export class Window implements AsyncDisposable {
     }
   }
 
-  /** Resolves once `count` notifying puts from rank `from` have landed in this rank's window; consumes them. */
-  waitNotifications(from: number, count = 1): Promise<void> {
-    this.remote(from, 'waitNotifications');
-    if (this.counts[from] >= count) {
-      this.counts[from] -= count;
-      return Promise.resolve();
+  /**
+   * Resolves once `count` (a non-negative safe integer; 0 resolves at once) notifying puts from rank `from` have
+   * landed in this rank's window, and consumes them. Bounded by `timeoutMs` (ERR_ND_JOB_TIMEOUT) and `signal`
+   * (ERR_ND_ABORTED); a waiter that ends so consumes nothing. Never throws: every failure, bad arguments and a
+   * failed or closed job included, is a rejection.
+   */
+  waitNotifications(from: number, count = 1, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<void> {
+    const op = 'waitNotifications';
+    try {
+      this.remote(from, op);
+      if (!Number.isSafeInteger(count) || count < 0) throw new NdError('ERR_ND_OUT_OF_RANGE', 0, op, `${op}: count must be a non-negative safe integer, got ${String(count)}`);
+      if (typeof options !== 'object' || options === null) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, op, `${op}: options must be an object`);
+      const { timeoutMs, signal } = options;
+      if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs < 0 || timeoutMs > 0x7fffffff)) {
+        throw new NdError('ERR_ND_OUT_OF_RANGE', 0, op, `${op}: timeoutMs must be an integer 0..${0x7fffffff}, got ${String(timeoutMs)}`);
+      }
+      if (signal !== undefined && !(signal instanceof AbortSignal)) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, op, `${op}: signal must be an AbortSignal`);
+      if (this.failure) throw this.failure;
+      if (this.counts[from] >= count) {
+        this.counts[from] -= count;
+        return Promise.resolve();
+      }
+      if (signal?.aborted) throw abortError(op, signal);
+      if (timeoutMs === 0) throw timeoutError(op, `${count} notifications from rank ${from} did not arrive`, limitOf(0));
+      return new Promise((resolve, reject) => {
+        let timer: NodeJS.Timeout | undefined;
+        const list = this.waiters[from];
+        const cleanup = () => {
+          clearTimeout(timer);
+          signal?.removeEventListener('abort', onAbort);
+        };
+        const waiter = {
+          need: count,
+          resolve: () => {
+            cleanup();
+            resolve();
+          },
+          reject: (e: Error) => {
+            cleanup();
+            reject(e);
+          },
+        };
+        const give = (err: Error) => {
+          const i = list.indexOf(waiter);
+          if (i >= 0) list.splice(i, 1);
+          waiter.reject(err);
+          // The waiter before which others queued is gone: those behind it may be satisfied now.
+          this._notified(from, 0);
+        };
+        const onAbort = () => give(abortError(op, signal!));
+        if (timeoutMs !== undefined) timer = setTimeout(() => give(timeoutError(op, `${count} notifications from rank ${from} did not arrive`, limitOf(timeoutMs))), timeoutMs);
+        signal?.addEventListener('abort', onAbort, { once: true });
+        list.push(waiter);
+      });
+    } catch (err) {
+      return Promise.reject(err);
     }
-    return new Promise((resolve, reject) => this.waiters[from].push({ need: count, resolve, reject }));
   }
 
   /** Notifying puts from `from` that landed and nobody waited for yet. */
