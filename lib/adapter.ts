@@ -66,7 +66,7 @@ export interface AdapterOptions {
 export type CompletionMode = 'loop' | 'thread' | 'manual';
 /** AdapterOptions.completion: a CompletionMode, or 'auto' for 'loop' where the provider offers it, else 'thread'. */
 export type CompletionOption = CompletionMode | 'auto';
-/** The addon's CompletionMode values (binding/adapter.h). */
+/** The addon's CompletionMode values (binding/addon/adapter.h). */
 const NATIVE_MODES: Record<CompletionOption, number> = { thread: 0, manual: 1, loop: 2, auto: 3 };
 
 /** ND2_ADAPTER_INFO.AdapterFlags, raw and decoded. */

@@ -279,7 +279,7 @@ export function statusError(status: number, operation: string, context?: string)
 
 /** The factory handed to the addon: (code, status, operation, message) → NdError. */
 export function errorFactory(code: string, status: number, operation: string, message: string): Error {
-  // The addon passes an ND status name or an ERR_ND_* code (binding/addon.cc), so the cast only widens nothing.
+  // The addon passes an ND status name or an ERR_ND_* code (binding/addon/addon.cc), so the cast only widens nothing.
   const resolved = (code || (status ? ndStatusName(status) : ERR_ND_INVALID_ARGUMENT)) as NdErrorCode;
   return new NdError(resolved, status >>> 0, operation, message);
 }

@@ -1,4 +1,4 @@
-// The contract between lib/ (TypeScript) and the addon (binding/*.cc). Everything the addon exports is
+// The contract between lib/ (TypeScript) and the addon (binding/addon/, binding/delivery/, binding/bench/). Everything the addon exports is
 // declared here; lib/ never touches the addon except through these types. Validation, defaults and buffer
 // lifetime live in TypeScript: the native side trusts its caller but still refuses foreign or closed objects
 // with an NdError instead of crashing.
@@ -12,10 +12,10 @@
 //
 // Completion records are delivered in batches as a Uint32Array of RECORD_WORDS words per record,
 //   [id, status, bytes, kind, qpId]
-// with layout and kinds declared in records.ts (binding/records.h on the C++ side; binding.recordKinds lets a
+// with layout and kinds declared in records.ts (binding/delivery/records.h on the C++ side; binding.recordKinds lets a
 // test compare the two). kind: 0..5 = ND2_REQUEST_TYPE for CQ completions; 16.. overlapped completions (qpId 0).
 // With completion 'loop' the JS thread's event loop runs the provider's progress and the poller and calls
-// onBatch from libuv (binding/event_loop.h). With 'thread' the adapter's poller thread (a libuv thread) drains
+// onBatch from libuv (binding/delivery/event_loop.h). With 'thread' the adapter's poller thread (a libuv thread) drains
 // the CQs and calls the adapter's onBatch callback once per batch on the JS thread. With 'manual', CQ completions are only
 // returned by cq.poll(); overlapped completions still arrive through onBatch.
 
@@ -246,9 +246,9 @@ export interface NativeBinding {
   readonly version: string;
   /** ND status name table (ND_* and the few NTSTATUS values providers use), value -> name. */
   readonly statusNames: Record<number, string>;
-  /** Record kinds by name (binding/records.h): must equal records.ts RECORD_KINDS. */
+  /** Record kinds by name (binding/delivery/records.h): must equal records.ts RECORD_KINDS. */
   readonly recordKinds: Readonly<Record<string, number>>;
-  /** Words per completion record (binding/records.h kRecordWords): must equal records.ts RECORD_WORDS. */
+  /** Words per completion record (binding/delivery/records.h kRecordWords): must equal records.ts RECORD_WORDS. */
   readonly recordWords: number;
   setErrorFactory(factory: ErrorFactory): void;
   listProviders(): NativeProviderInfo[];

@@ -1,4 +1,4 @@
-// Completion records: the one TypeScript declaration of their layout and kinds (binding/records.h is the C++
+// Completion records: the one TypeScript declaration of their layout and kinds (binding/delivery/records.h is the C++
 // one; test/records.test.ts checks that the addon's binding.recordKinds and binding.recordWords equal these).
 // A leaf module: it imports nothing, so every lib/ module can read these constants whatever the load order.
 //

@@ -102,8 +102,8 @@ if (!built.ok) {
   fail([
     `The build finished but no loadable addon was produced for ${target}: ${built.reason}`,
     /did not self-register/.test(built.reason)
-      ? 'build/Release/netdirect.node has no module registration: binding/*.cc must contain NODE_API_MODULE (binding/addon.cc).'
-      : 'Expected build/Release/netdirect.node. Does binding/ contain the addon sources (binding/*.cc)?',
+      ? 'build/Release/netdirect.node has no module registration: binding/addon/*.cc must contain NODE_API_MODULE (binding/addon/addon.cc).'
+      : 'Expected build/Release/netdirect.node. Does binding/ contain the addon sources (binding/addon/*.cc)?',
   ]);
 }
 console.log(`netdirect: built ${path.relative(root, built.file)}`);

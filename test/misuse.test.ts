@@ -159,7 +159,7 @@ describe('foreign receivers of the native objects', () => {
     const token = Object.getOwnPropertyDescriptor(Object.getPrototypeOf(window._native), 'remoteToken')!.get!;
     misuse(ndThrow(() => token.call(nativeCq)), 'ERR_ND_FOREIGN_OBJECT');
     misuse(ndThrow(() => token.call(nativeMr)), 'ERR_ND_FOREIGN_OBJECT');
-    // Every accessor: its receiver is tag-checked before any C++ member runs (binding/addon.h TaggedAccessor), so
+    // Every accessor: its receiver is tag-checked before any C++ member runs (binding/addon/addon.h TaggedAccessor), so
     // no member is called on an object of another class (UBSan's vptr check in `npm run test:asan`).
     const nativeAdapter = a._native as unknown as object;
     const owners: Array<[object, string, object]> = [

@@ -1,7 +1,7 @@
 // Many peer-to-peer accepts whose RTR comes right behind the MPA Reply, each followed by a disconnect: the
 // provider completes Accept (and Disconnect) on its own threads, so the adapter's poller may complete and free
 // the request's record before accept()/disconnect() even returned to the binding. The binding must not read the
-// record after issuing it (binding/adapter.h IssueOverlapped); the sanitizer tier (`npm run test:asan`) turns a
+// record after issuing it (binding/addon/adapter.h IssueOverlapped); the sanitizer tier (`npm run test:asan`) turns a
 // read of the freed record into a failure, which it caught about once in 200-700 connections.
 // The initiator is a raw MPA v2 client (RFC 5044, RFC 6581) in a worker thread, so that it answers the Reply while
 // the main thread is still inside accept(): it sends the zero-length RDMA Write RTR as soon as the Reply is in.

@@ -1,4 +1,4 @@
-// The completion-record layout is declared once per language: lib/records.ts and binding/records.h. The addon
+// The completion-record layout is declared once per language: lib/records.ts and binding/delivery/records.h. The addon
 // exports its table (binding.recordKinds, binding.recordWords); these tests fail when one side changes alone.
 import { describe, expect, it } from 'vitest';
 import { binding } from '../lib/binding';
@@ -7,7 +7,7 @@ import { RECORD_KINDS, RECORD_WORDS, REQUEST_TYPES } from '../lib/records';
 
 const native = binding as NativeBinding;
 
-describe('completion records: lib/records.ts and binding/records.h agree', () => {
+describe('completion records: lib/records.ts and binding/delivery/records.h agree', () => {
   it('has the same words per record', () => {
     expect(native.recordWords).toBe(RECORD_WORDS);
   });
@@ -30,14 +30,16 @@ describe('completion records: lib/records.ts and binding/records.h agree', () =>
 
 // binding/ is not staged for the Windows tier (scripts/wine-test.sh): the sources are compared on Linux.
 describe.skipIf(process.platform === 'win32')('misuse codes: what the addon raises, lib/errors.ts declares', () => {
-  it('every ERR_ND_* code in binding/*.cc is an exported constant (so NdErrorCode covers it)', async () => {
+  it('every ERR_ND_* code in the addon (binding/addon, delivery, bench) is an exported constant (so NdErrorCode covers it)', async () => {
     const { readdirSync, readFileSync } = await import('node:fs');
     const path = await import('node:path');
     const nd = await import('../lib/index');
-    const dir = path.join(__dirname, '..', 'binding');
     const codes = new Set<string>();
-    for (const f of readdirSync(dir).filter((n) => n.endsWith('.cc') || n.endsWith('.h'))) {
-      for (const m of readFileSync(path.join(dir, f), 'utf8').matchAll(/"(ERR_ND_[A-Z_]+)"/g)) codes.add(m[1]);
+    for (const folder of ['addon', 'delivery', 'bench']) {
+      const dir = path.join(__dirname, '..', 'binding', folder);
+      for (const f of readdirSync(dir).filter((n) => n.endsWith('.cc') || n.endsWith('.h'))) {
+        for (const m of readFileSync(path.join(dir, f), 'utf8').matchAll(/"(ERR_ND_[A-Z_]+)"/g)) codes.add(m[1]);
+      }
     }
     expect(codes.size).toBeGreaterThan(0);
     for (const code of codes) expect((nd as Record<string, unknown>)[code], code).toBe(code);

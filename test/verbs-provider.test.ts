@@ -21,7 +21,7 @@ describe.skipIf(listed)('verbs provider without an RDMA device', () => {
   });
 });
 
-// provider 'auto' (binding/providers.cc PreferDeviceProvider): a device's address goes to the verbs provider (the
+// provider 'auto' (binding/providers/providers.cc PreferDeviceProvider): a device's address goes to the verbs provider (the
 // siw interop tier checks that), any other address and loopback to the software provider.
 const external = Object.values(os.networkInterfaces())
   .flat()

@@ -50,7 +50,7 @@ ClassFactory g_factory;
 // The provider's threads can run this DLL's code for a moment after its last object is gone and
 // DllCanUnloadNow has said S_OK: an engine thread on its way out, and the thread that destroys an engine whose
 // last reference went on that engine's own thread (soft/adapter.cc). A consumer that unloads as soon as it may
-// (ndutil's NdFlushProviders, and the addon's provider cache on every openAdapter: binding/providers_win.cc)
+// (ndutil's NdFlushProviders, and the addon's provider cache on every openAdapter: binding/providers/catalog_win.cc)
 // would pull the code from under them: under Wine that was an execute page fault inside the unloaded DLL, or a
 // failed std::thread join, in about 1 of 4 runs of test/posting.test.ts. So the module pins itself in the
 // process once it hands out a provider (GetModuleHandleExW with GET_MODULE_HANDLE_EX_FLAG_PIN), as the addon

@@ -1,5 +1,5 @@
 // Provider variance: a test mode of the software provider that behaves, where ND v2 leaves a choice, the way
-// another ND v2 provider (a vendor's, on Windows) may — so the consumer code above the ND interfaces (binding/*.cc)
+// another ND v2 provider (a vendor's, on Windows) may — so the consumer code above the ND interfaces (binding/addon/, binding/delivery/)
 // meets those behaviours on every platform. Off unless NETDIRECT_SOFT_VARIANCE names some (docs/testing.md):
 //
 //   pending          an overlapped request that finished inside the call (ND_SUCCESS) returns ND_PENDING and

@@ -1,4 +1,4 @@
-// The verbs provider's entry points for binding/providers.cc (docs/verbs.md). Linux only.
+// The verbs provider's entry points for binding/providers/providers.cc (docs/verbs.md). Linux only.
 #ifndef NETDIRECT_VERBS_PROVIDER_H_
 #define NETDIRECT_VERBS_PROVIDER_H_
 

@@ -1,5 +1,5 @@
 // The baselines ndbench measures in the same run, with the same pattern, sizes and iteration counts:
-//   tcp       plain TCP sockets in native code (binding/bench_tcp.cc, on a libuv worker thread)
+//   tcp       plain TCP sockets in native code (binding/bench/bench_tcp.cc, on a libuv worker thread)
 //   node-net  Node's net module, in JS on the event loop
 // *_lat: ping-pong (read_lat: a 16-byte request, a size-byte reply; reported as a full round trip, as perftest's
 // read latency); *_bw: a one-way stream of size-byte writes from the side that sends data in the RDMA test
@@ -61,8 +61,8 @@ export function loadTcpAddon(): TcpAddon {
   const mod = override ? require(override) : require('../binding.js').binding;
   if (typeof mod?.tcpBenchRun !== 'function') {
     throw new Error(
-      '--compare tcp: this build of the netdirect addon has no tcpBenchRun (binding/bench_tcp.cc is not registered in ' +
-        'binding/addon.cc Init: InitBenchTcp(env, exports)); rebuild with `npm run build:native`',
+      '--compare tcp: this build of the netdirect addon has no tcpBenchRun (binding/bench/bench_tcp.cc is not registered in ' +
+        'binding/addon/addon.cc Init: InitBenchTcp(env, exports)); rebuild with `npm run build:native`',
     );
   }
   tcpAddon = mod as TcpAddon;

@@ -342,7 +342,7 @@ export async function serverPhase(side: NdSide, test: TestName, size: number): P
   if (test === 'send_bw') return sendBwServer(side);
 }
 
-// ---- --compare native: the same phase driven by a C++ loop (binding/bench_nd.cc) ------------------------------
+// ---- --compare native: the same phase driven by a C++ loop (binding/bench/bench_nd.cc) ------------------------------
 
 interface NativeBench {
   ndBenchRun(params: Record<string, unknown>): { samples: Float64Array } | undefined;
@@ -352,7 +352,7 @@ function nativeBench(): NativeBench {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const b = require('../binding.js').binding as Partial<NativeBench>;
   if (typeof b?.ndBenchRun !== 'function') {
-    throw new Error('--compare native: this build of the netdirect addon has no ndBenchRun (binding/bench_nd.cc); rebuild with `npm run build:native`');
+    throw new Error('--compare native: this build of the netdirect addon has no ndBenchRun (binding/bench/bench_nd.cc); rebuild with `npm run build:native`');
   }
   return b as NativeBench;
 }

@@ -130,7 +130,7 @@ export function newReport(o: BenchOptions, version: string, tcpMode: 'block' | '
           perftest: `perftest's ib_${o.test} -R on the same RDMA device, same size and iterations; its own t_typical`,
           native:
             'the same test on the same queue pair, completion queue and memory, posted and polled by a C++ loop through ' +
-            "the ND v2 interfaces (binding/bench_nd.cc): the provider's share, without lib/, Node-API or V8",
+            "the ND v2 interfaces (binding/bench/bench_nd.cc): the provider's share, without lib/, Node-API or V8",
           ratio: 'netdirect t_typical / baseline t_typical (< 1: netdirect is faster)',
         }
       : {

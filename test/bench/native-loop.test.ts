@@ -1,4 +1,4 @@
-// ndbench's native ND loop (binding/bench_nd.cc, `--compare native`) when things go wrong: it refuses what it
+// ndbench's native ND loop (binding/bench/bench_nd.cc, `--compare native`) when things go wrong: it refuses what it
 // cannot run with a clear error, fails with the provider's status when a request fails, and gives up on a silent
 // peer after its timeout instead of spinning for ever. (The figures it prints: test/bench/cli.test.ts.)
 import { afterAll, describe, expect, it } from 'vitest';

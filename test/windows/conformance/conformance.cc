@@ -435,7 +435,7 @@ void case_file_modes(Side* s) {
   } else {
     std::printf("  (the system does not report the file's modes: 0x%08lx; the behaviour is checked instead)\n", st);
   }
-  // Setting them again is harmless (consumers do: binding/adapter.cc).
+  // Setting them again is harmless (consumers do: binding/addon/adapter.cc).
   CHECK(SetFileCompletionNotificationModes(s->file, FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE));
 }
 

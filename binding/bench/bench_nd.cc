@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
-#include "addon.h"
-#include "adapter.h"
-#include "completion_queue.h"
-#include "memory_region.h"
-#include "queue_pair.h"
+#include "addon/addon.h"
+#include "addon/adapter.h"
+#include "addon/completion_queue.h"
+#include "addon/memory_region.h"
+#include "addon/queue_pair.h"
 #include "nd/netdirect_ext.h"
 
 namespace netdirect {
@@ -37,7 +37,7 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Request contexts of this loop. They follow the addon's context encoding (binding/poller.h: the request id in the
+// Request contexts of this loop. They follow the addon's context encoding (binding/delivery/poller.h: the request id in the
 // low 32 bits, no counted flags) with ids lib/requests.ts never hands out (its ids are dense from 0): a result of
 // the loop that reaches lib/ after all (the loop failed with requests in flight) is counted as unknown and ignored.
 void* const kPingContext = reinterpret_cast<void*>(uintptr_t{0xFFFFFF01u});

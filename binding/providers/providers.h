@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "nd/nd2.h"
-#include "nd_ptr.h"
+#include "ndkit/nd_ptr.h"
 
 namespace netdirect {
 

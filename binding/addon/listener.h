@@ -2,7 +2,7 @@
 #ifndef NETDIRECT_LISTENER_H_
 #define NETDIRECT_LISTENER_H_
 
-#include "adapter.h"
+#include "addon/adapter.h"
 
 namespace netdirect {
 

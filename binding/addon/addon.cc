@@ -1,5 +1,5 @@
 // Module entry: exports per lib/native.ts (NativeBinding), the NdError plumbing and shared helpers.
-#include "addon.h"
+#include "addon/addon.h"
 
 #ifndef _WIN32
 #include <dlfcn.h>
@@ -13,16 +13,16 @@
 #include <arpa/inet.h>  // inet_pton/inet_ntop (ws2tcpip.h, included by nd2.h, on Windows)
 #endif
 
-#include "adapter.h"
-#include "completion_queue.h"
-#include "connector.h"
-#include "listener.h"
-#include "memory_region.h"
-#include "memory_window.h"
-#include "providers.h"
-#include "queue_pair.h"
-#include "records.h"
-#include "shared_receive_queue.h"
+#include "addon/adapter.h"
+#include "addon/completion_queue.h"
+#include "addon/connector.h"
+#include "addon/listener.h"
+#include "addon/memory_region.h"
+#include "addon/memory_window.h"
+#include "providers/providers.h"
+#include "addon/queue_pair.h"
+#include "delivery/records.h"
+#include "addon/shared_receive_queue.h"
 
 #ifndef NETDIRECT_VERSION
 #define NETDIRECT_VERSION "0.0.0-dev"

@@ -1,6 +1,6 @@
-#include "listener.h"
+#include "addon/listener.h"
 
-#include "connector.h"
+#include "addon/connector.h"
 
 namespace netdirect {
 

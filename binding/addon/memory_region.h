@@ -3,7 +3,7 @@
 #ifndef NETDIRECT_MEMORY_REGION_H_
 #define NETDIRECT_MEMORY_REGION_H_
 
-#include "adapter.h"
+#include "addon/adapter.h"
 
 namespace netdirect {
 

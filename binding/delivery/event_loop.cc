@@ -1,4 +1,4 @@
-#include "event_loop.h"
+#include "delivery/event_loop.h"
 
 #include <cstdlib>
 #include <thread>

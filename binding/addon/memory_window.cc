@@ -1,4 +1,4 @@
-#include "memory_window.h"
+#include "addon/memory_window.h"
 
 namespace netdirect {
 

@@ -2,7 +2,7 @@
 #ifndef NETDIRECT_SHARED_RECEIVE_QUEUE_H_
 #define NETDIRECT_SHARED_RECEIVE_QUEUE_H_
 
-#include "adapter.h"
+#include "addon/adapter.h"
 
 namespace netdirect {
 

@@ -2,9 +2,9 @@
 // (binding/verbs/, docs/verbs.md: RDMA devices through rdma-core, loaded at run time), listed when rdma-core
 // loads and reports a device. System providers (the
 // Winsock catalog's ND v2 entries: WSCEnumProtocols -> LoadLibrary -> DllGetClassObject, and provider DLLs
-// by path) exist on Windows only (providers_win.cc); elsewhere every other name or path is refused with
+// by path) exist on Windows only (catalog_win.cc); elsewhere every other name or path is refused with
 // ND_NOT_SUPPORTED.
-#include "providers.h"
+#include "providers/providers.h"
 
 #include <cstdio>
 #include <utility>
@@ -20,7 +20,7 @@
 #endif
 
 #ifdef _WIN32
-#include "providers_win.h"
+#include "providers/catalog_win.h"
 #endif
 
 namespace netdirect {
@@ -32,7 +32,7 @@ constexpr const char* kVerbsName = "verbs";
 
 bool IsSoftSpec(const std::string& spec) {
 #ifdef _WIN32
-  return spec == kSoftName;  // 'auto' on Windows means the system providers (providers_win.cc)
+  return spec == kSoftName;  // 'auto' on Windows means the system providers (catalog_win.cc)
 #else
   return spec == kSoftName || spec == "auto" || spec.empty();
 #endif

@@ -1,7 +1,7 @@
-#include "queue_pair.h"
+#include "addon/queue_pair.h"
 
-#include "memory_region.h"
-#include "memory_window.h"
+#include "addon/memory_region.h"
+#include "addon/memory_window.h"
 
 namespace netdirect {
 

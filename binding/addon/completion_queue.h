@@ -3,7 +3,7 @@
 #ifndef NETDIRECT_COMPLETION_QUEUE_H_
 #define NETDIRECT_COMPLETION_QUEUE_H_
 
-#include "adapter.h"
+#include "addon/adapter.h"
 
 namespace netdirect {
 
@@ -25,7 +25,7 @@ class CompletionQueue : public Child, public Napi::ObjectWrap<CompletionQueue> {
   IND2CompletionQueue* nd() const { return cq_.get(); }
   CqState* state() const { return state_; }
   // A result that native code on the JS thread took from the CQ but does not own (ndbench's native loop,
-  // binding/bench_nd.cc): the next poll() returns it first, so the request it belongs to still settles.
+  // binding/bench/bench_nd.cc): the next poll() returns it first, so the request it belongs to still settles.
   void SetAside(const ND2_RESULT& result) { setAside_.push_back(result); }
 
  private:

@@ -513,7 +513,7 @@ Napi::Value TcpBenchRun(const Napi::CallbackInfo& info) {
 
 }  // namespace
 
-// Called from the addon's Init (binding/addon.cc): adds tcpBenchListen, tcpBenchRun, tcpBenchClose.
+// Called from the addon's Init (binding/addon/addon.cc): adds tcpBenchListen, tcpBenchRun, tcpBenchClose.
 void InitBenchTcp(Napi::Env env, Napi::Object exports) {
   exports.Set("tcpBenchListen", Napi::Function::New(env, TcpBenchListen, "tcpBenchListen"));
   exports.Set("tcpBenchRun", Napi::Function::New(env, TcpBenchRun, "tcpBenchRun"));

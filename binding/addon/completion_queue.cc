@@ -1,4 +1,4 @@
-#include "completion_queue.h"
+#include "addon/completion_queue.h"
 
 #include <algorithm>
 

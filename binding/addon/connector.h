@@ -2,7 +2,7 @@
 #ifndef NETDIRECT_CONNECTOR_H_
 #define NETDIRECT_CONNECTOR_H_
 
-#include "adapter.h"
+#include "addon/adapter.h"
 
 namespace netdirect {
 

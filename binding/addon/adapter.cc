@@ -1,17 +1,17 @@
-#include "adapter.h"
+#include "addon/adapter.h"
 
 #include <chrono>
 #include <cmath>
 #include <cstring>
 
-#include "completion_queue.h"
-#include "connector.h"
-#include "listener.h"
-#include "memory_region.h"
-#include "memory_window.h"
-#include "providers.h"
-#include "queue_pair.h"
-#include "shared_receive_queue.h"
+#include "addon/completion_queue.h"
+#include "addon/connector.h"
+#include "addon/listener.h"
+#include "addon/memory_region.h"
+#include "addon/memory_window.h"
+#include "providers/providers.h"
+#include "addon/queue_pair.h"
+#include "addon/shared_receive_queue.h"
 
 namespace netdirect {
 

@@ -1,4 +1,4 @@
-#include "memory_region.h"
+#include "addon/memory_region.h"
 
 namespace netdirect {
 

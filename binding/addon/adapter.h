@@ -10,11 +10,11 @@
 #include <unordered_set>
 #include <vector>
 
-#include "addon.h"
-#include "event_loop.h"
+#include "addon/addon.h"
+#include "delivery/event_loop.h"
 #include "nd/nd2.h"
-#include "nd_ptr.h"
-#include "poller.h"
+#include "ndkit/nd_ptr.h"
+#include "delivery/poller.h"
 
 namespace netdirect {
 

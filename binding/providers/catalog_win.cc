@@ -7,7 +7,7 @@
 // adapter of the provider that owns the address, trying the next owner on failure, as NdOpenAdapter does.
 #ifdef _WIN32
 
-#include "providers_win.h"
+#include "providers/catalog_win.h"
 
 #include <ws2spi.h>
 

@@ -1,11 +1,11 @@
-// Windows system ND v2 providers (providers_win.cc): the Winsock catalog and provider DLLs loaded by path.
+// Windows system ND v2 providers (catalog_win.cc): the Winsock catalog and provider DLLs loaded by path.
 // Only providers.cc calls these, and only in Windows builds.
-#ifndef NETDIRECT_PROVIDERS_WIN_H_
-#define NETDIRECT_PROVIDERS_WIN_H_
+#ifndef NETDIRECT_PROVIDERS_CATALOG_WIN_H_
+#define NETDIRECT_PROVIDERS_CATALOG_WIN_H_
 
 #ifdef _WIN32
 
-#include "providers.h"
+#include "providers/providers.h"
 
 namespace netdirect {
 
@@ -20,4 +20,4 @@ HRESULT GetSystemProvider(const std::string& spec, NdPtr<IND2Provider>* provider
 }  // namespace netdirect
 
 #endif  // _WIN32
-#endif  // NETDIRECT_PROVIDERS_WIN_H_
+#endif  // NETDIRECT_PROVIDERS_CATALOG_WIN_H_

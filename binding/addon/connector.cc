@@ -1,8 +1,8 @@
-#include "connector.h"
+#include "addon/connector.h"
 
 #include <cstring>
 
-#include "queue_pair.h"
+#include "addon/queue_pair.h"
 
 namespace netdirect {
 

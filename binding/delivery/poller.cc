@@ -1,4 +1,4 @@
-#include "poller.h"
+#include "delivery/poller.h"
 
 #if defined(__linux__)
 #include <pthread.h>

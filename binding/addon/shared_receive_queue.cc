@@ -1,4 +1,4 @@
-#include "shared_receive_queue.h"
+#include "addon/shared_receive_queue.h"
 
 namespace netdirect {
 

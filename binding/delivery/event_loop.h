@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "uv_min.h"
+#include "delivery/uv_min.h"
 
 namespace netdirect {
 

@@ -2,7 +2,7 @@
 #ifndef NETDIRECT_MEMORY_WINDOW_H_
 #define NETDIRECT_MEMORY_WINDOW_H_
 
-#include "adapter.h"
+#include "addon/adapter.h"
 
 namespace netdirect {
 

@@ -3,7 +3,7 @@
 #ifndef NETDIRECT_QUEUE_PAIR_H_
 #define NETDIRECT_QUEUE_PAIR_H_
 
-#include "adapter.h"
+#include "addon/adapter.h"
 
 namespace netdirect {
 

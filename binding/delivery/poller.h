@@ -19,9 +19,9 @@
 
 #include "nd/nd2.h"
 #include "nd/netdirect_ext.h"
-#include "records.h"  // kRecordWords, RecordKind
+#include "delivery/records.h"  // kRecordWords, RecordKind
 
-#include "uv_min.h"  // the poller is a libuv thread where Node exports libuv (std::thread otherwise)
+#include "delivery/uv_min.h"  // the poller is a libuv thread where Node exports libuv (std::thread otherwise)
 #ifndef NETDIRECT_HAVE_UV
 #include <thread>
 #endif
