@@ -77,7 +77,8 @@ class Child {
 
 // Checks the receiver of an InstanceMethod call: open (ERR_ND_CLOSED). No type-tag check: napi_define_class gives
 // methods a signature, so V8 throws "Illegal invocation" for a receiver that is not an instance of the class
-// before the callback runs (test/binding.test.ts); the tag lookup cost ~0.3 µs on every post() and poll().
+// before the callback runs (test/misuse.test.ts, "foreign receivers"); the tag lookup cost ~0.3 µs on every
+// post() and poll().
 // The hottest methods (qp.post, cq.poll: once per message) are also own properties of each instance, bound
 // to its C++ object through the function's data: a call then skips the prototype method's napi_unwrap (a
 // private-symbol property lookup through V8's runtime, ~800 instructions — measured with callgrind, more than

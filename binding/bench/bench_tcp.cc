@@ -523,7 +523,8 @@ void InitBenchTcp(Napi::Env env, Napi::Object exports) {
 }  // namespace netdirect
 
 #ifdef NETDIRECT_BENCH_TCP_STANDALONE
-// Development build of this file alone as its own addon (see lib/bench/tcp.ts: NETDIRECT_BENCH_TCP_ADDON).
+// Development build of this file alone as its own addon (lib/bench/baselines.ts loads it when
+// NETDIRECT_BENCH_TCP_ADDON names it).
 static Napi::Object InitStandalone(Napi::Env env, Napi::Object exports) {
   netdirect::InitBenchTcp(env, exports);
   return exports;
