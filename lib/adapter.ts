@@ -297,6 +297,15 @@ export class Adapter implements AsyncDisposable {
     return { ...this._native.stats(), requests: this._requests.size };
   }
 
+  /**
+   * @internal Whether pending requests keep the event loop alive (default true). netdirect/job turns it off
+   * while the job has nothing in flight for the program, so that a program that ends without job.close() still
+   * reaches 'beforeExit' (lib/job/job.ts). A closed adapter ignores it.
+   */
+  _keepAlive(on: boolean): void {
+    if (this._state === 'open') this._native.keepAlive(on);
+  }
+
   /** @internal */
   _checkOpen(operation: string): void {
     if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, operation, `adapter ${this.address} is ${this._state}`);

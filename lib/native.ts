@@ -126,6 +126,8 @@ export interface NativeAdapter {
   createConnector(): NativeConnector;
   createListener(): NativeListener;
   stats(): NativeAdapterStats;
+  /** false: pending requests stop keeping the event loop alive (default true); netdirect/job's idle standing receives. */
+  keepAlive(on: boolean): void;
   /**
    * Stops the poller thread and releases the IND2Adapter. lib/ closes every child first; children still
    * open are released here too (children first) so nothing leaks. Idempotent.

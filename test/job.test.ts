@@ -54,8 +54,13 @@ function spawnRank(command: string, args: string[], options: SpawnOptions): Chil
   }
 }
 
+/**
+ * A port for rank 0 to host the rendezvous on: below Linux's ephemeral range (32768-60999 by default,
+ * /proc/sys/net/ipv4/ip_local_port_range), where an outgoing connection of this machine can hold it and the
+ * rank 0 of the job then finds it taken and nobody listening (ECONNREFUSED until the join times out).
+ */
 function freePort(): number {
-  return 20000 + Math.floor(Math.random() * 20000);
+  return 20000 + Math.floor(Math.random() * 12000);
 }
 
 /** Starts `size` ranks of `script` meeting at a rendezvous (rank 0 hosts it). */
@@ -186,6 +191,30 @@ describe('send/recv/sendrecv and gather, allgather, reduce, scatter, reduceScatt
   }
 });
 
+describe('a program that never calls job.close() (#29 finding 5)', () => {
+  const exitScript = path.join(root, 'test/fixtures/job-exit.mjs');
+  it('3 ranks just end: the job is finalized at exit (a barrier and goodbye on beforeExit) and every process exits 0', async () => {
+    const t0 = Date.now();
+    const runs = await rendezvousJob(exitScript, 3, { JOB_CASE: 'noclose' });
+    for (const r of runs) expect([r.code, r.signal], r.stderr).toEqual([0, null]);
+    const all = reports(runs);
+    expect(all.map((r) => r.sum)).toEqual([3, 3, 3]);
+    expect(all.find((r) => r.rank === 2).got).toBe(42); // waitNotifications kept its process alive until the put
+    expect(Date.now() - t0).toBeLessThan(30_000); // they used to wait forever (the test's kill comes at 60 s)
+  });
+  for (const how of ['exit', 'throw'] as const) {
+    it.skipIf(!!process.env.NETDIRECT_UNDER_WINE)(`a rank that ends by ${how === 'exit' ? 'process.exit(3)' : 'an uncaught exception'}: the others fail at once with ERR_ND_JOB_PEER naming it`, async () => {
+      const runs = await rendezvousJob(exitScript, 3, { JOB_CASE: how });
+      expect(runs[2].code).toBe(how === 'exit' ? 3 : 1);
+      for (const r of reports(runs.slice(0, 2))) {
+        expect(r.error).toMatchObject({ name: 'NdError', code: 'ERR_ND_JOB_PEER', peer: 2, message: `job: rank 2 exited (code ${how === 'exit' ? 3 : 1}) without calling job.close()` });
+        expect(r.ms).toBeLessThan(5_000);
+      }
+      for (const r of runs.slice(0, 2)) expect([r.code, r.signal], r.stderr).toEqual([0, null]);
+    });
+  }
+});
+
 describe('ranks that disagree on a collective: every rank fails with ERR_ND_JOB_MISMATCH naming both calls (#29 finding 4)', () => {
   const mismatchScript = path.join(root, 'test/fixtures/job-mismatch.mjs');
   // [case, ranks, what the message must say]: the last rank is the odd one out (test/fixtures/job-mismatch.mjs).
@@ -196,9 +225,11 @@ describe('ranks that disagree on a collective: every rank fails with ERR_ND_JOB_
     ['op', 4, /ranks disagree: rank [0-2] called allreduce\(Int32Array of 4, 'sum'\), rank 3 called allreduce\(Int32Array of 4, 'max'\)/],
     ['root', 2, /broadcast: ranks disagree: rank 0 called broadcast\(Float64Array of 8, root 0\), rank 1 called broadcast\(Float64Array of 8, root 1\)/],
     ['root', 4, /ranks disagree: rank [0-2] called broadcast\(Float64Array of 8, root 0\), rank 3 called broadcast\(Float64Array of 8, root 3\)/],
-    // 32 KiB against 64 KiB: the zero-copy ring, where each rank sizes its RDMA Writes by its own array.
+    // 32 KiB against 64 KiB (it failed ND_CANCELED blaming a live rank), and 256 KiB against 512 KiB: the zero-copy
+    // ring, where each rank sizes its RDMA Writes by its own array.
     ['large', 2, /ranks disagree: rank 0 called allreduce\(Float64Array of 4096, 'sum'\), rank 1 called allreduce\(Float64Array of 8192, 'sum'\)/],
     ['large', 4, /ranks disagree: rank [0-2] called allreduce\(Float64Array of 4096, 'sum'\), rank 3 called allreduce\(Float64Array of 8192, 'sum'\)/],
+    ['ring', 3, /ranks disagree: rank [01] called allreduce\(Float64Array of 32768, 'sum'\), rank 2 called allreduce\(Float64Array of 65536, 'sum'\)/],
     ['kind', 3, /ranks disagree: rank [01] called allreduce\(Float64Array of 1, 'sum'\), rank 2 called barrier\(\)/],
     ['gather', 3, /ranks disagree: rank [01] called gather\(Int32Array of 2, root 0\), rank 2 called gather\(Int32Array of 3, root 0\)/],
     ['scatter', 4, /ranks disagree: rank [0-2] called scatter\(Int32Array of 2 per rank, root 0\), rank 3 called scatter\(Int32Array of 2 per rank, root 1\)/],

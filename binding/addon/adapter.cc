@@ -64,6 +64,7 @@ Napi::Function Adapter::Init(Napi::Env env) {
                          InstanceMethod<&Adapter::CreateConnector>("createConnector"),
                          InstanceMethod<&Adapter::CreateListener>("createListener"),
                          InstanceMethod<&Adapter::Stats>("stats"),
+                         InstanceMethod<&Adapter::KeepAlive>("keepAlive"),
                          InstanceMethod<&Adapter::Close>("close"),
                      });
 }
@@ -208,6 +209,7 @@ void Adapter::SubPending(uint64_t n) {
 }
 
 void Adapter::KeepLoopAlive(bool on) {
+  on = on && keepAlive_;
   if (loop_) {
     loop_->SetRef(on);
   } else if (tsfnLive_) {
@@ -549,6 +551,14 @@ Napi::Value Adapter::Stats(const Napi::CallbackInfo& info) {
   o.Set("pending", Napi::Number::New(env, static_cast<double>(pending_)));
   o.Set("spinRounds", Napi::Number::New(env, static_cast<double>(spinRounds_)));
   return o;
+}
+
+Napi::Value Adapter::KeepAlive(const Napi::CallbackInfo& info) {
+  if (!HasTag(info.This(), kTag))
+    ThrowMisuse(info.Env(), "ERR_ND_FOREIGN_OBJECT", "keepAlive", "receiver is not a netdirect Adapter object");
+  keepAlive_ = info.Length() > 0 && info[0].ToBoolean().Value();
+  KeepLoopAlive(pending_ > 0);
+  return info.Env().Undefined();
 }
 
 Napi::Value Adapter::GetCompletion(const Napi::CallbackInfo& info) {

@@ -228,6 +228,7 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   Napi::Value CreateConnector(const Napi::CallbackInfo& info);
   Napi::Value CreateListener(const Napi::CallbackInfo& info);
   Napi::Value Stats(const Napi::CallbackInfo& info);
+  Napi::Value KeepAlive(const Napi::CallbackInfo& info);
   Napi::Value GetCompletion(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
 
@@ -264,6 +265,9 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   std::vector<uint32_t> freeRegions_;
   std::vector<Napi::Reference<Napi::ArrayBuffer>> deferred_;
   uint64_t pending_ = 0;
+  // keepAlive(false): pending requests no longer keep the event loop alive (lib/job/job.ts: a job's standing
+  // receives must not keep a finished program from reaching 'beforeExit').
+  bool keepAlive_ = true;
   uint64_t batches_ = 0;
   uint64_t completions_ = 0;
   uint64_t spinRounds_ = 0;  // event-loop rounds run inside a busy-poll window

@@ -5,7 +5,7 @@
 
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { networkInterfaces } from 'node:os';
-import { NdError, openAdapter, type Adapter, type CompletionOption, type Connector, type Local, type MemoryRegion } from '../index.js';
+import { NdError, openAdapter, type NdErrorCode, type Adapter, type CompletionOption, type Connector, type Local, type MemoryRegion } from '../index.js';
 import type { Bootstrap, LauncherName } from './bootstrap.js';
 import { MAX_JOB_SIZE, Singleton } from './bootstrap.js';
 import { Channel, SPACE_USER, type Message } from './channel.js';
@@ -145,7 +145,33 @@ export async function join(options: JoinOptions = {}): Promise<Job> {
     await job._teardown(false);
     throw err;
   }
+  job._finalizeAtExit();
   return job;
+}
+
+/**
+ * Jobs joined and not closed, finalized when the process ends (MPI finalizes at exit too: mpi4py calls
+ * MPI_Finalize from atexit). An idle job does not keep the event loop alive (Job._hold), so a program that
+ * forgets close() reaches 'beforeExit', where close() runs: the same barrier and goodbye as when the program calls
+ * it. A process that ends by process.exit() or an uncaught exception gets only 'exit', where nothing asynchronous
+ * runs: each peer is sent an exit message (posted synchronously, ahead of the connection's end), and fails at once
+ * with ERR_ND_JOB_PEER naming this rank rather than waiting for it.
+ */
+const unclosed = new Set<Job>();
+let exitHooked = false;
+
+function hookExit(): void {
+  if (exitHooked) return;
+  exitHooked = true;
+  process.on('beforeExit', () => {
+    for (const job of unclosed) {
+      debug(job.rank, 'beforeExit: the program ended without job.close(); closing');
+      void job.close().catch(() => undefined);
+    }
+  });
+  process.on('exit', (code) => {
+    for (const job of unclosed) job._exiting(code);
+  });
 }
 
 const RETRY_CODES = new Set(['ND_CONNECTION_REFUSED', 'ND_IO_TIMEOUT', 'ND_TIMEOUT', 'ND_HOST_UNREACHABLE', 'ND_NETWORK_UNREACHABLE']);
@@ -177,6 +203,8 @@ export class Job implements AsyncDisposable {
   private readonly _sigs = new Map<number, { operation: string; bytes: Uint8Array }>();
   /** Messages this rank sent itself (send/recv). */
   private readonly _self = new SelfBox();
+  /** Calls of the program's in flight (see _hold). */
+  private _busy = 0;
   private _closing: Promise<void> | null = null;
   private _closed = false;
   private readonly _failWaiters = new Set<(err: JobError) => void>();
@@ -356,7 +384,8 @@ export class Job implements AsyncDisposable {
   /** The agreement check's and the exit message's hooks on a channel (see _arrived, _mismatch). */
   private _hookChecks(c: Channel): void {
     c.onSignature = (tag, sig) => this._arrived(c.peer, tag, sig);
-    c.onAbort = (text) => void this._abortJob(text.slice(0, Math.max(0, text.indexOf(':'))) || 'job', text, c.peer);
+    c.onAbort = (text) => this._fail(abortNoteError(text, c.peer));
+    c.onExit = (text) => this._fail(peerError(c.peer, 'job', text.replace(/^rank \d+ /, '')));
   }
 
   /**
@@ -381,24 +410,58 @@ export class Job implements AsyncDisposable {
     const me = describe(decodeSignature(mine));
     const them = describe(decodeSignature(theirs));
     const [first, second] = this.rank < peer ? [`rank ${this.rank} called ${me}`, `rank ${peer} called ${them}`] : [`rank ${peer} called ${them}`, `rank ${this.rank} called ${me}`];
-    return this._abortJob(operation, `${operation}: ranks disagree: ${first}, ${second}`, peer);
-  }
-
-  /**
-   * Fails the job with ERR_ND_JOB_MISMATCH after telling every peer, also when this rank only heard of the
-   * mismatch from another: a rank that then closes disconnects after its abort message on the same queue pair,
-   * so a peer never sees the connection drop before it has heard why (queue pairs are not ordered among themselves).
-   */
-  private _abortJob(operation: string, text: string, peer: number): JobError {
-    if (this._failure === null) for (const c of this._channels) c?.sendControl('abort', text);
-    this._fail(mismatchError(operation, text, peer));
+    this._fail(mismatchError(operation, `${operation}: ranks disagree: ${first}, ${second}`, peer));
     return this._failure!;
   }
 
-  /** @internal Breaks the job: every pending operation on every peer settles with `err`. */
+  /** @internal Registers this job for finalization at process exit (see `unclosed`). */
+  _finalizeAtExit(): void {
+    hookExit();
+    unclosed.add(this);
+    if (this._busy === 0) this.adapter._keepAlive(false);
+  }
+
+  /**
+   * @internal Keeps the process alive while `p` is pending: the job's receives are always posted, so the adapter
+   * keeps the event loop alive only while the program waits for something of the job's (see `unclosed`).
+   */
+  _hold<T>(p: Promise<T>): Promise<T> {
+    if (this._busy++ === 0 && this.adapter) this.adapter._keepAlive(true);
+    const done = () => {
+      if (--this._busy === 0 && this.adapter && unclosed.has(this)) this.adapter._keepAlive(false);
+    };
+    p.then(done, done);
+    return p;
+  }
+
+  /** @internal The process is exiting (process 'exit') without close(): tells every peer, synchronously. */
+  _exiting(code: number): void {
+    unclosed.delete(this);
+    if (this._failure !== null) return;
+    for (const c of this._channels) c?.sendControl('exit', `rank ${this.rank} exited (code ${code}) without calling job.close()`);
+    // Nothing asynchronous runs after 'exit': in event-loop completion mode an empty cq.poll() drives the
+    // provider once (binding/completion_queue.cc), which transmits what was just posted.
+    for (const c of this._channels) {
+      try {
+        c?.cq.poll(1);
+      } catch {
+        // closed: nothing to drive
+      }
+    }
+  }
+
+  /**
+   * @internal Breaks the job: every pending operation on every peer settles with `err`. Every peer is told first
+   * (an abort message with the error, ahead of anything queued), also when this rank only heard of it from
+   * another: a rank that then closes disconnects after that message on the same queue pair, so no peer sees a
+   * connection drop before it has heard why, and every rank fails with the same error naming the same rank
+   * (queue pairs are not ordered among themselves).
+   */
   _fail(err: JobError): void {
     if (this._failure !== null) return;
     this._failure = err;
+    const note = JSON.stringify({ code: err.code, status: err.status, operation: err.operation, message: err.message, peer: err.peer });
+    for (const c of this._channels) c?.sendControl('abort', note);
     for (const c of this._channels) c?.abort(err);
     this._self.abort(err);
     for (const w of this._windows.values()) w._abort(err);
@@ -477,7 +540,11 @@ export class Job implements AsyncDisposable {
    * Runs a collective; a failure anywhere in the job settles it with the job's error. `call` is what this rank
    * called (its signature goes on every message of the call and is checked against the peers': _arrived).
    */
-  private async _collective(call: { kind: Kind; data?: coll.NumericArray; count?: number; op?: coll.ReduceOp; root?: number }, run: (t: coll.Transport, tag: number) => Promise<void>): Promise<void> {
+  private _collective(call: { kind: Kind; data?: coll.NumericArray; count?: number; op?: coll.ReduceOp; root?: number }, run: (t: coll.Transport, tag: number) => Promise<void>): Promise<void> {
+    return this._hold(this._runCollective(call, run));
+  }
+
+  private async _runCollective(call: { kind: Kind; data?: coll.NumericArray; count?: number; op?: coll.ReduceOp; root?: number }, run: (t: coll.Transport, tag: number) => Promise<void>): Promise<void> {
     const operation = call.kind;
     const sig = encodeSignature({ kind: call.kind, type: call.data ? elementTypeOf(call.data) : '', op: call.op ?? '', root: call.root ?? -1, count: call.count ?? call.data?.length ?? 0 });
     const t = this._transport(operation, sig);
@@ -531,7 +598,7 @@ export class Job implements AsyncDisposable {
     const ch = this._peer(dest, 'send');
     if (ch === null) return this._self.put(tag, { bytes: coll.bytesOf(data).slice(), sig });
     try {
-      await ch.send(tag, coll.bytesOf(data), sig, SPACE_USER);
+      await this._hold(ch.send(tag, coll.bytesOf(data), sig, SPACE_USER));
     } catch (err) {
       throw this._failure ?? err;
     }
@@ -552,7 +619,7 @@ export class Job implements AsyncDisposable {
     const ch = this._peer(source, 'recv');
     let m: Message;
     try {
-      m = ch === null ? await this._self.take(tag) : await ch.recv(tag, SPACE_USER);
+      m = await this._hold(ch === null ? this._self.take(tag) : ch.recv(tag, SPACE_USER));
     } catch (err) {
       throw this._failure ?? err;
     }
@@ -666,7 +733,11 @@ export class Job implements AsyncDisposable {
    * Allocates and registers `bytes` on every rank and exchanges what the others need to reach them, in one
    * collective call (like MPI_Win_allocate). Every rank must call it with its own size (sizes may differ).
    */
-  async allocateWindow(bytes: number, options: WindowOptions = {}): Promise<Window> {
+  allocateWindow(bytes: number, options: WindowOptions = {}): Promise<Window> {
+    return this._hold(this._allocateWindow(bytes, options));
+  }
+
+  private async _allocateWindow(bytes: number, options: WindowOptions): Promise<Window> {
     this._check('allocateWindow');
     if (!Number.isSafeInteger(bytes) || bytes < 1) throw new NdError('ERR_ND_OUT_OF_RANGE', 0, 'allocateWindow', `allocateWindow: bytes must be a positive integer, got ${String(bytes)}`);
     const region = await this.adapter.allocateMemory(bytes, { remoteWrite: options.remoteWrite ?? true, remoteRead: options.remoteRead ?? true });
@@ -724,6 +795,8 @@ export class Job implements AsyncDisposable {
 
   /** @internal */
   async _teardown(graceful: boolean, limit: Limit = limitOf(this._timeoutMs)): Promise<void> {
+    unclosed.delete(this);
+    this.adapter?._keepAlive(true); // what close() waits for keeps the process alive
     // From here a peer's going is expected: the ranks that leave the final barrier first disconnect while others
     // still wait in it (for messages from other ranks), and that must not break the job for those.
     for (const c of this._channels) if (c) c.closing = true;
@@ -783,6 +856,21 @@ async function allgatherBytes(t: coll.Transport, tag: number, all: Uint8Array, b
     const [, got] = await Promise.all([t.send((rank + 1) % size, tag, part(out)), t.recv((rank - 1 + size) % size, tag)]);
     part(inn).set(got);
   }
+}
+
+/** The error an abort message carries (see Job._fail); `from` sent it. */
+function abortNoteError(text: string, from: number): JobError {
+  let e: { code?: unknown; status?: unknown; operation?: unknown; message?: unknown; peer?: unknown } = {};
+  try {
+    e = JSON.parse(text);
+  } catch {
+    // not JSON: the text alone
+  }
+  const message = typeof e.message === 'string' ? e.message : `job: rank ${from} failed: ${text.slice(0, 200)}`;
+  const code = typeof e.code === 'string' && /^(ND_|ERR_ND_)[A-Z0-9_]+$/.test(e.code) ? e.code : 'ERR_ND_JOB_PEER';
+  const err: JobError = new NdError(code as NdErrorCode, typeof e.status === 'number' ? e.status >>> 0 : 0, typeof e.operation === 'string' ? e.operation : 'job', message);
+  err.peer = Number.isInteger(e.peer) && (e.peer as number) >= 0 ? (e.peer as number) : from;
+  return err;
 }
 
 /** A user tag: 0 when not given, else an integer 0..2^31-1 (MPI_TAG_UB is at least 32767, MPI 4.1 §9.1.2). */

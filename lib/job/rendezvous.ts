@@ -90,6 +90,8 @@ export interface RendezvousOptions {
   secret: string;
   /** Milliseconds a new connection has to prove membership (default HELLO_TIMEOUT_MS). */
   helloTimeoutMs?: number;
+  /** @internal Serving does not keep the process alive (rank 0 hosting inside join(): lib/job/job.ts, `unclosed`). */
+  unref?: boolean;
 }
 
 interface Member {
@@ -138,6 +140,7 @@ export async function startRendezvous(options: RendezvousOptions): Promise<Rende
     finish();
   };
   const server: Server = createServer((socket) => {
+    if (options.unref) socket.unref();
     let rank = -1;
     sockets.add(socket);
     pending.add(socket);
@@ -235,6 +238,8 @@ export async function startRendezvous(options: RendezvousOptions): Promise<Rende
       resolve();
     });
   });
+  // Hosted by rank 0 inside join(): serving must not keep that process alive by itself (lib/job/job.ts, `unclosed`).
+  if (options.unref) server.unref();
   const address = server.address() as { address: string; port: number };
   const close = async () => {
     for (const s of sockets) s.destroy();
@@ -319,7 +324,7 @@ export class RendezvousClient implements Bootstrap {
     let hosted: RendezvousServer | null = null;
     if (rank === 0) {
       try {
-        hosted = await startRendezvous({ host, port, size, secret });
+        hosted = await startRendezvous({ host, port, size, secret, unref: true });
       } catch (err) {
         const code = (err as NodeJS.ErrnoException).code;
         // EADDRINUSE: someone holds the port (it must prove itself below); EADDRNOTAVAIL: not an address of this
@@ -423,9 +428,12 @@ export class RendezvousClient implements Bootstrap {
     }
     if (this.hosted) {
       // The others may still be finalizing: wait for them a while (at most 5 s, or what is left of `limit`),
-      // then stop serving.
+      // then stop serving. The hosted server does not keep the process alive (see startRendezvous's unref): the
+      // timer does, until they are done.
       const wait = Math.max(0, Math.min(5000, limit ? limit.deadline - Date.now() : 5000));
-      await Promise.race([this.hosted.done, new Promise((r) => setTimeout(r, wait).unref())]);
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([this.hosted.done, new Promise((r) => (timer = setTimeout(r, wait)))]);
+      clearTimeout(timer);
       await this.hosted.close();
     }
   }

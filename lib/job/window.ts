@@ -272,3 +272,15 @@ function localBytes(data: Local): Uint8Array {
   if (Array.isArray(data)) return Buffer.concat(data.map(localBytes));
   return data.region.buffer.subarray(data.offset, data.offset + data.length);
 }
+
+// The calls that wait keep the process alive while they wait (an idle job does not: Job._hold in lib/job/job.ts).
+for (const name of ['put', 'get', 'waitNotifications'] as const) {
+  const call = Window.prototype[name] as (this: Window, ...args: unknown[]) => Promise<void>;
+  Object.defineProperty(Window.prototype, name, {
+    value: function (this: Window, ...args: unknown[]): Promise<void> {
+      return (this as unknown as { job: Job }).job._hold(call.apply(this, args));
+    },
+    writable: true,
+    configurable: true,
+  });
+}
