@@ -51,8 +51,19 @@ export type NumericArray =
   | BigInt64Array
   | BigUint64Array;
 
-/** Bytes above which the large-message algorithms are used. */
+/** Bytes above which the large-message algorithms are used (broadcast, reduceScatter's choice). */
 export const SMALL_BYTES = 16 * 1024;
+
+/**
+ * Bytes above which allreduce and reduce use the ring (reduce-scatter, then allgather or gather) instead of a
+ * tree of whole-array exchanges. The ring sends less (2(n-1)/n of the data per rank against log2(n) times all
+ * of it) but takes 2(n-1) steps, each an RDMA Write and a Send that the next rank waits for, against ceil(log2 n)
+ * (+2 when n is not a power of two). Below this size the steps cost more than the bytes they save: with 4 ranks
+ * on one host the ring took 2-3x as long as recursive doubling at 32 and 64 KiB, the same at 128 KiB, and less
+ * from 256 KiB (docs/job.md, "The allreduce switch"). MPICH switches at 2 KiB (MPIR_CVAR_ALLREDUCE_SHORT_MSG_SIZE),
+ * where a step costs a few microseconds.
+ */
+export const RING_BYTES = 128 * 1024;
 
 export function bytesOf(a: ArrayBufferView): Uint8Array {
   return new Uint8Array(a.buffer, a.byteOffset, a.byteLength);
@@ -267,7 +278,7 @@ async function ringAllgather(t: Transport, tag: number, part: (i: number) => Uin
 
 export async function allreduce(t: Transport, tag: number, data: NumericArray, op: ReduceOp): Promise<void> {
   if (t.size === 1) return;
-  if (data.byteLength <= SMALL_BYTES || data.length < t.size) return recursiveDoubling(t, tag, data, op);
+  if (data.byteLength <= RING_BYTES || data.length < t.size) return recursiveDoubling(t, tag, data, op);
   if (t.rdma !== undefined) return ringAllreduceRdma(t, t.rdma, tag, data, op);
   return ringAllreduce(t, tag, data, op);
 }
@@ -454,7 +465,7 @@ export async function reduce(t: Transport, tag: number, data: NumericArray, op: 
   const { rank, size } = t;
   if (size === 1) return;
   const work = rank === root ? data : (data.slice() as NumericArray);
-  if (data.byteLength > SMALL_BYTES && data.length >= size) {
+  if (data.byteLength > RING_BYTES && data.length >= size) {
     const parts = chunks(data.length, size);
     await ringReduceScatter(t, tag, work, op, parts);
     const E = data.BYTES_PER_ELEMENT;
