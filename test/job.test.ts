@@ -4,6 +4,7 @@
 // killed in the middle of an allreduce.
 import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
@@ -189,6 +190,25 @@ describe('send/recv/sendrecv and gather, allgather, reduce, scatter, reduceScatt
       }
     });
   }
+});
+
+describe("the README's sendrecv ring (#29 finding 6)", () => {
+  it('is at most 12 lines and runs as 4 ranks: each prints the sum of the ranks', async () => {
+    const readme = readFileSync(path.join(root, 'README.md'), 'utf8');
+    const block = [...readme.matchAll(/^```js\n([\s\S]*?)^```$/gm)].map((m) => m[1]).find((b) => b.includes('job.sendrecv('));
+    expect(block).toBeDefined();
+    expect(block!.trimEnd().split('\n').length).toBeLessThanOrEqual(12);
+    // In the package root, so that 'netdirect/job' resolves to this package by its name (as test/examples.test.ts does).
+    const file = path.join(root, `.readme-ring-${process.pid}.mjs`);
+    writeFileSync(file, block!);
+    try {
+      const runs = await rendezvousJob(file, 4);
+      for (const r of runs) expect([r.code, r.stderr]).toEqual([0, '']);
+      expect(runs.map((r) => r.stdout.trim()).sort()).toEqual([0, 1, 2, 3].map((r) => `rank ${r}: the ranks sum to 6`));
+    } finally {
+      rmSync(file, { force: true });
+    }
+  });
 });
 
 describe('a program that never calls job.close() (#29 finding 5)', () => {
