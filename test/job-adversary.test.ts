@@ -433,37 +433,52 @@ describe('finding 8: claimed sizes and ranks are checked against stated maxima a
 });
 
 describe('finding 9: every failure is an NdError naming what is at fault', () => {
-  it('null and non-object replies of a rendezvous; kvs:null', async () => {
-    for (const reply of ['null', '{"welcome":null}', '{"welcome":{"jobId":null}}']) {
+  it('null and non-object replies of a rendezvous, a welcome without a jobId: errors naming the reply', async () => {
+    const want: Record<string, RegExp> = {
+      null: /sent "null", not a message of its protocol/,
+      '{"welcome":null}': /refused rank 1: \{"welcome":null\}/,
+      '{"welcome":{"jobId":null}}': /could not prove it knows the job's secret/,
+    };
+    for (const [reply, message] of Object.entries(want)) {
       const { port } = await tcpServer((s) => {
         s.write(`${JSON.stringify({ challenge: 'c'.repeat(32) })}\n`);
         s.once('data', () => s.write(`${reply}\n`));
       });
       const err = await failure(rendezvousJoin(port, 1, 2, secret()));
       expect(err.code).toMatch(/ERR_ND_JOB_(BOOTSTRAP|AUTH)/);
+      expect(err.message).toMatch(message);
     }
-    // kvs:null from a rendezvous that passed the proof (a broken one: it holds the secret).
+  });
+  it('kvs:null and keys whose values are null, from a rendezvous that passed the proof: errors naming the fence', async () => {
+    // A broken rendezvous that holds the secret: a proxy in front of a real one rewrites the end of the fence.
     const s = secret();
-    const server = await startRendezvous({ size: 1, secret: s });
-    cleanups.push(() => server.close());
-    const { port } = await tcpServer((client) => {
-      const up = connect(server.port, server.host);
-      up.on('error', () => undefined);
-      cleanups.push(() => up.destroy());
-      client.pipe(up);
-      let buf = '';
-      up.setEncoding('utf8').on('data', (d: string) => {
-        buf += d;
-        for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
-          const line = buf.slice(0, nl);
-          buf = buf.slice(nl + 1);
-          client.write(line.startsWith('{"fenced"') ? '{"fenced":1,"kvs":null}\n' : `${line}\n`);
-        }
+    for (const rewrite of [() => null, (kvs: Record<string, string>) => Object.fromEntries(Object.keys(kvs).map((k) => [k, null]))]) {
+      const server = await startRendezvous({ size: 2, secret: s });
+      cleanups.push(() => server.close());
+      const { port } = await tcpServer((client) => {
+        const up = connect(server.port, server.host);
+        up.on('error', () => undefined);
+        cleanups.push(() => up.destroy());
+        client.on('data', (d: Buffer) => up.write(d));
+        let buf = '';
+        up.setEncoding('utf8').on('data', (d: string) => {
+          buf += d;
+          for (let nl = buf.indexOf('\n'); nl >= 0; nl = buf.indexOf('\n')) {
+            const msg = JSON.parse(buf.slice(0, nl));
+            buf = buf.slice(nl + 1);
+            if (msg.fenced !== undefined) msg.kvs = rewrite(msg.kvs);
+            client.write(`${JSON.stringify(msg)}\n`);
+          }
+        });
       });
-    });
-    const err = await failure(join({ launcher: 'rendezvous', rendezvous: `127.0.0.1:${port}`, rank: 0, size: 1, secret: s, timeoutMs: 5000 }));
-    expect(err.code).toBe('ERR_ND_JOB_BOOTSTRAP');
-    expect(err.message).toMatch(/expected the end of fence 1 with the keys/);
+      const joins = [0, 1].map((rank) => join({ launcher: 'rendezvous', rendezvous: `127.0.0.1:${port}`, rank, size: 2, secret: s, address: '127.0.0.1', timeoutMs: 5000 }));
+      for (const j of joins) j.catch(() => undefined); // both are awaited below, one after the other
+      for (const j of joins) {
+        const err = await failure(j);
+        expect(err.code).toBe('ERR_ND_JOB_BOOTSTRAP');
+        expect(err.message).toMatch(/expected the end of fence 1 with the keys/);
+      }
+    }
   }, 20_000);
   it('PMI_FD not open, PMI_FD a regular file, PMI_PORT=…:99999', async () => {
     const notOpen = await failure(join({ launcher: 'hydra', env: { PMI_FD: '987', PMI_RANK: '0', PMI_SIZE: '1' }, timeoutMs: 2000 }));

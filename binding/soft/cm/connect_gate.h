@@ -12,6 +12,11 @@
 // exists never fails for want of a place: it waits, within its deadline. kActive + kWaiting = 256, the listener's
 // default backlog (docs/nd2.md "Listen backlog").
 //
+// Per destination (address and port), at most kPerDestination setups run at once, and waiting ones start in FIFO
+// order per destination: a peer that accepts TCP and never answers MPA holds at most that many slots until its
+// setups reach their deadline, so Connects to other destinations start at once instead of queueing behind it
+// (docs/security.md "Connect gate"; 64 such connects stalled a connect to a healthy server for 9.8 s).
+//
 // reserve() and full() from any thread; admit() and leave() on the engine thread only (no lock). A waiting setup
 // is a function that starts it and answers whether it took the slot (false: it was cancelled while it waited).
 #ifndef NETDIRECT_SOFT_CM_CONNECT_GATE_H_
@@ -21,6 +26,8 @@
 #include <cstddef>
 #include <deque>
 #include <functional>
+#include <string>
+#include <unordered_map>
 #include <utility>
 
 namespace netdirect::soft::cm {
@@ -29,6 +36,7 @@ class ConnectGate {
  public:
   static constexpr size_t kActive = 64;
   static constexpr size_t kWaiting = 192;
+  static constexpr size_t kPerDestination = 16;  // a quarter of kActive
 
   // A Connect was called: its place counts from now (before its engine task admits it). Every reserve() is
   // followed by one admit() of the same setup.
@@ -37,41 +45,70 @@ class ConnectGate {
   // All places taken: CreateConnector refuses (a moment's view).
   bool full() const { return taken_.load(std::memory_order_relaxed) >= kActive + kWaiting; }
 
-  // Runs start now when a slot is free, else queues it (FIFO). True if it runs now (or declined: cancelled).
-  bool admit(std::function<bool()> start) {
-    if (active_ < kActive && waiting_.empty()) {
-      ++active_;
-      if (!start()) leave_slot();
+  // Runs start now when a slot is free and `dest` (the peer's address) has fewer than kPerDestination setups
+  // running and none waiting, else queues it. True if it runs now (or declined: cancelled).
+  bool admit(const std::string& dest, std::function<bool()> start) {
+    if (active_ < kActive && runnable(dest) && !waiting_for(dest)) {
+      take_slot(dest);
+      if (!start()) leave_slot(dest);
       return true;
     }
-    waiting_.push_back(std::move(start));
+    waiting_.push_back(Waiting{dest, std::move(start)});
     return false;
   }
 
-  // A setup that took a slot ended (established, refused, failed or abandoned): the next waiting ones start.
-  // Reentrant: a setup started here may end at once and call leave() again; the outer call keeps starting.
-  void leave() {
-    leave_slot();
+  // A setup to `dest` that took a slot ended (established, refused, failed or abandoned): the waiting ones that
+  // may run now start, in FIFO order per destination. Reentrant: a setup started here may end at once and call
+  // leave() again; the outer call keeps starting.
+  void leave(const std::string& dest) {
+    leave_slot(dest);
     if (starting_) return;
     starting_ = true;
-    while (active_ < kActive && !waiting_.empty()) {
-      std::function<bool()> next = std::move(waiting_.front());
-      waiting_.pop_front();
-      ++active_;
-      if (!next()) leave_slot();  // cancelled while it waited: its place frees too
+    for (auto it = waiting_.begin(); it != waiting_.end() && active_ < kActive;) {
+      if (!runnable(it->dest)) {
+        ++it;
+        continue;
+      }
+      Waiting next = std::move(*it);
+      waiting_.erase(it);
+      take_slot(next.dest);
+      if (!next.start()) leave_slot(next.dest);  // cancelled while it waited: its place frees too
+      it = waiting_.begin();  // a start may have ended setups meanwhile: look again from the oldest
     }
     starting_ = false;
   }
 
  private:
-  void leave_slot() {
+  struct Waiting {
+    std::string dest;
+    std::function<bool()> start;
+  };
+
+  bool runnable(const std::string& dest) const {
+    auto it = per_dest_.find(dest);
+    return it == per_dest_.end() || it->second < kPerDestination;
+  }
+  bool waiting_for(const std::string& dest) const {
+    for (const auto& w : waiting_) {
+      if (w.dest == dest) return true;
+    }
+    return false;
+  }
+  void take_slot(const std::string& dest) {
+    ++active_;
+    ++per_dest_[dest];
+  }
+  void leave_slot(const std::string& dest) {
     --active_;
+    auto it = per_dest_.find(dest);
+    if (it != per_dest_.end() && --it->second == 0) per_dest_.erase(it);
     taken_.fetch_sub(1, std::memory_order_relaxed);
   }
 
   std::atomic<size_t> taken_{0};  // reserved places: running, waiting, or posted and not yet admitted
   size_t active_ = 0;
-  std::deque<std::function<bool()>> waiting_;
+  std::unordered_map<std::string, size_t> per_dest_;  // running setups per destination (none: absent)
+  std::deque<Waiting> waiting_;
   bool starting_ = false;
 };
 

@@ -549,7 +549,11 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   // (cm/connect_gate.h), else waits for one under the Connect's deadline.
   void enter_gate() {
     std::weak_ptr<ConnectorCore> weak = weak_from_this();
-    const bool now = adapter_->connect_gate().admit([weak] {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      gate_dest_ = peer_.to_string();
+    }
+    const bool now = adapter_->connect_gate().admit(gate_dest_, [weak] {
       auto self = weak.lock();
       return self != nullptr && self->start_setup();
     });
@@ -578,7 +582,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   void leave_gate() {  // engine thread, mu_ not held (the gate may start other connectors' setups)
     if (!holds_slot_) return;
     holds_slot_ = false;
-    adapter_->connect_gate().leave();
+    adapter_->connect_gate().leave(gate_dest_);
   }
 
   void do_accept(ULONG inbound, ULONG outbound, const std::vector<uint8_t>& pd) {  // engine thread
@@ -707,6 +711,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   uint64_t deadline_timer_ = 0;  // mu_: the Accept's handshake deadline, or the Connect's while it waits (0: none)
   std::chrono::steady_clock::time_point connect_time_;  // mu_: when Connect was called
   bool holds_slot_ = false;  // engine thread: this Connect's setup holds a slot of the adapter's ConnectGate
+  std::string gate_dest_;    // engine thread: the destination this Connect's gate place counts for
 };
 
 // ---- SoftConnector ------------------------------------------------------------------------------------

@@ -33,6 +33,10 @@ constexpr ULONG kDefaultSetupLimit = 256;
 constexpr ULONG kMaxSetupLimit = 4096;
 ULONG setup_limit(ULONG backlog) { return backlog == 0 ? kDefaultSetupLimit : std::min(backlog, kMaxSetupLimit); }
 
+// Half-open setups (accepted, MPA Request not received yet) one peer address may hold: half the default backlog,
+// so that one host cannot take every place (docs/security.md "Half-open handshakes").
+constexpr size_t kHalfOpenPerPeer = 128;
+
 using Clock = std::chrono::steady_clock;
 
 // Errors of accept() that mean "no descriptor or memory for the connection" rather than "none waiting":
@@ -202,7 +206,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
 
   void on_channel_event(cm::Channel* ch, cm::MpaEvent ev) override {
     if (ev == cm::MpaEvent::kRequestReceived) {
-      std::unique_ptr<cm::Channel> req = take(handshaking_, ch);
+      std::unique_ptr<cm::Channel> req = take_half_open(ch);
       if (!req) return;
       bool refuse = false;
       {
@@ -224,7 +228,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
     }
     if (ev == cm::MpaEvent::kFailed) {
       // Bad/late Request or the initiator went away: drop it (this destroys ch; nothing may follow).
-      std::unique_ptr<cm::Channel> dead = take(handshaking_, ch);
+      std::unique_ptr<cm::Channel> dead = take_half_open(ch);
       if (!dead) {
         std::lock_guard<std::mutex> lock(mu_);
         dead = take_queued(ch);
@@ -246,16 +250,42 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
     SoftConnector* conn;  // referenced
   };
 
-  template <typename C>
-  static std::unique_ptr<cm::Channel> take(C& c, cm::Channel* ch) {
-    for (auto it = c.begin(); it != c.end(); ++it) {
-      if (it->get() == ch) {
-        std::unique_ptr<cm::Channel> out = std::move(*it);
-        c.erase(it);
+  // An accepted connection whose MPA Request has not arrived yet, with the address it came from.
+  struct HalfOpen {
+    std::unique_ptr<cm::Channel> ch;
+    net::Address from;
+  };
+
+  std::unique_ptr<cm::Channel> take_half_open(cm::Channel* ch) {
+    for (auto it = handshaking_.begin(); it != handshaking_.end(); ++it) {
+      if (it->ch.get() == ch) {
+        std::unique_ptr<cm::Channel> out = std::move(it->ch);
+        handshaking_.erase(it);
         return out;
       }
     }
     return nullptr;
+  }
+
+  // Drops the oldest half-open setup from `from` (any address when null): its socket is reset, the initiator's
+  // Connect fails ND_CONNECTION_REFUSED as for a full backlog. handshaking_ is in accept order, oldest first.
+  // False when there is none. Engine thread.
+  bool evict_oldest_half_open(const net::Address* from) {
+    for (auto it = handshaking_.begin(); it != handshaking_.end(); ++it) {
+      if (from != nullptr && !it->from.same_ip(*from)) continue;
+      it->ch->close(true);
+      handshaking_.erase(it);
+      refused_.fetch_add(1, std::memory_order_relaxed);
+      evicted_.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+    return false;
+  }
+
+  size_t half_open_from(const net::Address& from) const {
+    size_t n = 0;
+    for (const auto& h : handshaking_) n += h.from.same_ip(from) ? 1 : 0;
+    return n;
   }
 
   // A request in the queue (mu_ held), taken out with its arrival time.
@@ -377,9 +407,14 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
         }
         return;  // EAGAIN: nothing waiting
       }
-      if (in_setup() >= setup_limit_) {
-        // Backlog full: refuse at once (a reset; the initiator's Connect completes ND_CONNECTION_REFUSED, which
-        // the SDK docs name for backlog limits) rather than let it wait past its Reply timeout.
+      // Under pressure the setups that have not sent their MPA Request go first, oldest first: a peer that
+      // connects and stays silent (a slowloris) cannot keep out one that completes its handshake promptly
+      // (docs/security.md "Half-open handshakes"). One address holds at most kHalfOpenPerPeer of them.
+      if (half_open_from(peer) >= std::min<size_t>(kHalfOpenPerPeer, setup_limit_)) evict_oldest_half_open(&peer);
+      if (in_setup() >= setup_limit_ && !evict_oldest_half_open(nullptr)) {
+        // Backlog full of requests already received: refuse at once (a reset; the initiator's Connect completes
+        // ND_CONNECTION_REFUSED, which the SDK docs name for backlog limits) rather than let it wait past its
+        // Reply timeout.
         net::close_socket(s, true);
         refused_.fetch_add(1, std::memory_order_relaxed);
         continue;
@@ -391,7 +426,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
         continue;
       }
       cm::Channel* raw = ch.get();
-      handshaking_.push_back(std::move(ch));
+      handshaking_.push_back(HalfOpen{std::move(ch), peer});
       note_setup_peak();
       raw->start_accept();
     }
@@ -417,6 +452,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
   ULONG setup_peak() const { return setup_peak_.load(std::memory_order_relaxed); }
   ULONG refused() const { return refused_.load(std::memory_order_relaxed); }
   ULONG expired() const { return expired_.load(std::memory_order_relaxed); }
+  ULONG evicted() const { return evicted_.load(std::memory_order_relaxed); }
 
  private:
 
@@ -488,6 +524,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
   std::atomic<ULONG> setup_peak_{0};        // most connections in setup at once (tests)
   std::atomic<ULONG> refused_{0};           // connections refused because the backlog was full (tests)
   std::atomic<ULONG> expired_{0};           // requests refused after waiting queued_limit_ms_ (tests)
+  std::atomic<ULONG> evicted_{0};           // half-open setups dropped for a newer connection (also in refused_)
   net::Address bound_addr_;
   uint16_t port_ = 0;
   std::vector<std::unique_ptr<ListenSocket>> socks_;            // mu_
@@ -496,7 +533,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
   std::deque<Clock::time_point> queued_at_;                     // mu_: when each of queue_ arrived
   uint32_t queued_limit_ms_ = cm::kReplyTimeoutMs / 2;           // set by listen
   uint64_t sweep_timer_ = 0;                                    // engine thread
-  std::vector<std::unique_ptr<cm::Channel>> handshaking_;       // engine thread
+  std::vector<HalfOpen> handshaking_;                           // engine thread, in accept order
   std::vector<std::unique_ptr<cm::Channel>> closing_;           // engine thread
   int spare_fd_ = -1;                                           // engine thread: the reserve descriptor
 };
