@@ -4,6 +4,8 @@
 //   allreduce  recursive doubling, non-powers of two folded in first (small); ring reduce-scatter + ring
 //              allgather (large: each rank sends 2(n-1)/n of the data, whatever n)
 //   alltoall   pairwise exchange: n-1 steps, step i sends to rank+i and hears from rank-i
+//   gather, scatter, reduce  binomial trees (reduce: ring reduce-scatter + gather when large)
+//   allgather  recursive doubling / Bruck (small), ring (large); reduceScatter  recursive halving / ring
 // Every call of a collective takes a fresh tag, the same on every rank as long as every rank calls the same
 // collectives in the same order (MPI's rule too).
 
