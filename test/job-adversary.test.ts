@@ -186,6 +186,16 @@ describe('finding 2: membership is proven, not claimed', () => {
     await Promise.all([job0.close(), job1.close()]);
   });
 
+  it('without a secret a rendezvous rank does not start: the error names NETDIRECT_JOB_SECRET', async () => {
+    const env = { NETDIRECT_RENDEZVOUS: '127.0.0.1:1', NETDIRECT_RANK: '0', NETDIRECT_SIZE: '2' };
+    for (const NETDIRECT_JOB_SECRET of [undefined, 'short']) {
+      const err = await failure(join({ env: { ...env, NETDIRECT_JOB_SECRET }, timeoutMs: 2000 }));
+      expect(err.code).toBe('ERR_ND_INVALID_ARGUMENT');
+      expect(err.message).toMatch(/NETDIRECT_JOB_SECRET must be a job secret of 32\.\.1024 characters \(make one with `netdirect job-secret`\)/);
+    }
+    await expect(startRendezvous({ size: 2 } as any)).rejects.toMatchObject({ code: 'ERR_ND_INVALID_ARGUMENT' });
+  });
+
   it('a port already taken by something else is an error for rank 0, and the squatter hears no key', async () => {
     let heard = '';
     const { port } = await tcpServer((s) => s.setEncoding('utf8').on('data', (d: string) => (heard += d)));

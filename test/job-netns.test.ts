@@ -248,6 +248,37 @@ describe.skipIf(skip !== null)('a job of 4 ranks in 4 network namespaces under M
     expect(await leftIn(plain)).toEqual([]);
   }, 120_000);
 
+  // Issue #28: an attacker on rank 0's host, during the wire-up, finds rank 0's listener in /proc/net/tcp, connects
+  // as "rank 1" with forged private data and holds 300 silent connections on it, each reopened when dropped, until
+  // the job is over. Every forged connect is refused, the real ranks connect from their hosts through the
+  // slowloris (before, a full backlog kept them out until their timeoutMs), and every result is right.
+  it('an attacker in rank 0\'s namespace (forged connects, 300 silent connections) neither gets in nor keeps the ranks out', async () => {
+    const attacker = spawn('ip', ['netns', 'exec', plain.hosts[0], process.execPath, path.join(root, 'test/netns/attacker.mjs')], {
+      cwd: root,
+      env: { ...process.env, ATTACK_HOLD: '300' },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let said = '';
+    let complained = '';
+    attacker.stdout.setEncoding('utf8').on('data', (d: string) => (said += d));
+    attacker.stderr.setEncoding('utf8').on('data', (d: string) => (complained += d));
+    const attackerDone = new Promise((r) => attacker.on('close', r));
+    // Rank 3 joins 2.5 s late: the others' listeners are open (in the fence) while the attacker works.
+    const ran = await mpirun(dir, plain, [], { NETNS_LATE_RANK: '3', NETNS_LATE_MS: '2500' }, 90_000);
+    attacker.kill('SIGTERM');
+    await attackerDone;
+    const report = JSON.parse(said.trim().split('\n').find((l) => l.startsWith('{')) ?? 'null');
+    const all = reports(ran);
+    console.log(`job-netns attacker: ${JSON.stringify(report)}; refused by the ranks: ${all.map((r) => r.refusedConnects).join(', ')}`);
+    expect(report, complained).not.toBeNull();
+    expect(report.listeners.length).toBeGreaterThanOrEqual(1);
+    expect(report.accepted).toBe(0);
+    expect(report.refused).toBe(report.attempts);
+    expect(report.held).toBeGreaterThanOrEqual(300);
+    expectAcrossHosts(ran, plain);
+    expect(all[0].refusedConnects).toBeGreaterThanOrEqual(1); // refused for want of proof, not left to expire
+  }, 120_000);
+
   it("the same under Hydra's default cleanup: mpiexec ends the other ranks itself, exits non-zero, nothing is left running", async () => {
     const victim = 1;
     const ran = await mpirun(dir, plain, [], { NETNS_SCENARIO: 'die', NETNS_VICTIM: String(victim), NETNS_HOLD_MS: '60000' }, 90_000);

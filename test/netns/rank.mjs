@@ -9,10 +9,15 @@ import { networkInterfaces } from 'node:os';
 import { join } from 'netdirect/job';
 
 const scenario = process.env.NETNS_SCENARIO ?? 'collectives';
+// NETNS_LATE_RANK: that rank joins NETNS_LATE_MS late, so the others' listeners wait (in the fence) while the
+// attacker of test/netns/attacker.mjs goes at them.
+if (process.env.NETNS_LATE_RANK !== undefined && process.env.PMI_RANK === process.env.NETNS_LATE_RANK) {
+  await new Promise((r) => setTimeout(r, Number(process.env.NETNS_LATE_MS ?? 0)));
+}
 const job = await join({ timeoutMs: 30_000 });
 const { rank, size } = job;
 const addresses = Object.values(networkInterfaces()).flat().filter((a) => a.family === 'IPv4' && !a.internal).map((a) => a.address);
-const out = { rank, size, launcher: job.launcher, netns: readlinkSync('/proc/self/ns/net'), addresses, checks: {} };
+const out = { rank, size, launcher: job.launcher, netns: readlinkSync('/proc/self/ns/net'), addresses, checks: {}, refusedConnects: job.refusedConnects };
 const check = (name, ok) => (out.checks[name] = ok);
 
 if (scenario === 'die') {
