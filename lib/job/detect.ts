@@ -1,7 +1,7 @@
 // Which launcher started this process, from its environment alone (nothing is contacted here). The order
 // matters: Slurm's PMI-2 and Hydra both hand over PMI_FD, MS-MPI and Hydra both set PMI_RANK.
 //   pmi2        PMI_FD with Slurm's marks (SLURM_STEP_ID / SLURM_JOB_ID, or PMI_JOBID)
-//   hydra       PMI_FD (or PMI_PORT) with PMI_RANK and PMI_SIZE: MPICH's and Intel MPI's mpiexec
+//   hydra       PMI_FD (or PMI_PORT) with PMI_RANK and PMI_SIZE, or PMI_PORT with PMI_ID: MPICH's and Intel MPI's mpiexec
 //   openmpi     OMPI_COMM_WORLD_RANK / OMPI_COMM_WORLD_SIZE: Open MPI's mpirun (addresses: a rendezvous)
 //   msmpi       PMI_RANK / PMI_SIZE with MS-MPI's marks (PMI_SMPD_KEY, PMI_SMPD_ID, MSMPI_*): its mpiexec
 //   rendezvous  NETDIRECT_RENDEZVOUS=host:port with NETDIRECT_RANK / NETDIRECT_SIZE
@@ -37,6 +37,8 @@ export function detectLauncher(env: NodeJS.ProcessEnv = process.env): Detection 
   if ((has(env, 'PMI_FD') || has(env, 'PMI_PORT')) && has(env, 'PMI_RANK') && has(env, 'PMI_SIZE')) {
     return { launcher: 'hydra', because: [has(env, 'PMI_FD') ? 'PMI_FD' : 'PMI_PORT', 'PMI_RANK', 'PMI_SIZE'] };
   }
+  // `mpiexec -pmi-port` sets only these two: rank and size come from the port's initack handshake (lib/job/pmi1.ts).
+  if (has(env, 'PMI_PORT') && has(env, 'PMI_ID')) return { launcher: 'hydra', because: ['PMI_PORT', 'PMI_ID'] };
   if (has(env, 'NETDIRECT_RENDEZVOUS')) return { launcher: 'rendezvous', because: ['NETDIRECT_RENDEZVOUS'] };
   return { launcher: 'singleton', because: [] };
 }

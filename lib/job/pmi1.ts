@@ -10,6 +10,7 @@
 //   cmd=finalize                               -> cmd=finalize_ack
 // docs/job.md describes it in our words; no PMI library is linked.
 
+import { fstatSync, type Stats } from 'node:fs';
 import { Socket, connect } from 'node:net';
 import { NdError } from '../errors.js';
 import { MAX_JOB_SIZE, type Bootstrap } from './bootstrap.js';
@@ -38,33 +39,139 @@ function checkWord(what: string, value: string): void {
   if (/[\s=]/.test(value) || value.length === 0) throw bootstrapError('hydra', 'put', `${what} ${JSON.stringify(value)} has a space, '=' or nothing`);
 }
 
-/** The launcher's socket: PMI_FD (inherited) or PMI_PORT (host:port to connect to). */
-export async function pmiSocket(env: NodeJS.ProcessEnv, launcher: string): Promise<Socket> {
-  if (env.PMI_FD !== undefined) {
-    const fd = Number(env.PMI_FD);
-    if (!Number.isInteger(fd) || fd < 0) throw bootstrapError(launcher, 'join', `PMI_FD=${JSON.stringify(env.PMI_FD)} is not a descriptor`);
-    return new Socket({ fd, readable: true, writable: true });
+/** The launcher's connection, and the rank and size its port handshake gave (PMI_PORT with PMI_ID only). */
+export interface PmiConnection {
+  socket: Socket;
+  rank?: number;
+  size?: number;
+}
+
+/** Descriptors this process already handed to a job: the launcher serves one connection per process. */
+const usedFds = new Set<number>();
+let portUsed = false;
+
+/** Says how to start a process so that the launcher's descriptor reaches it. */
+function fdAdvice(launcher: string): string {
+  const direct = launcher === 'pmi2' ? 'srun --mpi=pmi2 -n N node app.mjs' : 'mpiexec -n N node app.mjs';
+  const bin = launcher === 'pmi2' ? 'srun --mpi=pmi2 -n N ./node_modules/.bin/ndbench ...' : 'mpiexec -n N ./node_modules/.bin/ndbench ...';
+  const port = launcher === 'pmi2' ? '' : ", or have MPICH's mpiexec hand out a port instead of a descriptor: mpiexec -pmi-port -n N npx ndbench ...";
+  return `a program between the launcher and node did not pass the descriptor on (npx, npm run and npm exec do not); start node directly (${direct}, ${bin})${port}`;
+}
+
+/**
+ * Reads the first n lines the launcher sends, before any other reader is attached. Nothing may follow them: the
+ * launcher sends nothing more until the client's next command.
+ */
+function readLines(socket: Socket, n: number, launcher: string, timeoutMs: number): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    let got = Buffer.alloc(0);
+    const done = (err: Error | null, lines?: string[]) => {
+      clearTimeout(timer);
+      socket.off('data', onData).off('error', onError).off('close', onClose);
+      if (err) reject(err);
+      else resolve(lines!);
+    };
+    const onData = (d: Buffer) => {
+      got = Buffer.concat([got, d]);
+      const text = got.toString('utf8');
+      const lines = text.split('\n');
+      if (lines.length <= n) return;
+      if (lines.length > n + 1 || lines[n] !== '') done(bootstrapError(launcher, 'join', `unexpected data from PMI_PORT after its ${n} handshake lines: ${JSON.stringify(text)}`));
+      else done(null, lines.slice(0, n));
+    };
+    const onError = (err: Error) => done(bootstrapError(launcher, 'join', `PMI_PORT handshake: ${err.message}`, err));
+    const onClose = () => done(bootstrapError(launcher, 'join', `the launcher closed PMI_PORT during the initack handshake (got ${JSON.stringify(got.toString('utf8'))})`));
+    const timer = setTimeout(() => done(bootstrapError(launcher, 'join', `PMI_PORT handshake: no answer within ${timeoutMs} ms`)), timeoutMs);
+    socket.on('data', onData).on('error', onError).on('close', onClose);
+  });
+}
+
+/**
+ * The launcher's connection: PMI_FD (a socket the launcher left open in this process) or PMI_PORT (host:port to
+ * connect to). PMI_FD is checked before use: a descriptor that is not open, not a socket, is stdin/stdout/stderr,
+ * is already in use in this process (libuv refuses it with EEXIST) or was handed to an earlier join() is refused
+ * with an NdError saying why and how to start the process instead; it is never opened blindly (a pipe or an eventfd
+ * there crashed the process before: issue #29 finding 1).
+ * With PMI_PORT and PMI_ID (MPICH's `mpiexec -pmi-port`: Hydra 4.0 sets only these two), the client first sends
+ * `cmd=initack pmiid=<PMI_ID>` and Hydra answers `cmd=initack`, then `cmd=set size=`, `cmd=set rank=` and
+ * `cmd=set debug=` (MPICH's src/pmi/simple/simple_pmi.c, PMII_Set_from_port; tried against Debian's mpich 4.0.2);
+ * PMI-1 goes on from there on the same connection. The environment survives npx and npm run where a descriptor does
+ * not, so `mpiexec -pmi-port -n N npx ndbench ...` works.
+ */
+export async function pmiSocket(env: NodeJS.ProcessEnv, launcher: string, timeoutMs = 60_000): Promise<PmiConnection> {
+  if (env.PMI_FD !== undefined && env.PMI_FD !== '') {
+    const text = env.PMI_FD;
+    const fd = Number(text);
+    if (!/^\d+$/.test(text) || !Number.isSafeInteger(fd)) throw bootstrapError(launcher, 'join', `PMI_FD=${JSON.stringify(text)} is not a descriptor number`);
+    const refuse = (what: string, cause?: unknown) => bootstrapError(launcher, 'join', `PMI_FD=${fd} ${what}: ${fdAdvice(launcher)}`, cause);
+    if (fd <= 2) throw refuse(`is ${['standard input', 'standard output', 'standard error'][fd]}, not a connection to the launcher`);
+    if (usedFds.has(fd)) {
+      throw bootstrapError(launcher, 'join', `PMI_FD=${fd} was already used by an earlier join() in this process: the launcher serves one job per process (its connection closes with that job's close())`);
+    }
+    let stat: Stats;
+    try {
+      stat = fstatSync(fd);
+    } catch (err) {
+      throw refuse(`is not open in this process (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, err);
+    }
+    if (!stat.isSocket()) {
+      const kind = stat.isFIFO() ? 'a pipe' : stat.isFile() ? 'a file' : stat.isCharacterDevice() ? 'a terminal or device' : stat.isDirectory() ? 'a directory' : 'an eventfd, epoll or other descriptor';
+      throw refuse(`is ${kind} in this process, not the launcher's socket`);
+    }
+    let socket: Socket;
+    try {
+      socket = new Socket({ fd, readable: true, writable: true });
+    } catch (err) {
+      // EEXIST: libuv already watches this descriptor (one of Node's own), so it is not the launcher's.
+      throw refuse(`is a socket this process already uses for something else (${(err as Error).message})`, err);
+    }
+    usedFds.add(fd);
+    return { socket };
   }
   const m = /^(.*):(\d+)$/.exec(env.PMI_PORT ?? '');
   if (m === null) throw bootstrapError(launcher, 'join', 'neither PMI_FD nor PMI_PORT=host:port is set: was this process started by the launcher?');
+  const id = env.PMI_ID;
+  if (id !== undefined && id !== '' && !/^\d+$/.test(id)) throw bootstrapError(launcher, 'join', `PMI_ID=${JSON.stringify(id)} is not a whole number`);
+  if (portUsed && id !== undefined && id !== '') {
+    throw bootstrapError(launcher, 'join', `PMI_PORT with PMI_ID=${id} was already used by an earlier join() in this process: the launcher serves one job per process`);
+  }
   const socket = connect({ host: m[1], port: Number(m[2]) });
   await new Promise<void>((resolve, reject) => {
     socket.once('connect', resolve);
     socket.once('error', (err) => reject(bootstrapError(launcher, 'join', `cannot reach PMI_PORT ${env.PMI_PORT}: ${err.message}`, err)));
   });
-  return socket;
+  if (id === undefined || id === '') return { socket };
+  portUsed = true;
+  try {
+    socket.write(`cmd=initack pmiid=${id}\n`);
+    const [ack, ...sets] = (await readLines(socket, 4, launcher, timeoutMs)).map(parsePmi1);
+    if (ack!.cmd !== 'initack') throw bootstrapError(launcher, 'join', `expected cmd=initack on PMI_PORT, the launcher answered cmd=${ack!.cmd ?? '(none)'}`);
+    const set: Attributes = {};
+    for (const line of sets) {
+      if (line.cmd !== 'set') throw bootstrapError(launcher, 'join', `expected cmd=set after initack, the launcher answered cmd=${line.cmd ?? '(none)'}`);
+      Object.assign(set, line);
+    }
+    const rank = Number(set.rank);
+    const size = Number(set.size);
+    if (!Number.isInteger(rank) || !Number.isInteger(size) || size < 1 || rank < 0 || rank >= size) {
+      throw bootstrapError(launcher, 'join', `the initack handshake gave rank=${set.rank} size=${set.size}`);
+    }
+    return { socket, rank, size };
+  } catch (err) {
+    socket.destroy();
+    throw err;
+  }
 }
 
 /**
- * pmiSocket(), its failures as NdErrors naming the variable at fault (a PMI_FD that is not open or not a socket
- * gives Node's ERR_INVALID_FD_TYPE, a PMI_PORT above 65535 ERR_SOCKET_BAD_PORT), and its connect bounded by
- * `limit`.
+ * pmiSocket(), any failure it did not name itself as an NdError naming the variable at fault (a PMI_PORT above 65535
+ * gives Node's ERR_SOCKET_BAD_PORT), and its connect and handshake bounded by `limit`.
  */
-export async function launcherSocket(env: NodeJS.ProcessEnv, launcher: string, limit?: Limit): Promise<Socket> {
-  const variable = env.PMI_FD !== undefined ? `PMI_FD=${JSON.stringify(env.PMI_FD)}` : `PMI_PORT=${JSON.stringify(env.PMI_PORT ?? '')}`;
-  let opened: Promise<Socket>;
+export async function launcherSocket(env: NodeJS.ProcessEnv, launcher: string, limit?: Limit): Promise<PmiConnection> {
+  const variable = env.PMI_FD !== undefined && env.PMI_FD !== '' ? `PMI_FD=${JSON.stringify(env.PMI_FD)}` : `PMI_PORT=${JSON.stringify(env.PMI_PORT ?? '')}`;
+  let opened: Promise<PmiConnection>;
   try {
-    opened = pmiSocket(env, launcher);
+    opened = pmiSocket(env, launcher, limit?.timeoutMs);
   } catch (err) {
     opened = Promise.reject(err);
   }
@@ -99,12 +206,26 @@ export class Pmi1 implements Bootstrap {
   }
 
   static async connect(env: NodeJS.ProcessEnv, limit?: Limit): Promise<Pmi1> {
-    const rank = strictUint(env.PMI_RANK, MAX_JOB_SIZE - 1);
-    const size = strictUint(env.PMI_SIZE, MAX_JOB_SIZE);
-    if (rank === null || size === null || size < 1 || rank >= size) {
-      throw bootstrapError('hydra', 'join', `PMI_RANK=${JSON.stringify(env.PMI_RANK)} PMI_SIZE=${JSON.stringify(env.PMI_SIZE)} are not a rank of a job of at most ${MAX_JOB_SIZE} (decimal digits only)`);
+    // PMI_RANK/PMI_SIZE, or under `mpiexec -pmi-port` (which sets neither) what the initack handshake said.
+    const viaPort = (env.PMI_FD === undefined || env.PMI_FD === '') && env.PMI_ID !== undefined && env.PMI_ID !== '';
+    const check = (rank: number | null, size: number | null, where: string): [number, number] => {
+      if (rank === null || size === null || size < 1 || rank >= size) {
+        throw bootstrapError('hydra', 'join', `${where} are not a rank of a job of at most ${MAX_JOB_SIZE} (decimal digits only)`);
+      }
+      return [rank, size];
+    };
+    const fromEnv = () => check(strictUint(env.PMI_RANK, MAX_JOB_SIZE - 1), strictUint(env.PMI_SIZE, MAX_JOB_SIZE), `PMI_RANK=${JSON.stringify(env.PMI_RANK)} PMI_SIZE=${JSON.stringify(env.PMI_SIZE)}`);
+    if (!viaPort) fromEnv();
+    const conn = await launcherSocket(env, 'hydra', limit);
+    let rank: number;
+    let size: number;
+    try {
+      [rank, size] = conn.rank !== undefined ? check(strictUint(String(conn.rank), MAX_JOB_SIZE - 1), strictUint(String(conn.size), MAX_JOB_SIZE), `the initack's rank=${conn.rank} size=${conn.size}`) : fromEnv();
+    } catch (err) {
+      conn.socket.destroy();
+      throw err;
     }
-    const pmi = new Pmi1(await launcherSocket(env, 'hydra', limit), rank, size);
+    const pmi = new Pmi1(conn.socket, rank, size);
     try {
       await pmi.init(limit);
     } catch (err) {

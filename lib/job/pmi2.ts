@@ -94,7 +94,7 @@ export class Pmi2 implements Bootstrap {
     // Checked before the socket is touched: a malformed PMI_RANK is the environment's fault, not the launcher's.
     const pmirank = strictUint(env.PMI_RANK ?? env.PMI_ID, MAX_JOB_SIZE - 1);
     if (pmirank === null) throw bootstrapError('pmi2', 'join', `PMI_RANK=${JSON.stringify(env.PMI_RANK ?? env.PMI_ID)} is not a rank below ${MAX_JOB_SIZE} (decimal digits only)`);
-    const pmi = new Pmi2(await launcherSocket(env, 'pmi2', limit));
+    const pmi = new Pmi2((await launcherSocket(env, 'pmi2', limit)).socket);
     try {
       await pmi.init(env, pmirank, limit);
     } catch (err) {
