@@ -1,0 +1,91 @@
+// The Slurm tier (issue #29 finding 10): join() under a real Slurm (Debian's slurm-wlm 22.05), srun --mpi=pmi2
+// handing each task its PMI-2 socket. scripts/slurm-localhost.sh starts a one-node cluster on this machine
+// (slurmctld + slurmd, auth/none) for this file and stops it after; docs/job.md "Under Slurm" says what it needs.
+// Root only (slurmd starts the tasks); skipped, saying why, where Slurm is not installed.
+import { spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { root } from './helpers';
+import { cleanEnv, docCommands, expectRankReports, expectRing, run, sh, userProject } from './launch-helpers';
+
+const script = path.join(root, 'scripts/slurm-localhost.sh');
+const has = (tool: string) => spawnSync('sh', ['-c', `command -v ${tool}`]).status === 0;
+const why =
+  process.platform !== 'linux' ? 'Linux only'
+  : process.getuid?.() !== 0 ? 'slurmd must run as root'
+  : !['slurmctld', 'slurmd', 'srun', 'sinfo'].every(has) ? 'Slurm is not installed (apt-get install slurm-wlm)'
+  : '';
+
+describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node cluster on this machine)${why ? `: skipped, ${why}` : ''}`, () => {
+  let dir = '';
+  let env: NodeJS.ProcessEnv = {};
+  let project = '';
+
+  beforeAll(() => {
+    dir = mkdtempSync(path.join(os.tmpdir(), 'netdirect-slurm-'));
+    const port = String(30000 + Math.floor(Math.random() * 9000));
+    const started = spawnSync('bash', [script, 'start', dir], { encoding: 'utf8', env: cleanEnv({ SLURM_LOCAL_PORT: port }), timeout: 80_000 });
+    if (started.status !== 0) throw new Error(`scripts/slurm-localhost.sh start failed (${started.status ?? started.signal}):\n${started.stdout}\n${started.stderr}`);
+    env = cleanEnv({ SLURM_CONF: path.join(dir, 'slurm.conf') });
+    project = userProject();
+  }, 90_000);
+
+  afterAll(() => {
+    if (dir) spawnSync('bash', [script, 'stop', dir], { timeout: 20_000 });
+    if (dir) rmSync(dir, { recursive: true, force: true });
+    if (project) rmSync(project, { recursive: true, force: true });
+  }, 30_000);
+
+  it("the README's srun line runs as written: a ring of 4 ranks", async () => {
+    const [line, ...more] = docCommands('README.md', /^srun --mpi=pmi2 .*examples\/ring-job\.mjs$/);
+    expect(line, 'README shows the srun command').toBe('srun --mpi=pmi2 -n 4 node examples/ring-job.mjs');
+    expect(more).toEqual([]);
+    expectRing(await sh(line!, { env, timeoutMs: 90_000 }), 4, 'pmi2');
+  });
+
+  it('srun --mpi=pmi2 -n 2 examples/ring-job.mjs', async () => {
+    expectRing(await run('srun', ['--mpi=pmi2', '-n', '2', 'node', 'examples/ring-job.mjs'], { env, timeoutMs: 90_000 }), 2, 'pmi2');
+  });
+
+  it.each([2, 4])('srun --mpi=pmi2 -n %i: the collectives and windows (test/fixtures/job-rank.mjs)', async (n) => {
+    // -O (--overcommit): more tasks than CPUs where the node has fewer than n (scripts/slurm-localhost.sh declares 4).
+    const ran = await run('srun', ['--mpi=pmi2', '-O', '-n', String(n), 'node', 'test/fixtures/job-rank.mjs'], { env, timeoutMs: 90_000 });
+    expect(ran.code, ran.stderr).toBe(0);
+    expectRankReports(ran, n, 'pmi2');
+  });
+
+  it("Slurm refuses a fullinit without pmijobid (rc=3): what lib/job/pmi2.ts sends it and test/job.test.ts's server checks", async () => {
+    const ran = await run('srun', ['--mpi=pmi2', '-n', '1', 'node', 'test/fixtures/pmi2-raw.mjs'], { env: { ...env, PMI2_RAW: 'nojobid' }, timeoutMs: 60_000 });
+    const out = JSON.parse(ran.stdout.trim().split('\n').find((l) => l.startsWith('{'))!);
+    expect(out.init).toMatch(/^cmd=response_to_init .*rc=0/);
+    expect(out.fullinit).toMatch(/^cmd=fullinit-response;rc=3;/);
+  });
+
+  it("Slurm does not undo ';;': a value with ';' comes back cut at the first one while kvs-put says rc=0 (why put() refuses ';')", async () => {
+    const ran = await run('srun', ['--mpi=pmi2', '-n', '2', 'node', 'test/fixtures/pmi2-raw.mjs'], { env: { ...env, PMI2_RAW: 'semicolon' }, timeoutMs: 60_000 });
+    const outs = ran.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
+    expect(outs.length, `${ran.stdout}\n${ran.stderr}`).toBe(2);
+    for (const out of outs) {
+      expect(out.fullinit).toMatch(/^cmd=fullinit-response;rc=0;/);
+      expect(out.put).toBe('cmd=kvs-put-response;rc=0;');
+      // Sent as "a;;b;;;;c" (the value "a;b;;c"); Slurm 22.05 stored "a" and logged "no value for key ;b;;;;c;".
+      expect(out.get).toBe('cmd=kvs-get-response;rc=0;found=TRUE;value=a;');
+    }
+  });
+
+  it('srun --mpi=pmi2 -n 2 ./node_modules/.bin/ndbench osu_latency: the OSU test over PMI-2, from a user\'s project', async () => {
+    const ran = await run('srun', ['--mpi=pmi2', '-n', '2', './node_modules/.bin/ndbench', 'osu_latency', '-m', '1:64', '-i', '50', '-x', '5'], { cwd: project, env, timeoutMs: 90_000 });
+    expect(ran.code, `${ran.stdout}\n${ran.stderr}`).toBe(0);
+    expect(ran.stdout).toMatch(/# Size\s+Latency \(us\)/);
+    expect(ran.stdout.split('\n').filter((l) => /^\d+\s+\d+\.\d+$/.test(l.trim()))).toHaveLength(7);
+  });
+
+  it('srun --mpi=pmi2 -n 2 npx ndbench osu_latency fails at once, naming PMI_FD and the command that works (npx does not pass the socket on)', async () => {
+    const ran = await run('srun', ['--mpi=pmi2', '-n', '2', 'npx', 'ndbench', 'osu_latency'], { cwd: project, env, timeoutMs: 90_000 });
+    expect(ran.code).not.toBe(0);
+    expect(ran.stderr).toMatch(/ndbench: join \(pmi2\): PMI_FD=\d+ (is not open|is a pipe|is an eventfd|is a socket this process already uses)[^\n]*srun --mpi=pmi2 -n N node app\.mjs/);
+    expect(ran.stderr).not.toMatch(/Aborted|core dumped|Unsupported fd type|EEXIST|EPIPE/);
+  });
+});
