@@ -75,11 +75,13 @@ describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node clus
     }
   });
 
-  it('srun --mpi=pmi2 -n 2 ./node_modules/.bin/ndbench osu_latency: the OSU test over PMI-2, from a user\'s project', async () => {
-    const ran = await run('srun', ['--mpi=pmi2', '-n', '2', './node_modules/.bin/ndbench', 'osu_latency', '-m', '1:64', '-i', '50', '-x', '5'], { cwd: project, env, timeoutMs: 90_000 });
+  it("docs/ndbench.md's srun line (./node_modules/.bin/ndbench osu_allreduce over PMI-2) runs from a user's project (quick sizes)", async () => {
+    const lines = docCommands('docs/ndbench.md', /^srun --mpi=pmi2 .*ndbench osu_/);
+    expect(lines).toEqual(['srun --mpi=pmi2 -n 4 ./node_modules/.bin/ndbench osu_allreduce']);
+    const ran = await sh(`${lines[0]} -m 4:64 -i 20 -x 2`, { cwd: project, env, timeoutMs: 90_000 });
     expect(ran.code, `${ran.stdout}\n${ran.stderr}`).toBe(0);
-    expect(ran.stdout).toMatch(/# Size\s+Latency \(us\)/);
-    expect(ran.stdout.split('\n').filter((l) => /^\d+\s+\d+\.\d+$/.test(l.trim()))).toHaveLength(7);
+    expect(ran.stdout).toMatch(/4 ranks \(launcher pmi2\)/);
+    expect(ran.stdout.split('\n').filter((l) => /^\d+(\s+\d+\.\d+){3}\s+20$/.test(l.trim()))).toHaveLength(5);
   });
 
   it('srun --mpi=pmi2 -n 2 npx ndbench osu_latency fails at once, naming PMI_FD and the command that works (npx does not pass the socket on)', async () => {
