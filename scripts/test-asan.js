@@ -12,7 +12,7 @@
 // to stderr only (GCC 12's UBSan runtime ignores log_path next to ASan's).
 // Options: --no-build (reuse build-asan/), --native-only, --vitest-only, then vitest arguments (files, -t ...).
 // Skipped by the tier: test/build/ (native.test.ts runs build/tests, which this script runs from build-asan/ itself;
-// pack.test.ts builds the release prebuilds, uninstrumented).
+// pack.test.ts builds the release prebuilds, uninstrumented) and the launcher tiers (see runVitest).
 const { spawnSync } = require('node:child_process');
 const fs = require('node:fs');
 const path = require('node:path');
@@ -83,7 +83,10 @@ function runVitest(args) {
     NETDIRECT_P2P_RACE_CONNECTIONS: process.env.NETDIRECT_P2P_RACE_CONNECTIONS || '1500',
     NETDIRECT_VITEST_REPORT: path.join(out, 'vitest-report.json'), // with CI set (vitest.config.mts), not build/'s
   };
-  env.NETDIRECT_TEST_EXCLUDE = 'test/build/**';
+  // The launcher tiers (test/job-slurm.test.ts, test/job-launchers.test.ts) check Slurm's, MPICH's and Open MPI's
+  // launchers, not native code the job tests elsewhere do not run: under the preloaded runtime, srun, slurmd and
+  // Open MPI's orted would carry ASan into programs that are not ours.
+  env.NETDIRECT_TEST_EXCLUDE = 'test/build/**,test/job-slurm.test.ts,test/job-launchers.test.ts';
   const r = spawnSync(process.execPath, [vitest, 'run', ...args],
     { cwd: root, env, stdio: 'inherit' });
   return r.status === 0 ? 0 : 1;

@@ -12,7 +12,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanEnv, docCommands, expectRankReports, expectRing, run, sh, userProject } from './launch-helpers';
+import { cleanEnv, docCommands, expectRankReports, expectRing, freePort, killAll, run, sh, userProject } from './launch-helpers';
 
 const which = (tool: string) => {
   const r = spawnSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' });
@@ -26,6 +26,7 @@ const onLinux = process.platform === 'linux';
 let project = '';
 let bin = ''; // a directory put first in PATH: `mpiexec` and `mpirun` there are the launcher a case means
 beforeAll(() => {
+  if (!onLinux) return; // every case below is Linux only (the Windows tier runs this file too)
   project = userProject();
   bin = mkdtempSync(path.join(os.tmpdir(), 'netdirect-launchers-bin-'));
   // Scripts, not symlinks: Hydra looks for hydra_pmi_proxy beside the path it was started by.
@@ -33,6 +34,7 @@ beforeAll(() => {
   if (openmpi) writeFileSync(path.join(bin, 'mpirun'), `#!/bin/sh\nexec ${which(openmpi)} "$@"\n`, { mode: 0o755 });
 });
 afterAll(() => {
+  killAll();
   if (project) rmSync(project, { recursive: true, force: true });
   if (bin) rmSync(bin, { recursive: true, force: true });
 });
@@ -41,7 +43,8 @@ const pathEnv = (extra: NodeJS.ProcessEnv = {}) => cleanEnv({ PATH: `${bin}:${pr
 /** Quick forms of a documented osu_* command: the same launch, fewer sizes and iterations (later options win). */
 const QUICK = ['-m', '1:64', '-i', '20', '-x', '2'];
 
-describe.skipIf(!hydra || !onLinux)(`MPICH's mpiexec (Hydra)${hydra ? '' : ': skipped, MPICH is not installed (apt-get install mpich)'}`, () => {
+// Each launch is killed after at most 120 s (run()), before the case's own limit.
+describe.skipIf(!hydra || !onLinux)(`MPICH's mpiexec (Hydra)${hydra ? '' : ': skipped, MPICH is not installed (apt-get install mpich)'}`, { timeout: 150_000 }, () => {
   it("the README's mpiexec line runs as written: a ring of 4 ranks", async () => {
     const lines = docCommands('README.md', /^mpiexec .*examples\/ring-job\.mjs$/);
     expect(lines).toEqual(['mpiexec -n 4 node examples/ring-job.mjs']);
@@ -139,23 +142,22 @@ describe.skipIf(!onLinux)('PMI_FD that is not the launcher\'s socket', () => {
   });
 });
 
-describe.skipIf(!openmpi || !onLinux)(`Open MPI's mpirun${openmpi ? '' : ': skipped, Open MPI is not installed (apt-get install openmpi-bin)'}`, () => {
+describe.skipIf(!openmpi || !onLinux)(`Open MPI's mpirun${openmpi ? '' : ': skipped, Open MPI is not installed (apt-get install openmpi-bin)'}`, { timeout: 120_000 }, () => {
   // As root Open MPI refuses to start without --allow-run-as-root, and more ranks than cores need --oversubscribe;
   // these variables are the same switches (Open MPI 4.1's mpirun(1)), so the README's line runs unchanged.
   const ompiEnv = (extra: NodeJS.ProcessEnv = {}) =>
     pathEnv({ OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_rmaps_base_oversubscribe: '1', ...extra });
-  const port = () => String(30000 + Math.floor(Math.random() * 20000));
 
   it("the README's mpirun line runs as written (node0 = this machine): a ring of 4 ranks through the rendezvous", async () => {
     const lines = docCommands('README.md', /^NETDIRECT_RENDEZVOUS=\S+ mpirun .*examples\/ring-job\.mjs$/);
     expect(lines).toEqual(['NETDIRECT_RENDEZVOUS=node0:29500 mpirun -n 4 node examples/ring-job.mjs']);
-    const line = lines[0]!.replace('node0:29500', `127.0.0.1:${port()}`);
+    const line = lines[0]!.replace('node0:29500', `127.0.0.1:${await freePort()}`);
     expectRing(await sh(line, { env: ompiEnv(), timeoutMs: 90_000 }), 4, 'openmpi');
   });
 
   it.each([2, 4])('mpirun --allow-run-as-root --oversubscribe -n %i of job-rank.mjs: the collectives and windows', async (n) => {
     const ran = await run(openmpi!, ['--allow-run-as-root', '--oversubscribe', '-n', String(n), 'node', 'test/fixtures/job-rank.mjs'], {
-      env: cleanEnv({ NETDIRECT_RENDEZVOUS: `127.0.0.1:${port()}` }),
+      env: cleanEnv({ NETDIRECT_RENDEZVOUS: `127.0.0.1:${await freePort()}` }),
       timeoutMs: 90_000,
     });
     expect(ran.code, ran.stderr).toBe(0);
@@ -165,7 +167,7 @@ describe.skipIf(!openmpi || !onLinux)(`Open MPI's mpirun${openmpi ? '' : ': skip
   it("docs/ndbench.md's mpirun line (npx ndbench osu_barrier) runs as it is: rank, size and the rendezvous are environment variables, which npx passes on", async () => {
     const lines = docCommands('docs/ndbench.md', /^NETDIRECT_RENDEZVOUS=\S+ mpirun .*npx ndbench osu_/);
     expect(lines).toEqual(['NETDIRECT_RENDEZVOUS=node0:29500 mpirun -n 4 npx ndbench osu_barrier']);
-    const line = `${lines[0]!.replace('node0:29500', `127.0.0.1:${port()}`)} -i 20 -x 2`;
+    const line = `${lines[0]!.replace('node0:29500', `127.0.0.1:${await freePort()}`)} -i 20 -x 2`;
     const ran = await sh(line, { cwd: project, env: ompiEnv(), timeoutMs: 90_000 });
     expect(ran.code, `${ran.stdout}\n${ran.stderr}`).toBe(0);
     expect(ran.stdout).toMatch(/4 ranks \(launcher openmpi\)/);

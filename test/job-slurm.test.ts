@@ -8,7 +8,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { root } from './helpers';
-import { cleanEnv, docCommands, expectRankReports, expectRing, run, sh, userProject } from './launch-helpers';
+import { readFileSync } from 'node:fs';
+import { cleanEnv, docCommands, expectRankReports, expectRing, freePort, killAll, run, sh, userProject, type Ran } from './launch-helpers';
 
 const script = path.join(root, 'scripts/slurm-localhost.sh');
 const has = (tool: string) => spawnSync('sh', ['-c', `command -v ${tool}`]).status === 0;
@@ -18,14 +19,15 @@ const why =
   : !['slurmctld', 'slurmd', 'srun', 'sinfo'].every(has) ? 'Slurm is not installed (apt-get install slurm-wlm)'
   : '';
 
-describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node cluster on this machine)${why ? `: skipped, ${why}` : ''}`, () => {
+// Each case's launch is killed after 90 s (run()), before the case's own limit.
+describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node cluster on this machine)${why ? `: skipped, ${why}` : ''}`, { timeout: 120_000 }, () => {
   let dir = '';
   let env: NodeJS.ProcessEnv = {};
   let project = '';
 
-  beforeAll(() => {
+  beforeAll(async () => {
     dir = mkdtempSync(path.join(os.tmpdir(), 'netdirect-slurm-'));
-    const port = String(30000 + Math.floor(Math.random() * 9000));
+    const port = String(await freePort(1)); // slurmctld's, and slurmd's after it
     const started = spawnSync('bash', [script, 'start', dir], { encoding: 'utf8', env: cleanEnv({ SLURM_LOCAL_PORT: port }), timeout: 80_000 });
     if (started.status !== 0) throw new Error(`scripts/slurm-localhost.sh start failed (${started.status ?? started.signal}):\n${started.stdout}\n${started.stderr}`);
     env = cleanEnv({ SLURM_CONF: path.join(dir, 'slurm.conf') });
@@ -33,32 +35,50 @@ describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node clus
   }, 90_000);
 
   afterAll(() => {
+    killAll();
+    if (dir) spawnSync('scancel', ['--user=root'], { env, timeout: 10_000 });
     if (dir) spawnSync('bash', [script, 'stop', dir], { timeout: 20_000 });
     if (dir) rmSync(dir, { recursive: true, force: true });
     if (project) rmSync(project, { recursive: true, force: true });
   }, 30_000);
 
+  /** What the cluster was doing, for a failure's message: the queue, the node, the daemons' last log lines. */
+  const state = (ran: Ran) => {
+    const q = spawnSync('sh', ['-c', "squeue -o '%i %j %T %r'; sinfo -N -o '%N %T %c'"], { env, encoding: 'utf8' });
+    const tail = (f: string) => {
+      try {
+        return readFileSync(path.join(dir, f), 'utf8').split('\n').slice(-15).join('\n');
+      } catch {
+        return '';
+      }
+    };
+    return `exit ${ran.code ?? ran.signal} after ${ran.ms} ms\n${ran.stdout}\n${ran.stderr}\n${q.stdout}${q.stderr}\nslurmctld.log:\n${tail('slurmctld.log')}\nslurmd.log:\n${tail('slurmd.log')}`;
+  };
+
   it("the README's srun line runs as written: a ring of 4 ranks", async () => {
     const [line, ...more] = docCommands('README.md', /^srun --mpi=pmi2 .*examples\/ring-job\.mjs$/);
     expect(line, 'README shows the srun command').toBe('srun --mpi=pmi2 -n 4 node examples/ring-job.mjs');
     expect(more).toEqual([]);
-    expectRing(await sh(line!, { env, timeoutMs: 90_000 }), 4, 'pmi2');
+    const ran = await sh(line!, { env, timeoutMs: 90_000 });
+    expectRing(ran, 4, 'pmi2', state(ran));
   });
 
   it('srun --mpi=pmi2 -n 2 examples/ring-job.mjs', async () => {
-    expectRing(await run('srun', ['--mpi=pmi2', '-n', '2', 'node', 'examples/ring-job.mjs'], { env, timeoutMs: 90_000 }), 2, 'pmi2');
+    const ran = await run('srun', ['--mpi=pmi2', '-n', '2', 'node', 'examples/ring-job.mjs'], { env, timeoutMs: 90_000 });
+    expectRing(ran, 2, 'pmi2', state(ran));
   });
 
   it.each([2, 4])('srun --mpi=pmi2 -n %i: the collectives and windows (test/fixtures/job-rank.mjs)', async (n) => {
     // -O (--overcommit): more tasks than CPUs where the node has fewer than n (scripts/slurm-localhost.sh declares 4).
     const ran = await run('srun', ['--mpi=pmi2', '-O', '-n', String(n), 'node', 'test/fixtures/job-rank.mjs'], { env, timeoutMs: 90_000 });
-    expect(ran.code, ran.stderr).toBe(0);
-    expectRankReports(ran, n, 'pmi2');
+    expectRankReports(ran, n, 'pmi2', state(ran));
   });
 
   it("Slurm refuses a fullinit without pmijobid (rc=3): what lib/job/pmi2.ts sends it and test/job.test.ts's server checks", async () => {
     const ran = await run('srun', ['--mpi=pmi2', '-n', '1', 'node', 'test/fixtures/pmi2-raw.mjs'], { env: { ...env, PMI2_RAW: 'nojobid' }, timeoutMs: 60_000 });
-    const out = JSON.parse(ran.stdout.trim().split('\n').find((l) => l.startsWith('{'))!);
+    const line = ran.stdout.trim().split('\n').find((l) => l.startsWith('{'));
+    expect(line, state(ran)).toBeDefined();
+    const out = JSON.parse(line!);
     expect(out.init).toMatch(/^cmd=response_to_init .*rc=0/);
     expect(out.fullinit).toMatch(/^cmd=fullinit-response;rc=3;/);
   });
@@ -66,7 +86,7 @@ describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node clus
   it("Slurm does not undo ';;': a value with ';' comes back cut at the first one while kvs-put says rc=0 (why put() refuses ';')", async () => {
     const ran = await run('srun', ['--mpi=pmi2', '-n', '2', 'node', 'test/fixtures/pmi2-raw.mjs'], { env: { ...env, PMI2_RAW: 'semicolon' }, timeoutMs: 60_000 });
     const outs = ran.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
-    expect(outs.length, `${ran.stdout}\n${ran.stderr}`).toBe(2);
+    expect(outs.length, state(ran)).toBe(2);
     for (const out of outs) {
       expect(out.fullinit).toMatch(/^cmd=fullinit-response;rc=0;/);
       expect(out.put).toBe('cmd=kvs-put-response;rc=0;');
@@ -79,15 +99,15 @@ describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node clus
     const lines = docCommands('docs/ndbench.md', /^srun --mpi=pmi2 .*ndbench osu_/);
     expect(lines).toEqual(['srun --mpi=pmi2 -n 4 ./node_modules/.bin/ndbench osu_allreduce']);
     const ran = await sh(`${lines[0]} -m 4:64 -i 20 -x 2`, { cwd: project, env, timeoutMs: 90_000 });
-    expect(ran.code, `${ran.stdout}\n${ran.stderr}`).toBe(0);
+    expect(ran.code, state(ran)).toBe(0);
     expect(ran.stdout).toMatch(/4 ranks \(launcher pmi2\)/);
     expect(ran.stdout.split('\n').filter((l) => /^\d+(\s+\d+\.\d+){3}\s+20$/.test(l.trim()))).toHaveLength(5);
   });
 
   it('srun --mpi=pmi2 -n 2 npx ndbench osu_latency fails at once, naming PMI_FD and the command that works (npx does not pass the socket on)', async () => {
     const ran = await run('srun', ['--mpi=pmi2', '-n', '2', 'npx', 'ndbench', 'osu_latency'], { cwd: project, env, timeoutMs: 90_000 });
-    expect(ran.code).not.toBe(0);
-    expect(ran.stderr).toMatch(/ndbench: join \(pmi2\): PMI_FD=\d+ (is not open|is a pipe|is an eventfd|is a socket this process already uses)[^\n]*srun --mpi=pmi2 -n N node app\.mjs/);
+    expect(ran.code, state(ran)).not.toBe(0);
+    expect(ran.stderr, state(ran)).toMatch(/ndbench: join \(pmi2\): PMI_FD=\d+ (is not open|is a pipe|is an eventfd|is a socket this process already uses)[^\n]*srun --mpi=pmi2 -n N node app\.mjs/);
     expect(ran.stderr).not.toMatch(/Aborted|core dumped|Unsupported fd type|EEXIST|EPIPE/);
   });
 });

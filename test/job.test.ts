@@ -1,5 +1,5 @@
 // The job API (lib/job): launcher detection, the PMI-1 wire protocol under MPICH's real `mpiexec` (Hydra), the
-// PMI-2 wire protocol against a PMI-2 server of this test's own over a socketpair (Slurm is not installed here),
+// PMI-2 wire protocol against a PMI-2 server of this test's own over a socketpair (the real srun: test/job-slurm.test.ts),
 // the explicit rendezvous, collectives and windows checked against answers every rank can compute, and a rank
 // killed in the middle of an allreduce.
 import { spawn, spawnSync, type ChildProcess, type SpawnOptions } from 'node:child_process';

@@ -3,6 +3,7 @@
 // user), and the commands the README and docs/ show, read from their code blocks.
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { spawn, type SpawnOptions } from 'node:child_process';
+import { createServer } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { expect } from 'vitest';
@@ -26,25 +27,62 @@ export function cleanEnv(extra: NodeJS.ProcessEnv = {}): NodeJS.ProcessEnv {
   return { ...env, ...extra };
 }
 
+/**
+ * A TCP port on 127.0.0.1 that is free now (and `also` ports after it), below Linux's ephemeral range (32768-60999
+ * by default): a port in that range can be taken at any moment by the client end of some connection on the machine,
+ * and a rendezvous that rank 0 cannot host there is refused to every rank (seen once with 40296).
+ */
+export async function freePort(also = 0): Promise<number> {
+  const bindable = (port: number) =>
+    new Promise<boolean>((resolve) => {
+      const server = createServer();
+      server.once('error', () => resolve(false));
+      server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
+    });
+  for (;;) {
+    const port = 10000 + Math.floor(Math.random() * 20000);
+    let ok = true;
+    for (let i = 0; i <= also && ok; i++) ok = await bindable(port + i);
+    if (ok) return port;
+  }
+}
+
+/** Process groups of the commands still running (killed by killAll()). */
+const live = new Set<number>();
+
+/** Kills every command run() started that is still running (for afterAll: a test that timed out leaves its own). */
+export function killAll(): void {
+  for (const pgid of live) {
+    try {
+      process.kill(-pgid, 'SIGKILL');
+    } catch {
+      // gone already
+    }
+  }
+  live.clear();
+}
+
 /** Runs a command; kills its process group after timeoutMs (the launcher and the ranks under it). */
 export function run(command: string, args: string[], options: SpawnOptions & { timeoutMs?: number } = {}): Promise<Ran> {
   const start = Date.now();
   const child = spawn(command, args, { cwd: root, env: cleanEnv(), ...options, stdio: ['ignore', 'pipe', 'pipe'], detached: true });
+  if (child.pid !== undefined) live.add(child.pid);
   let stdout = '';
   let stderr = '';
   child.stdout!.setEncoding('utf8').on('data', (d: string) => (stdout += d));
   child.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));
   const timer = setTimeout(() => {
-    stderr += `\n[test] killed after ${options.timeoutMs ?? 120_000} ms\n`;
+    stderr += `\n[test] killed after ${options.timeoutMs ?? 60_000} ms\n`;
     try {
       process.kill(-child.pid!, 'SIGKILL');
     } catch {
       child.kill('SIGKILL');
     }
-  }, options.timeoutMs ?? 120_000);
+  }, options.timeoutMs ?? 60_000);
   return new Promise((resolve) =>
     child.on('close', (code, signal) => {
       clearTimeout(timer);
+      if (child.pid !== undefined) live.delete(child.pid);
       resolve({ code, signal, stdout, stderr, ms: Date.now() - start });
     }),
   );
@@ -89,12 +127,13 @@ export function userProject(): string {
 }
 
 /** The reports test/fixtures/job-rank.mjs printed (one JSON line per rank), each rank's checks all passed. */
-export function expectRankReports(ran: Ran, size: number, launcher: string): void {
+export function expectRankReports(ran: Ran, size: number, launcher: string, why = `${ran.stdout}\n${ran.stderr}`): void {
+  expect(ran.code, why).toBe(0);
   const reports = ran.stdout
     .split('\n')
     .filter((l) => l.startsWith('{'))
     .map((l) => JSON.parse(l));
-  expect(reports.map((r) => r.rank).sort((a, b) => a - b), `${ran.stdout}\n${ran.stderr}`).toEqual(Array.from({ length: size }, (_, i) => i));
+  expect(reports.map((r) => r.rank).sort((a, b) => a - b), why).toEqual(Array.from({ length: size }, (_, i) => i));
   for (const r of reports) {
     expect(r.size).toBe(size);
     expect(r.launcher).toBe(launcher);
@@ -104,8 +143,8 @@ export function expectRankReports(ran: Ran, size: number, launcher: string): voi
 }
 
 /** examples/ring-job.mjs's output: every rank's line under the launcher, and rank 0's verdict. */
-export function expectRing(ran: Ran, size: number, launcher: string): void {
-  expect(ran.code, `${ran.stdout}\n${ran.stderr}`).toBe(0);
+export function expectRing(ran: Ran, size: number, launcher: string, why = `${ran.stdout}\n${ran.stderr}`): void {
+  expect(ran.code, why).toBe(0);
   expect(ran.stdout).toContain(`ring of ${size} ranks: every block arrived intact`);
   for (let r = 0; r < size; r++) expect(ran.stdout).toContain(`rank ${r}/${size} (${launcher}): block from rank ${(r + size - 1) % size} intact`);
 }
