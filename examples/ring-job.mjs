@@ -2,7 +2,7 @@
 // rank checks it once the notification says it landed. Launch it with any launcher join() knows:
 //   mpiexec -n 4 node examples/ring-job.mjs                       (MPICH / Intel MPI: PMI over PMI_FD)
 //   srun --mpi=pmi2 -n 4 node examples/ring-job.mjs               (Slurm: PMI-2 over PMI_FD)
-//   NETDIRECT_RENDEZVOUS=node0:29500 mpirun -x NETDIRECT_JOB_SECRET -n 4 node examples/ring-job.mjs   (Open MPI)
+//   NETDIRECT_RENDEZVOUS=node0:29500 mpirun -x NETDIRECT_RENDEZVOUS -x NETDIRECT_JOB_SECRET -n 4 node examples/ring-job.mjs
 //   NETDIRECT_JOB_SECRET=<the same on every rank: netdirect job-secret> NETDIRECT_RENDEZVOUS=127.0.0.1:29500 \
 //     NETDIRECT_SIZE=4 NETDIRECT_RANK=<r> node examples/ring-job.mjs
 import { join } from 'netdirect/job';

@@ -8,6 +8,7 @@
 // Commands are run from a user's project (test/launch-helpers.ts userProject()), where `npx ndbench` and `npm run`
 // resolve as they do after `npm install netdirect`. Each launcher's part is skipped, saying why, where it is missing.
 import { spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
@@ -75,7 +76,7 @@ describe.skipIf(!hydra || !onLinux)(`MPICH's mpiexec (Hydra)${hydra ? '' : ': sk
   it('mpiexec -n 2 npx ndbench osu_latency (no -pmi-port) fails at once with a sentence naming PMI_FD and the commands that work', async () => {
     const ran = await sh('mpiexec -n 2 npx ndbench osu_latency', { cwd: project, env: pathEnv(), timeoutMs: 90_000 });
     expect(ran.code).not.toBe(0);
-    expect(ran.stderr).toMatch(/ndbench: join \(hydra\): PMI_FD=\d+ (is not open|is a pipe|is an eventfd|is a socket this process already uses)[^\n]*mpiexec -n N node app\.mjs[^\n]*mpiexec -pmi-port -n N npx ndbench/);
+    expect(ran.stderr).toMatch(/ndbench: join \(hydra\): PMI_FD="\d+" (is not open|is a pipe|is an eventfd|is a socket this process already uses)[^\n]*mpiexec -n N node app\.mjs[^\n]*mpiexec -pmi-port -n N npx ndbench/);
     expect(ran.stderr).not.toMatch(/Aborted|core dumped|Unsupported fd type|EEXIST|EPIPE|ENOTCONN/);
     expect(ran.ms).toBeLessThan(30_000); // at once: not after a join timeout
   });
@@ -83,7 +84,7 @@ describe.skipIf(!hydra || !onLinux)(`MPICH's mpiexec (Hydra)${hydra ? '' : ': sk
   it('mpiexec -n 4 npm run ring fails at once naming PMI_FD (it was a raw "open EEXIST"); with -pmi-port the ring runs', async () => {
     const bad = await sh('mpiexec -n 4 npm run ring', { cwd: project, env: pathEnv(), timeoutMs: 90_000 });
     expect(bad.code).not.toBe(0);
-    expect(bad.stderr).toMatch(/NdError: join \(hydra\): PMI_FD=\d+ [^\n]*npm run[^\n]*mpiexec -pmi-port/);
+    expect(bad.stderr).toMatch(/NdError: join \(hydra\): PMI_FD="\d+" [^\n]*npm run[^\n]*mpiexec -pmi-port/);
     expect(bad.stderr).not.toMatch(/EEXIST|Aborted|Unsupported fd type/);
     expectRing(await sh('mpiexec -pmi-port -n 4 npm run ring', { cwd: project, env: pathEnv(), timeoutMs: 90_000 }), 4, 'hydra');
   });
@@ -107,7 +108,7 @@ describe.skipIf(!hydra || !onLinux)(`MPICH's mpiexec (Hydra)${hydra ? '' : ': sk
       expect(outs.map((o) => o.rank).sort(), `${ran.stdout}\n${ran.stderr}`).toEqual([0, 1]);
       for (const o of outs) {
         expect(o.second.code).toBe('ERR_ND_JOB_BOOTSTRAP');
-        expect(o.second.message).toMatch(flags ? /PMI_PORT with PMI_ID=\d was already used by an earlier join\(\)/ : /PMI_FD=\d+ was already used by an earlier join\(\)/);
+        expect(o.second.message).toMatch(flags ? /PMI_PORT with PMI_ID=\d was already used by an earlier join\(\)/ : /PMI_FD="\d+" was already used by an earlier join\(\)/);
       }
     }
   });
@@ -124,7 +125,7 @@ describe.skipIf(!onLinux)('PMI_FD that is not the launcher\'s socket', () => {
     expect(tries.map((t) => t.fd)).toEqual(Array.from({ length: 32 }, (_, i) => i));
     for (const t of tries) {
       expect(t.code, JSON.stringify(t)).toBe('ERR_ND_JOB_BOOTSTRAP');
-      expect(t.message).toMatch(new RegExp(`^join \\(hydra\\): PMI_FD=${t.fd} (is standard (input|output|error)|is not open|is a pipe|is an eventfd|is a terminal|is a file|is a directory|is a socket this process already uses)`));
+      expect(t.message).toMatch(new RegExp(`^join \\(hydra\\): PMI_FD="${t.fd}" (is standard (input|output|error)|is not open|is a pipe|is an eventfd|is a terminal|is a file|is a directory|is a socket this process already uses)`));
       expect(t.ms).toBeLessThan(1000);
     }
     // stdio, libuv's pipes and eventfds, and closed numbers each appear among 0..31 in a Node process.
@@ -148,16 +149,19 @@ describe.skipIf(!openmpi || !onLinux)(`Open MPI's mpirun${openmpi ? '' : ': skip
   const ompiEnv = (extra: NodeJS.ProcessEnv = {}) =>
     pathEnv({ OMPI_ALLOW_RUN_AS_ROOT: '1', OMPI_ALLOW_RUN_AS_ROOT_CONFIRM: '1', OMPI_MCA_rmaps_base_oversubscribe: '1', ...extra });
 
-  it("the README's mpirun line runs as written (node0 = this machine): a ring of 4 ranks through the rendezvous", async () => {
-    const lines = docCommands('README.md', /^NETDIRECT_RENDEZVOUS=\S+ mpirun .*examples\/ring-job\.mjs$/);
-    expect(lines).toEqual(['NETDIRECT_RENDEZVOUS=node0:29500 mpirun -n 4 node examples/ring-job.mjs']);
-    const line = lines[0]!.replace('node0:29500', `127.0.0.1:${await freePort()}`);
-    expectRing(await sh(line, { env: ompiEnv(), timeoutMs: 90_000 }), 4, 'openmpi');
+  it("the README's mpirun lines run as written (node0 = this machine): a ring of 4 ranks through the rendezvous", async () => {
+    const lines = [...docCommands('README.md', /^export NETDIRECT_JOB_SECRET=/), ...docCommands('README.md', /^NETDIRECT_RENDEZVOUS=\S+ mpirun .*examples\/ring-job\.mjs$/)];
+    expect(lines).toEqual([
+      'export NETDIRECT_JOB_SECRET=$(npx netdirect job-secret)',
+      'NETDIRECT_RENDEZVOUS=node0:29500 mpirun -x NETDIRECT_RENDEZVOUS -x NETDIRECT_JOB_SECRET -n 4 node examples/ring-job.mjs',
+    ]);
+    const script = lines.join('\n').replace('node0:29500', `127.0.0.1:${await freePort()}`);
+    expectRing(await sh(script, { env: ompiEnv(), timeoutMs: 90_000 }), 4, 'openmpi');
   });
 
   it.each([2, 4])('mpirun --allow-run-as-root --oversubscribe -n %i of job-rank.mjs: the collectives and windows', async (n) => {
     const ran = await run(openmpi!, ['--allow-run-as-root', '--oversubscribe', '-n', String(n), 'node', 'test/fixtures/job-rank.mjs'], {
-      env: cleanEnv({ NETDIRECT_RENDEZVOUS: `127.0.0.1:${await freePort()}` }),
+      env: cleanEnv({ NETDIRECT_RENDEZVOUS: `127.0.0.1:${await freePort()}`, NETDIRECT_JOB_SECRET: randomBytes(32).toString('hex') }),
       timeoutMs: 90_000,
     });
     expect(ran.code, ran.stderr).toBe(0);
@@ -166,9 +170,9 @@ describe.skipIf(!openmpi || !onLinux)(`Open MPI's mpirun${openmpi ? '' : ': skip
 
   it("docs/ndbench.md's mpirun line (npx ndbench osu_barrier) runs as it is: rank, size and the rendezvous are environment variables, which npx passes on", async () => {
     const lines = docCommands('docs/ndbench.md', /^NETDIRECT_RENDEZVOUS=\S+ mpirun .*npx ndbench osu_/);
-    expect(lines).toEqual(['NETDIRECT_RENDEZVOUS=node0:29500 mpirun -n 4 npx ndbench osu_barrier']);
+    expect(lines).toEqual(['NETDIRECT_RENDEZVOUS=node0:29500 mpirun -x NETDIRECT_RENDEZVOUS -x NETDIRECT_JOB_SECRET -n 4 npx ndbench osu_barrier']);
     const line = `${lines[0]!.replace('node0:29500', `127.0.0.1:${await freePort()}`)} -i 20 -x 2`;
-    const ran = await sh(line, { cwd: project, env: ompiEnv(), timeoutMs: 90_000 });
+    const ran = await sh(line, { cwd: project, env: ompiEnv({ NETDIRECT_JOB_SECRET: randomBytes(32).toString('hex') }), timeoutMs: 90_000 });
     expect(ran.code, `${ran.stdout}\n${ran.stderr}`).toBe(0);
     expect(ran.stdout).toMatch(/4 ranks \(launcher openmpi\)/);
     expect(ran.stdout).toMatch(/Avg Latency\(us\)/);

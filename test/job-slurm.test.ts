@@ -44,7 +44,11 @@ describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node clus
 
   /** What the cluster was doing, for a failure's message: the queue, the node, the daemons' last log lines. */
   const state = (ran: Ran) => {
-    const q = spawnSync('sh', ['-c', "squeue -o '%i %j %T %r'; sinfo -N -o '%N %T %c'"], { env, encoding: 'utf8' });
+    const q = spawnSync('sh', ['-c', "squeue -o '%i %j %T %r'; sinfo -N -o '%N %T %c'; ps -eo pid,ppid,stat,etime,wchan:24,args | grep -E 'slurm|srun|fixtures|examples|ndbench' | grep -v grep"], {
+      env,
+      encoding: 'utf8',
+      timeout: 10_000,
+    });
     const tail = (f: string) => {
       try {
         return readFileSync(path.join(dir, f), 'utf8').split('\n').slice(-15).join('\n');
@@ -107,7 +111,7 @@ describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node clus
   it('srun --mpi=pmi2 -n 2 npx ndbench osu_latency fails at once, naming PMI_FD and the command that works (npx does not pass the socket on)', async () => {
     const ran = await run('srun', ['--mpi=pmi2', '-n', '2', 'npx', 'ndbench', 'osu_latency'], { cwd: project, env, timeoutMs: 90_000 });
     expect(ran.code, state(ran)).not.toBe(0);
-    expect(ran.stderr, state(ran)).toMatch(/ndbench: join \(pmi2\): PMI_FD=\d+ (is not open|is a pipe|is an eventfd|is a socket this process already uses)[^\n]*srun --mpi=pmi2 -n N node app\.mjs/);
+    expect(ran.stderr, state(ran)).toMatch(/ndbench: join \(pmi2\): PMI_FD="\d+" (is not open|is a pipe|is an eventfd|is a socket this process already uses)[^\n]*srun --mpi=pmi2 -n N node app\.mjs/);
     expect(ran.stderr).not.toMatch(/Aborted|core dumped|Unsupported fd type|EEXIST|EPIPE/);
   });
 });

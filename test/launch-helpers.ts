@@ -108,16 +108,18 @@ export function docCommands(file: string, match: RegExp): string[] {
 
 /**
  * A user's project with netdirect installed as npm installs a dependency: node_modules/netdirect (here a link to
- * this checkout, built) and node_modules/.bin/ndbench linking to its bin with the execute bit npm sets. A `ring`
+ * this checkout, built) and node_modules/.bin/ndbench and netdirect linking to its bins with the execute bit npm sets. A `ring`
  * script runs examples/ring-job.mjs (the issue's `npm run ring`). npx and npm run find both without the registry.
  */
 export function userProject(): string {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'netdirect-user-'));
   mkdirSync(path.join(dir, 'node_modules/.bin'), { recursive: true });
   symlinkSync(root, path.join(dir, 'node_modules/netdirect'));
-  const cli = path.join(root, 'dist/cjs/bench/cli.js');
-  chmodSync(cli, 0o755);
+  // npm sets the execute bit of a package's bins when it installs it; tsc does not (the README's `npx netdirect ...`
+  // run in this checkout resolves to dist/cjs/cli.js itself).
+  for (const cli of ['dist/cjs/bench/cli.js', 'dist/cjs/cli.js']) chmodSync(path.join(root, cli), 0o755);
   symlinkSync('../netdirect/dist/cjs/bench/cli.js', path.join(dir, 'node_modules/.bin/ndbench'));
+  symlinkSync('../netdirect/dist/cjs/cli.js', path.join(dir, 'node_modules/.bin/netdirect'));
   writeFileSync(path.join(dir, 'ring.mjs'), readFileSync(path.join(root, 'examples/ring-job.mjs')));
   writeFileSync(
     path.join(dir, 'package.json'),

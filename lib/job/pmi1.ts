@@ -103,10 +103,10 @@ export async function pmiSocket(env: NodeJS.ProcessEnv, launcher: string, timeou
     const text = env.PMI_FD;
     const fd = Number(text);
     if (!/^\d+$/.test(text) || !Number.isSafeInteger(fd)) throw bootstrapError(launcher, 'join', `PMI_FD=${JSON.stringify(text)} is not a descriptor number`);
-    const refuse = (what: string, cause?: unknown) => bootstrapError(launcher, 'join', `PMI_FD=${fd} ${what}: ${fdAdvice(launcher)}`, cause);
+    const refuse = (what: string, cause?: unknown) => bootstrapError(launcher, 'join', `PMI_FD=${JSON.stringify(text)} ${what}: ${fdAdvice(launcher)}`, cause);
     if (fd <= 2) throw refuse(`is ${['standard input', 'standard output', 'standard error'][fd]}, not a connection to the launcher`);
     if (usedFds.has(fd)) {
-      throw bootstrapError(launcher, 'join', `PMI_FD=${fd} was already used by an earlier join() in this process: the launcher serves one job per process (its connection closes with that job's close())`);
+      throw bootstrapError(launcher, 'join', `PMI_FD=${JSON.stringify(text)} was already used by an earlier join() in this process: the launcher serves one job per process (its connection closes with that job's close())`);
     }
     let stat: Stats;
     try {

@@ -73,7 +73,8 @@ export const PMI2_MAX_FRAME = PMI_MAX_LINE;
 /** Reads one length-prefixed frame (at most PMI2_MAX_FRAME bytes). */
 export async function readPmi2(reader: StreamReader, operation: string, limit?: Limit, what?: string): Promise<Attributes> {
   const head = (await reader.exact(LENGTH_DIGITS, operation, limit, what)).toString('latin1');
-  const n = /^ *[0-9]+$/.test(head) ? strictUint(head.trim().replace(/^0+(?=.)/, ''), Number.MAX_SAFE_INTEGER) : null;
+  // Padded either side: Slurm 22.05 sends it left-aligned ("114   ", as srun --mpi=pmi2 does in test/job-slurm.test.ts).
+  const n = /^ *[0-9]+ *$/.test(head) ? strictUint(head.trim().replace(/^0+(?=.)/, ''), Number.MAX_SAFE_INTEGER) : null;
   if (n === null) throw bootstrapError('pmi2', operation, `bad PMI-2 length field ${JSON.stringify(head)}`);
   if (n > PMI2_MAX_FRAME) throw bootstrapError('pmi2', operation, `the launcher announced a frame of ${n} bytes, more than the ${PMI2_MAX_FRAME} a reply may have`);
   return parsePmi2((await reader.exact(n, operation, limit, what)).toString('utf8'));
