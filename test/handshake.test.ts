@@ -246,6 +246,28 @@ describe('connect flood', () => {
 // client retrying as join() does was refused 64 times over 15 s. Now the oldest half-open setup (no MPA Request
 // yet) makes room for a new connection, and one address holds at most 128 of them.
 describe('slowloris', () => {
+  it('one address holds at most 128 half-open setups: of 200 silent connections from it, the 72 oldest are reset', async () => {
+    const target = await server.adapter.listen({}); // backlog 256: room for all 200 were it not for the per-address cap
+    const holders = Array.from({ length: 200 }, () => {
+      const s = net.connect({ port: target.address.port, host: '127.0.0.1', localAddress: '127.0.0.7' });
+      s.on('error', () => undefined);
+      s.resume();
+      return s;
+    });
+    try {
+      let closed = 0;
+      for (const s of holders) s.on('close', () => closed++);
+      await until(() => holders.every((s) => !s.connecting));
+      // Well within the Request timeout (min(5 s, DEADLINE_MS)): only the cap drops connections here.
+      await until(() => closed >= 72, DEADLINE_MS / 2).catch(() => undefined);
+      await new Promise((r) => setTimeout(r, 100));
+      expect(closed).toBe(72);
+    } finally {
+      for (const s of holders) s.destroy();
+      await target.close();
+    }
+  });
+
   it('256 silent connections (from 4 addresses, reopened when dropped) do not keep out a client that completes its handshake', async () => {
     const target = await server.adapter.listen({}); // the default backlog: 256 connections in setup
     const { port } = target.address;
