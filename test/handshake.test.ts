@@ -174,8 +174,9 @@ describe('connect flood', () => {
     const shared = { open: 0, max: 0, accepted: 0, sockets: [] as net.Socket[] };
     const srvs = await Promise.all(Array.from({ length: 4 }, () => rawServer(150, shared)));
     const a = await openLocal();
+    // In order: the first 50 to one server, then 50 to the next...: the gate must not give the first its 64.
     const codes = await Promise.all(
-      Array.from({ length: 200 }, async (_, i) => (await ndError(a.adapter.connect(newQp(a), { host: '127.0.0.1', port: srvs[i % 4].port }))).code),
+      Array.from({ length: 200 }, async (_, i) => (await ndError(a.adapter.connect(newQp(a), { host: '127.0.0.1', port: srvs[Math.floor(i / 50)].port }))).code),
     );
     const count = (code: string) => codes.filter((c) => c === code).length;
     expect(shared.max).toBe(64); // saturated, never more
