@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // The `netdirect` command: `netdirect list` (providers and their addresses) and `netdirect info <address>`
 // (the adapter's ND2_ADAPTER_INFO, decoded), `netdirect ping` (rping-compatible, lib/ping.ts) and
-// `netdirect doctor` (setup checks, lib/doctor.ts).
+// `netdirect doctor` (setup checks, lib/doctor/).
 
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -10,7 +10,7 @@ import { listAddresses, listProviders, openAdapter } from './discovery.js';
 import { NdError, hex32 } from './errors.js';
 import type { AdapterInfo } from './adapter.js';
 import { ping, PingUsageError, PING_USAGE } from './ping.js';
-import { formatDoctorReport, gatherDoctorFacts, reportOf, type DoctorFacts } from './doctor.js';
+import { formatDoctorReport, gatherDoctorFacts, reportOf, type DoctorFacts } from './doctor/index.js';
 
 const USAGE = `usage: netdirect <command>
   list                 providers (name, kind, GUID, DLL path) and the addresses each serves

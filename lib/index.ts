@@ -1,7 +1,7 @@
 // netdirect: NetworkDirect v2 (RDMA) for Node.js. See README.md and docs/architecture.md.
 
 export { listProviders, listAddresses, openAdapter, nativeVersion, type ProviderInfo, type AdapterSelection } from './discovery.js';
-export { doctor, diagnose, type DoctorReport, type DoctorCheck, type DoctorOptions, type DoctorFacts, type CheckStatus } from './doctor.js';
+export { doctor, diagnose, type DoctorReport, type DoctorCheck, type DoctorOptions, type DoctorFacts, type CheckStatus } from './doctor/index.js';
 export {
   Adapter,
   decodeAdapterFlags,

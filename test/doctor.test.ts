@@ -1,4 +1,4 @@
-// `netdirect doctor` (lib/doctor.ts): diagnose() on recorded facts (test/fixtures/doctor/*.json), the report's
+// `netdirect doctor` (lib/doctor/): diagnose() on recorded facts (test/fixtures/doctor/*.json), the report's
 // JSON shape, the PowerShell runner's failure paths, and the real run of the CLI (dist/cjs/cli.js, built by
 // `npm test`'s pretest) on this machine.
 import { spawnSync } from 'node:child_process';

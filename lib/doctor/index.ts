@@ -23,10 +23,10 @@ import { lookup } from 'node:dns/promises';
 import { isIP } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { listAddresses, listProviders, nativeBinding, nativeVersion, openAdapter, type ProviderInfo } from './discovery.js';
-import { NdError } from './errors.js';
-import { decodeRemote, encodeRemote } from './memory-region.js';
-import { checkOptions } from './validate.js';
+import { listAddresses, listProviders, nativeBinding, nativeVersion, openAdapter, type ProviderInfo } from '../discovery.js';
+import { NdError } from '../errors.js';
+import { decodeRemote, encodeRemote } from '../memory-region.js';
+import { checkOptions } from '../validate.js';
 
 export type CheckStatus = 'ok' | 'warn' | 'fail' | 'skip';
 
