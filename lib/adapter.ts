@@ -1,6 +1,7 @@
-// Adapter: an opened ND v2 adapter (IND2Adapter) and the parent of every other object. It owns the pending
-// request table and turns the addon's completion batches into settled promises (or raw completions for
-// cq.poll()). Children hold their adapter; the adapter tracks its children and closes them first.
+// Adapter: an opened ND v2 adapter (IND2Adapter) and the parent of every other object. Its AdapterCore is what
+// the children get (lib/context.ts AdapterContext): the pending request table, and the dispatch of the addon's
+// completion records, each to the one owner that settles it (requests.ts RequestOwner). Children hold that
+// context; the adapter tracks its children and closes them first.
 
 import { readFileSync } from 'node:fs';
 import { markAsUntransferable } from 'node:worker_threads';
@@ -24,8 +25,9 @@ import {
   statusError,
 } from './errors.js';
 import type { NativeAdapter, NativeAdapterInfo, NativeAdapterStats, NativeBinding, NativeMemoryRegion } from './native.js';
-import { RequestTable, unpin, type PendingRequest, type RequestOwner } from './requests.js';
-import { K_ACCEPT, K_CONNECT, K_CQ_ERROR, K_RECEIVE, K_REGISTER, RECORD_WORDS, REQUEST_TYPES } from './records.js';
+import { InFlight, RequestTable, unpin, type PendingRequest, type RequestOwner } from './requests.js';
+import type { AdapterContext, AdapterState } from './context.js';
+import { K_ACCEPT, K_CONNECT, K_CQ_ERROR, K_RECEIVE, K_REGISTER, RECORD_WORDS } from './records.js';
 import { MAX_VIEW_LENGTH, SCRATCH_SGES, bufferRange, checkIndex, checkOptions, describe, formatBytes } from './validate.js';
 import { CompletionQueue, type RawCompletion } from './completion-queue.js';
 import { QueuePair, type QueuePairOptions } from './queue-pair.js';
@@ -208,7 +210,210 @@ const IN_USE_CODES: ReadonlySet<string> = new Set(['ND_SHARING_VIOLATION', 'ND_A
 /** Deregistered native regions kept for reuse: creating one costs more than a whole registration. */
 const SPARE_REGIONS = 16;
 
-type State = 'open' | 'closing' | 'closed';
+/**
+ * The adapter's state and completion dispatch: what its children get (AdapterContext), and the adapter's own
+ * bookkeeping of them. Every completion record goes to the one owner that settles it: the queue pair or shared
+ * receive queue of a posted request, this core for an overlapped call.
+ */
+class AdapterCore implements AdapterContext, RequestOwner {
+  readonly native: NativeAdapter;
+  readonly scratch = new Float64Array(3 * SCRATCH_SGES);
+  readonly requests = new RequestTable();
+  readonly info: AdapterInfo;
+  readonly completion: CompletionMode;
+  state: AdapterState = 'open';
+  readonly qps = new Map<number, QueuePair>();
+  readonly cqs = new Set<CompletionQueue>();
+  readonly regions = new Set<MemoryRegion>();
+  readonly spareRegions: NativeMemoryRegion[] = [];
+  readonly windows = new Set<MemoryWindow>();
+  readonly srqs = new Set<SharedReceiveQueue>();
+  readonly connectors = new Set<Connector>();
+  readonly listeners = new Set<Listener>();
+  private unknownRecords = 0;
+
+  constructor(
+    readonly adapter: Adapter,
+    binding: NativeBinding,
+    readonly address: string,
+    provider: string,
+    completion: CompletionOption,
+    spinMicros: number,
+  ) {
+    // The addon keeps a pointer to the scratch bytes: they must never be detached.
+    markAsUntransferable(this.scratch.buffer);
+    // The callback only reaches this adapter through a closure the addon holds while it is open.
+    this.native = new binding.Adapter(provider, address, NATIVE_MODES[completion], spinMicros, this.scratch, (records) =>
+      this.onBatch(records),
+    );
+    this.completion = this.native.completion;
+    const raw = this.native.info;
+    this.info = Object.freeze({ ...raw, adapterFlags: decodeAdapterFlags(raw.adapterFlags) });
+  }
+
+  checkOpen(operation: string): void {
+    if (this.state !== 'open') throw misuse(ERR_ND_CLOSED, operation, `adapter ${this.address} is ${this.state}`);
+  }
+
+  count(value: unknown, name: string, fallback: number, max: number, operation: string, allowZero = false): number {
+    if (value === undefined) return Math.min(fallback, max);
+    checkIndex(value, name, operation);
+    const n = value as number;
+    if ((n === 0 && !allowZero) || n > max) {
+      throw misuse(ERR_ND_OUT_OF_RANGE, operation, `${name} must be ${allowZero ? 0 : 1}..${max} on this adapter, got ${n}`);
+    }
+    return n;
+  }
+
+  queuePair(qpId: number): QueuePair | null {
+    return this.qps.get(qpId) ?? null;
+  }
+
+  forget(child: object): void {
+    this.cqs.delete(child as CompletionQueue);
+    this.regions.delete(child as MemoryRegion);
+    this.windows.delete(child as MemoryWindow);
+    this.srqs.delete(child as SharedReceiveQueue);
+    this.connectors.delete(child as Connector);
+    this.listeners.delete(child as Listener);
+    if (child instanceof QueuePair) {
+      if (this.qps.get(child._id) === child) this.qps.delete(child._id);
+    }
+  }
+
+  /** ND lets an MR object register again: the deregistered MemoryRegion never touches `native` again. */
+  recycleRegion(native: NativeMemoryRegion): void {
+    if (this.state === 'open' && this.spareRegions.length < SPARE_REGIONS) {
+      native.reset();
+      this.spareRegions.push(native);
+    } else {
+      native.close();
+    }
+  }
+
+  adopt(connector: Connector): void {
+    this.connectors.add(connector);
+  }
+
+  /**
+   * Resolves with the ND success status once the call completed (synchronously with ND_SUCCESS, or later through
+   * onBatch after ND_PENDING). The caller's catch block gives a failure its stack (callerStack).
+   */
+  overlapped(
+    kind: number,
+    operation: string,
+    inflight: InFlight | null,
+    start: (id: number) => number,
+    detail?: string | (() => string),
+  ): Promise<number> {
+    return new Promise<number>((resolve, reject) => {
+      const e = this.requests.acquire();
+      e.kind = kind;
+      e.operation = operation;
+      e.owner = this;
+      e.resolve = resolve;
+      e.reject = reject;
+      e.detail = detail;
+      e.inflight = inflight;
+      inflight?.begin();
+      let status: number;
+      try {
+        status = start(e.id) >>> 0;
+      } catch (err) {
+        inflight?.end();
+        this.requests.release(e);
+        reject(asNdError(err, operation));
+        return;
+      }
+      if (status === ND_PENDING) return;
+      // Done synchronously: no record will follow.
+      this.dispatch(e.id, status, 0, kind, 0, null);
+    });
+  }
+
+  /** RequestOwner of overlapped calls: resolves with the success status, or rejects with what it means. */
+  complete(e: PendingRequest, status: number, _bytes: number, kind: number, _qpId: number, _out: RawCompletion[] | null): void {
+    e.inflight?.end();
+    unpin(e.pins);
+    e.pins = null;
+    if (status < 0x80000000 && status !== ND_PENDING) {
+      e.resolve?.(status);
+    } else {
+      const detail = typeof e.detail === 'function' ? e.detail() : e.detail;
+      e.reject?.(statusError(status, e.operation, withHint(detail, overlappedHint(kind, status))));
+    }
+    this.requests.release(e);
+  }
+
+  /** Completion records from the poller thread (or from overlapped completions in manual mode). */
+  onBatch(records: Uint32Array): void {
+    const n = records.length - (records.length % RECORD_WORDS);
+    for (let i = 0; i < n; i += RECORD_WORDS) {
+      try {
+        this.dispatch(records[i], records[i + 1], records[i + 2], records[i + 3], records[i + 4], null);
+      } catch (err) {
+        process.emitWarning(`netdirect: completion of request ${records[i]} failed: ${String(err)}`, 'NetdirectWarning');
+      }
+    }
+  }
+
+  completeRecords(records: Uint32Array, out: RawCompletion[]): void {
+    const n = records.length - (records.length % RECORD_WORDS);
+    for (let i = 0; i < n; i += RECORD_WORDS) {
+      this.dispatch(records[i], records[i + 1], records[i + 2], records[i + 3], records[i + 4], out);
+    }
+  }
+
+  /** Hands request `id`'s completion to its owner. Raw completions go to `out`, or to their CQ's queue when null. */
+  dispatch(id: number, status: number, bytes: number, kind: number, qpId: number, out: RawCompletion[] | null): void {
+    if (kind === K_CQ_ERROR) {
+      this.cqFailed(id, status >>> 0);
+      return;
+    }
+    const e = this.requests.get(id);
+    if (e === undefined || e.owner === null) {
+      this.unknownRecords++;
+      return;
+    }
+    e.owner.complete(e, status >>> 0, bytes, kind, qpId, out);
+  }
+
+  /**
+   * A CQ failed (the poller's K_CQ_ERROR record): nothing completes through it any more, not even the flush of its
+   * queue pairs (an overrun CQ takes no further entry), so every request that would complete into it fails now
+   * with the CQ's status, and so does every later one (QueuePair._checkPostable).
+   */
+  private cqFailed(id: number, status: number): void {
+    let cq: CompletionQueue | undefined;
+    for (const c of this.cqs) if (c._id === id) cq = c;
+    if (cq === undefined || cq._failure !== null) return;
+    const why =
+      status === ND_BUFFER_OVERFLOW
+        ? `completion queue overrun: more completions arrived than its depth of ${cq.depth} holds, so the CQ and ` +
+          'the queue pairs that use it are unusable; size a CQ for every request that can be in flight on the queue ' +
+          'pairs that complete into it: their receive depths if it is their receiveCq, their initiator depths if it is their initiatorCq'
+        : 'the completion queue failed (the provider reported an error on it), so the CQ and the queue pairs that use it are unusable';
+    cq._failure = { status, why };
+    const users: ReadonlySet<unknown> = cq._users;
+    for (const e of this.requests.pending()) {
+      // Requests of the queue pairs that complete into it (not their SRQ's receives: the SRQ owns those).
+      if (!users.has(e.owner)) continue;
+      const qp = e.owner as unknown as QueuePair;
+      if ((e.kind === K_RECEIVE ? qp.receiveCq : qp.initiatorCq) !== cq) continue;
+      e.cqFailure = why;
+      this.dispatch(e.id, status, 0, e.kind, 0, null);
+    }
+  }
+
+  settleOwned(owner: RequestOwner, status: number): void {
+    for (const e of this.requests.pending()) if (e.owner === owner) this.dispatch(e.id, status, 0, e.kind, 0, null);
+  }
+
+  /** After close: nothing should be left; if the provider lost a completion, its promise still settles. */
+  settleAll(): void {
+    for (const e of this.requests.pending()) this.dispatch(e.id, ND_CANCELED, 0, e.kind, 0, null);
+  }
+}
 
 /**
  * An opened ND v2 adapter (IND2Adapter), from openAdapter(): the parent of every other object. It creates
@@ -238,42 +443,27 @@ export class Adapter implements AsyncDisposable {
   readonly completion: CompletionMode;
   /** The busy-poll window in use, in microseconds (AdapterOptions.spinMicros, else NETDIRECT_SPIN_MICROS; 0: none). */
   readonly spinMicros: number;
+  /** @internal What the children get (lib/context.ts); tests read its request table through it (test/hang-report.ts). */
+  readonly _ctx: AdapterCore;
   /** @internal */ readonly _native: NativeAdapter;
-  /** @internal */ readonly _scratch = new Float64Array(3 * SCRATCH_SGES);
-  /** @internal */ readonly _requests = new RequestTable();
-  /** @internal */ readonly _qps = new Map<number, QueuePair>();
-  /** @internal */ _state: State = 'open';
-  private readonly _cqs = new Set<CompletionQueue>();
-  private readonly _regions = new Set<MemoryRegion>();
-  private readonly _spareRegions: NativeMemoryRegion[] = [];
-  private readonly _windows = new Set<MemoryWindow>();
-  private readonly _srqs = new Set<SharedReceiveQueue>();
-  /** @internal */ readonly _connectors = new Set<Connector>();
-  private readonly _listeners = new Set<Listener>();
   private _nextQpId = 1;
   private _nextCqId = 1;
   private _closing: Promise<void> | null = null;
-  private _unknownRecords = 0;
 
   /** @internal Use openAdapter(). */
   constructor(binding: NativeBinding, address: string, provider: string, completion: CompletionOption, spinMicros: number) {
     this.address = address;
-    // The addon keeps a pointer to the scratch bytes: they must never be detached.
-    markAsUntransferable(this._scratch.buffer);
-    // The callback only reaches this adapter through a closure the addon holds while it is open.
-    this._native = new binding.Adapter(provider, address, NATIVE_MODES[completion], spinMicros, this._scratch, (records) =>
-      this._onBatch(records),
-    );
-    this.completion = this._native.completion;
+    this._ctx = new AdapterCore(this, binding, address, provider, completion, spinMicros);
+    this._native = this._ctx.native;
+    this.completion = this._ctx.completion;
     this.spinMicros = spinMicros;
     this.provider = this._native.provider;
-    const raw = this._native.info;
-    this.info = Object.freeze({ ...raw, adapterFlags: decodeAdapterFlags(raw.adapterFlags) });
+    this.info = this._ctx.info;
   }
 
   /** True until close() was called. */
   get open(): boolean {
-    return this._state === 'open';
+    return this._ctx.state === 'open';
   }
 
   /**
@@ -282,7 +472,7 @@ export class Adapter implements AsyncDisposable {
    * @throws {@link NdError} ERR_ND_CLOSED when the adapter is closed or closing; the provider's status.
    */
   queryAddressList(): string[] {
-    this._checkOpen('queryAddressList');
+    this._ctx.checkOpen('queryAddressList');
     return this._native.queryAddressList();
   }
 
@@ -293,8 +483,8 @@ export class Adapter implements AsyncDisposable {
    * @throws {@link NdError} ERR_ND_CLOSED when the adapter is closed or closing.
    */
   stats(): AdapterStats {
-    this._checkOpen('stats');
-    return { ...this._native.stats(), requests: this._requests.size };
+    this._ctx.checkOpen('stats');
+    return { ...this._native.stats(), requests: this._ctx.requests.size };
   }
 
   /**
@@ -303,23 +493,7 @@ export class Adapter implements AsyncDisposable {
    * reaches 'beforeExit' (lib/job/job.ts). A closed adapter ignores it.
    */
   _keepAlive(on: boolean): void {
-    if (this._state === 'open') this._native.keepAlive(on);
-  }
-
-  /** @internal */
-  _checkOpen(operation: string): void {
-    if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, operation, `adapter ${this.address} is ${this._state}`);
-  }
-
-  /** @internal Validates an optional positive count against an adapter maximum. */
-  _count(value: unknown, name: string, fallback: number, max: number, operation: string, allowZero = false): number {
-    if (value === undefined) return Math.min(fallback, max);
-    checkIndex(value, name, operation);
-    const n = value as number;
-    if ((n === 0 && !allowZero) || n > max) {
-      throw misuse(ERR_ND_OUT_OF_RANGE, operation, `${name} must be ${allowZero ? 0 : 1}..${max} on this adapter, got ${n}`);
-    }
-    return n;
+    if (this._ctx.state === 'open') this._native.keepAlive(on);
   }
 
   /**
@@ -333,13 +507,13 @@ export class Adapter implements AsyncDisposable {
    */
   createCompletionQueue(options: { depth?: number } = {}): CompletionQueue {
     const op = 'createCompletionQueue';
-    this._checkOpen(op);
+    this._ctx.checkOpen(op);
     checkOptions(options, op, COMPLETION_QUEUE_KEYS);
-    const depth = this._count(options.depth, 'depth', 1024, this.info.maxCompletionQueueDepth, op);
+    const depth = this._ctx.count(options.depth, 'depth', 1024, this.info.maxCompletionQueueDepth, op);
     const id = this._nextCqId;
     this._nextCqId = this._nextCqId >= 0xffffffff ? 1 : this._nextCqId + 1;
-    const cq = new CompletionQueue(this, this._native.createCompletionQueue(depth, id), depth, id);
-    this._cqs.add(cq);
+    const cq = new CompletionQueue(this._ctx, this._native.createCompletionQueue(depth, id), depth, id);
+    this._ctx.cqs.add(cq);
     return cq;
   }
 
@@ -355,14 +529,14 @@ export class Adapter implements AsyncDisposable {
    */
   createQueuePair(options: QueuePairOptions): QueuePair {
     const op = 'createQueuePair';
-    this._checkOpen(op);
+    this._ctx.checkOpen(op);
     if (typeof options !== 'object' || options === null) {
       throw misuse(ERR_ND_INVALID_ARGUMENT, op, `options must be an object with at least receiveCq, got ${describe(options)}`);
     }
     const qpId = this._nextQpId;
     this._nextQpId = this._nextQpId >= 0xffffffff ? 1 : this._nextQpId + 1;
-    const qp = new QueuePair(this, qpId, options);
-    this._qps.set(qpId, qp);
+    const qp = new QueuePair(this._ctx, qpId, options);
+    this._ctx.qps.set(qpId, qp);
     return qp;
   }
 
@@ -383,24 +557,24 @@ export class Adapter implements AsyncDisposable {
   async registerMemory(buffer: ArrayBuffer | ArrayBufferView, access?: Access): Promise<MemoryRegion> {
     const op = 'registerMemory';
     try {
-      this._checkOpen(op);
+      this._ctx.checkOpen(op);
       const { arrayBuffer, byteOffset, byteLength } = bufferRange(buffer, op);
       const flags = accessFlags(access, op);
       const max = this.info.maxRegistrationSize;
       checkRegionLength(byteLength, Number(max), op);
-      const native = this._spareRegions.pop() ?? this._native.createMemoryRegion();
-      const mr = new MemoryRegion(this, native, arrayBuffer, byteOffset, byteLength, flags);
-      this._regions.add(mr);
+      const native = this._ctx.spareRegions.pop() ?? this._native.createMemoryRegion();
+      const mr = new MemoryRegion(this._ctx, native, arrayBuffer, byteOffset, byteLength, flags);
+      this._ctx.regions.add(mr);
       try {
-        await this._overlapped(K_REGISTER, op, null, (id) => native.register(id, arrayBuffer, byteOffset, byteLength, flags),
+        await this._ctx.overlapped(K_REGISTER, op, null, (id) => native.register(id, arrayBuffer, byteOffset, byteLength, flags),
           () => `${byteLength} bytes, flags ${hex32(flags)}`);
       } catch (err) {
-        this._regions.delete(mr);
+        this._ctx.regions.delete(mr);
         mr._abandon();
         throw withMemlockHint(err, this.provider, byteLength);
       }
       mr._registered();
-      if (this._state !== 'open') {
+      if (this._ctx.state !== 'open') {
         // close() started while registering: it did not see a registered region, so release it here.
         await mr.deregister();
         throw misuse(ERR_ND_CLOSED, op, `adapter ${this.address} closed during registration`);
@@ -425,7 +599,7 @@ export class Adapter implements AsyncDisposable {
     const op = 'allocateMemory';
     checkIndex(length, 'length', op);
     if (length === 0) throw misuse(ERR_ND_OUT_OF_RANGE, op, 'length must be at least 1');
-    this._checkOpen(op);
+    this._ctx.checkOpen(op);
     checkRegionLength(length, Number(this.info.maxRegistrationSize), op);
     let buffer: ArrayBuffer;
     try {
@@ -445,12 +619,12 @@ export class Adapter implements AsyncDisposable {
    */
   createMemoryWindow(): MemoryWindow {
     const op = 'createMemoryWindow';
-    this._checkOpen(op);
+    this._ctx.checkOpen(op);
     if (Number(this.info.maxWindowSize) === 0) {
       throw new NdError('ND_NOT_SUPPORTED', 0xc00000bb, op, `${op}: adapter ${this.address} has no memory windows (the device reports none: info.maxWindowSize 0)`);
     }
-    const mw = new MemoryWindow(this, this._native.createMemoryWindow());
-    this._windows.add(mw);
+    const mw = new MemoryWindow(this._ctx, this._native.createMemoryWindow());
+    this._ctx.windows.add(mw);
     return mw;
   }
 
@@ -464,17 +638,17 @@ export class Adapter implements AsyncDisposable {
    */
   createSharedReceiveQueue(options: SharedReceiveQueueOptions = {}): SharedReceiveQueue {
     const op = 'createSharedReceiveQueue';
-    this._checkOpen(op);
+    this._ctx.checkOpen(op);
     checkOptions(options, op, SHARED_RECEIVE_QUEUE_KEYS);
     if (this.info.maxSharedReceiveQueueDepth === 0) {
       throw new NdError('ND_NOT_SUPPORTED', 0xc00000bb, op, `${op}: adapter ${this.address} has no shared receive queues`);
     }
-    const depth = this._count(options.depth, 'depth', 256, this.info.maxSharedReceiveQueueDepth, op);
-    const maxSge = this._count(options.maxSge, 'maxSge', 4, Math.min(this.info.maxReceiveSge, SCRATCH_SGES), op);
-    const threshold = this._count(options.notifyThreshold, 'notifyThreshold', 0, depth, op, true);
+    const depth = this._ctx.count(options.depth, 'depth', 256, this.info.maxSharedReceiveQueueDepth, op);
+    const maxSge = this._ctx.count(options.maxSge, 'maxSge', 4, Math.min(this.info.maxReceiveSge, SCRATCH_SGES), op);
+    const threshold = this._ctx.count(options.notifyThreshold, 'notifyThreshold', 0, depth, op, true);
     const maxQueued = SharedReceiveQueue._maxQueued(options.maxQueued, op);
-    const srq = new SharedReceiveQueue(this, this._native.createSharedReceiveQueue(depth, maxSge, threshold), depth, maxSge, maxQueued);
-    this._srqs.add(srq);
+    const srq = new SharedReceiveQueue(this._ctx, this._native.createSharedReceiveQueue(depth, maxSge, threshold), depth, maxSge, maxQueued);
+    this._ctx.srqs.add(srq);
     return srq;
   }
 
@@ -486,15 +660,15 @@ export class Adapter implements AsyncDisposable {
    */
   createConnector(): Connector {
     const op = 'createConnector';
-    this._checkOpen(op);
+    this._ctx.checkOpen(op);
     let native;
     try {
       native = this._native.createConnector();
     } catch (err) {
       throw withConnectResourcesHint(err);
     }
-    const c = new Connector(this, native);
-    this._connectors.add(c);
+    const c = new Connector(this._ctx, native);
+    this._ctx.connectors.add(c);
     return c;
   }
 
@@ -518,7 +692,7 @@ export class Adapter implements AsyncDisposable {
     const op = 'connect';
     let connector: Connector | undefined;
     try {
-      this._checkOpen(op);
+      this._ctx.checkOpen(op);
       connector = this.createConnector();
       await connector.connect(qp, remote, options);
       await connector._completeConnect(options.signal);
@@ -543,7 +717,7 @@ export class Adapter implements AsyncDisposable {
   async listen(options: ListenOptions = {}): Promise<Listener> {
     const op = 'listen';
     try {
-      this._checkOpen(op);
+      this._ctx.checkOpen(op);
       checkOptions(options, op, LISTEN_KEYS);
       const host = options.host === undefined ? this.address : (await parseEndpoint({ host: options.host, port: 0 }, op)).host;
       const port = options.port === undefined ? 0 : checkIndex(options.port, 'port', op);
@@ -557,8 +731,8 @@ export class Adapter implements AsyncDisposable {
         native.close();
         throw this._listenError(err, host, port);
       }
-      const listener = new Listener(this, native);
-      this._listeners.add(listener);
+      const listener = new Listener(this._ctx, native);
+      this._ctx.listeners.add(listener);
       return listener;
     } catch (err) {
       throw callerStack(asNdError(err, op));
@@ -601,204 +775,27 @@ export class Adapter implements AsyncDisposable {
   }
 
   private async _close(): Promise<void> {
-    this._state = 'closing';
+    this._ctx.state = 'closing';
     const closeAll = async (items: Iterable<{ close(): Promise<void> } | MemoryRegion>) => {
       await Promise.allSettled([...items].map((item) => (item instanceof MemoryRegion ? item.deregister() : item.close())));
     };
-    await closeAll(this._connectors);
-    await closeAll(this._qps.values());
+    await closeAll(this._ctx.connectors);
+    await closeAll(this._ctx.qps.values());
     // Before the regions: receives still posted on an SRQ pin regions until the SRQ is released.
-    await closeAll(this._srqs);
-    await closeAll(this._windows);
-    await closeAll(this._regions);
-    for (const native of this._spareRegions.splice(0)) native.close();
-    await closeAll(this._cqs);
-    await closeAll(this._listeners);
+    await closeAll(this._ctx.srqs);
+    await closeAll(this._ctx.windows);
+    await closeAll(this._ctx.regions);
+    for (const native of this._ctx.spareRegions.splice(0)) native.close();
+    await closeAll(this._ctx.cqs);
+    await closeAll(this._ctx.listeners);
     this._native.close();
-    this._state = 'closed';
+    this._ctx.state = 'closed';
     // Nothing should be left; if the provider lost a completion, its promise still settles (the provider is gone).
-    for (const e of this._requests.pending()) this._complete(e.id, ND_CANCELED, 0, e.kind, 0, null);
+    this._ctx.settleAll();
   }
 
   /** close(), for `await using adapter = await openAdapter(...)`. */
   async [Symbol.asyncDispose](): Promise<void> {
     await this.close();
   }
-
-  /** @internal A child is gone. */
-  _forget(child: object): void {
-    this._cqs.delete(child as CompletionQueue);
-    this._regions.delete(child as MemoryRegion);
-    this._windows.delete(child as MemoryWindow);
-    this._srqs.delete(child as SharedReceiveQueue);
-    this._connectors.delete(child as Connector);
-    this._listeners.delete(child as Listener);
-    if (child instanceof QueuePair) {
-      if (this._qps.get(child._id) === child) this._qps.delete(child._id);
-    }
-  }
-
-  /**
-   * @internal A region's deregistration completed: keep its native object for the next registerMemory (ND lets
-   * an MR object register again), or release it. The deregistered MemoryRegion never touches it again.
-   */
-  _recycleRegion(native: NativeMemoryRegion): void {
-    if (this._state === 'open' && this._spareRegions.length < SPARE_REGIONS) {
-      native.reset();
-      this._spareRegions.push(native);
-    } else {
-      native.close();
-    }
-  }
-
-  /** @internal Adds a connector that a listener handed out. */
-  _adopt(connector: Connector): void {
-    this._connectors.add(connector);
-  }
-
-  /**
-   * @internal Starts an overlapped ND call with a fresh request id. Resolves with the ND success status once
-   * it completed (synchronously with ND_SUCCESS, or later through onBatch after ND_PENDING). The caller's
-   * catch block gives a failure its stack (callerStack).
-   */
-  _overlapped(
-    kind: number,
-    operation: string,
-    owner: RequestOwner | null,
-    start: (id: number) => number,
-    detail?: string | (() => string),
-  ): Promise<number> {
-    return new Promise<number>((resolve, reject) => {
-      const e = this._requests.acquire();
-      e.kind = kind;
-      e.operation = operation;
-      e.owner = owner;
-      e.resolve = resolve;
-      e.reject = reject;
-      e.detail = detail;
-      owner?.requestStarted?.(e);
-      let status: number;
-      try {
-        status = start(e.id) >>> 0;
-      } catch (err) {
-        owner?.requestDone(e);
-        this._requests.release(e);
-        reject(asNdError(err, operation));
-        return;
-      }
-      if (status === ND_PENDING) return;
-      // Done synchronously: no record will follow.
-      this._complete(e.id, status, 0, kind, 0, null);
-    });
-  }
-
-  /** @internal Completion records from the poller thread (or from overlapped completions in manual mode). */
-  _onBatch(records: Uint32Array): void {
-    const n = records.length - (records.length % RECORD_WORDS);
-    for (let i = 0; i < n; i += RECORD_WORDS) {
-      try {
-        this._complete(records[i], records[i + 1], records[i + 2], records[i + 3], records[i + 4], null);
-      } catch (err) {
-        process.emitWarning(`netdirect: completion of request ${records[i]} failed: ${String(err)}`, 'NetdirectWarning');
-      }
-    }
-  }
-
-  /** @internal Records dequeued by cq.poll(): raw ones are appended to out, promise ones settled. */
-  _processRecords(records: Uint32Array, out: RawCompletion[]): void {
-    const n = records.length - (records.length % RECORD_WORDS);
-    for (let i = 0; i < n; i += RECORD_WORDS) {
-      this._complete(records[i], records[i + 1], records[i + 2], records[i + 3], records[i + 4], out);
-    }
-  }
-
-  /** @internal Settles request `id` with `status`. Raw completions go to `out`, or to their CQ's queue when null. */
-  _complete(id: number, status: number, bytes: number, kind: number, qpId: number, out: RawCompletion[] | null): void {
-    if (kind === K_CQ_ERROR) {
-      this._cqFailed(id, status >>> 0);
-      return;
-    }
-    const e = this._requests.get(id);
-    if (e === undefined) {
-      this._unknownRecords++;
-      return;
-    }
-    status >>>= 0;
-    const owner = e.owner;
-    owner?.requestDone(e);
-    unpin(e.pins);
-    e.pins = null;
-    if (kind < 16) {
-      const type = REQUEST_TYPES[kind] ?? REQUEST_TYPES[e.kind];
-      const done = kind === K_RECEIVE || status !== 0 ? bytes : e.bytes;
-      if (e.raw) {
-        const qp = this._qps.get(qpId) ?? (owner instanceof QueuePair ? owner : null);
-        const rc: RawCompletion = { type, status, bytes: done, context: e.context, qp };
-        if (out !== null) out.push(rc);
-        else if (qp !== null) (kind === K_RECEIVE ? qp.receiveCq : qp.initiatorCq)._ready.push(rc);
-      } else if (status === 0) {
-        if (owner instanceof SharedReceiveQueue) e.resolve?.({ type, status: 0, bytes: done, qp: this._qps.get(qpId) ?? null });
-        else e.resolve?.({ type, status: 0, bytes: done });
-      } else {
-        e.reject?.(this._requestError(e, status, type));
-      }
-    } else if (status < 0x80000000 && status !== ND_PENDING) {
-      e.resolve?.(status);
-    } else {
-      const detail = typeof e.detail === 'function' ? e.detail() : e.detail;
-      e.reject?.(statusError(status, e.operation, withHint(detail, overlappedHint(kind, status))));
-    }
-    this._requests.release(e);
-    if (owner !== null && owner.requestSettled !== undefined) owner.requestSettled(kind, status);
-  }
-
-  /**
-   * A CQ failed (the poller's K_CQ_ERROR record): nothing completes through it any more, not even the flush of its
-   * queue pairs (an overrun CQ takes no further entry), so every request that would complete into it fails now
-   * with the CQ's status, and so does every later one (QueuePair._checkPostable).
-   */
-  private _cqFailed(id: number, status: number): void {
-    let cq: CompletionQueue | undefined;
-    for (const c of this._cqs) if (c._id === id) cq = c;
-    if (cq === undefined || cq._failure !== null) return;
-    const why =
-      status === ND_BUFFER_OVERFLOW
-        ? `completion queue overrun: more completions arrived than its depth of ${cq.depth} holds, so the CQ and ` +
-          'the queue pairs that use it are unusable; size a CQ for every request that can be in flight on the queue ' +
-          'pairs that complete into it: their receive depths if it is their receiveCq, their initiator depths if it is their initiatorCq'
-        : 'the completion queue failed (the provider reported an error on it), so the CQ and the queue pairs that use it are unusable';
-    cq._failure = { status, why };
-    for (const e of this._requests.pending()) {
-      const owner = e.owner;
-      if (!(owner instanceof QueuePair)) continue;
-      if ((e.kind === K_RECEIVE ? owner.receiveCq : owner.initiatorCq) !== cq) continue;
-      e.cqFailure = why;
-      this._complete(e.id, status, 0, e.kind, 0, null);
-    }
-  }
-
-  /** @internal Settles every pending request of `owner` with `status` (after its native object was released). */
-  _settleOwned(owner: RequestOwner, status: number): void {
-    for (const e of this._requests.pending()) if (e.owner === owner) this._complete(e.id, status, 0, e.kind, 0, null);
-  }
-
-  private _requestError(e: PendingRequest, status: number, type: string): NdError {
-    let context: string;
-    if (e.remoteAddress !== undefined) {
-      context = `${e.bytes} bytes ${type === 'read' ? 'from' : 'to'} remote 0x${(e.remoteAddress + BigInt(e.remoteOffset)).toString(16)} token ${hex32(e.remoteToken)}`;
-    } else if (type === 'receive') {
-      context = `receive of up to ${e.bytes} bytes`;
-    } else {
-      context = `${e.bytes} bytes`;
-    }
-    if (e.cqFailure !== undefined) context += ` (${e.cqFailure})`;
-    else if (status === ND_CANCELED) context += ' (flushed: the queue pair was flushed, closed or disconnected)';
-    else if (status === ND_REMOTE_ERROR && type === 'send') {
-      context +=
-        ' (the peer refused it: a Send needs a receive posted at the peer, qp.receive() or srq.receive(), at least as large as the message; ' +
-        'check that the peer posts its receives before this side sends)';
-    }
-    return statusError(status, e.operation, context);
-  }
 }
-

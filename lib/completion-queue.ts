@@ -4,7 +4,7 @@
 
 import { ERR_ND_CLOSED, ERR_ND_OUT_OF_RANGE, misuse } from './errors.js';
 import type { NativeCompletionQueue } from './native.js';
-import type { Adapter } from './adapter.js';
+import type { AdapterContext } from './context.js';
 import type { QueuePair } from './queue-pair.js';
 import type { RequestType } from './records.js';
 import { checkIndex } from './validate.js';
@@ -55,7 +55,7 @@ export interface SrqCompletion extends Completion {
  * ```
  */
 export class CompletionQueue implements AsyncDisposable {
-  /** @internal */ readonly _adapter: Adapter;
+  /** @internal */ readonly _ctx: AdapterContext;
   /** @internal */ readonly _native: NativeCompletionQueue;
   /** @internal Raw completions the poller thread took off the CQ, waiting for poll(). */
   readonly _ready: RawCompletion[] = [];
@@ -70,8 +70,8 @@ export class CompletionQueue implements AsyncDisposable {
   private _closing: Promise<void> | null = null;
 
   /** @internal Use adapter.createCompletionQueue(). */
-  constructor(adapter: Adapter, native: NativeCompletionQueue, depth: number, id: number) {
-    this._adapter = adapter;
+  constructor(ctx: AdapterContext, native: NativeCompletionQueue, depth: number, id: number) {
+    this._ctx = ctx;
     this._id = id;
     this._native = native;
     this._depth = depth;
@@ -112,7 +112,7 @@ export class CompletionQueue implements AsyncDisposable {
       return this._ready.splice(0, max);
     }
     const records = this._native.poll(max - out.length);
-    if (records.length !== 0) this._adapter._processRecords(records, out);
+    if (records.length !== 0) this._ctx.completeRecords(records, out);
     return out;
   }
 
@@ -122,7 +122,7 @@ export class CompletionQueue implements AsyncDisposable {
     for (;;) {
       const records = this._native.poll(256);
       if (records.length === 0) return;
-      this._adapter._processRecords(records, this._ready);
+      this._ctx.completeRecords(records, this._ready);
     }
   }
 
@@ -140,7 +140,7 @@ export class CompletionQueue implements AsyncDisposable {
     const op = 'resize';
     if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, op, 'completion queue is closed');
     checkIndex(depth, 'depth', op);
-    const max = this._adapter.info.maxCompletionQueueDepth;
+    const max = this._ctx.info.maxCompletionQueueDepth;
     if (depth === 0 || depth > max) throw misuse(ERR_ND_OUT_OF_RANGE, op, `depth must be 1..${max}, got ${depth}`);
     this._native.resize(depth);
     this._depth = depth;
@@ -159,7 +159,7 @@ export class CompletionQueue implements AsyncDisposable {
     await Promise.allSettled([...this._users].map((qp) => qp.close()));
     this._native.close();
     this._state = 'closed';
-    this._adapter._forget(this);
+    this._ctx.forget(this);
   }
 
   /** close(), for `await using cq = adapter.createCompletionQueue()`. */

@@ -17,9 +17,9 @@ import {
   misuse,
 } from './errors.js';
 import type { NativeConnector } from './native.js';
-import type { Adapter } from './adapter.js';
+import type { AdapterContext } from './context.js';
 import { QueuePair } from './queue-pair.js';
-import { InFlight, type PendingRequest, type RequestOwner } from './requests.js';
+import { InFlight } from './requests.js';
 import { K_ACCEPT, K_COMPLETE_CONNECT, K_CONNECT, K_DISCONNECT, K_NOTIFY_DISCONNECT } from './records.js';
 import { checkIndex, checkOptions, describe } from './validate.js';
 
@@ -195,8 +195,8 @@ const GONE_CODES = new Set(['ND_CONNECTION_INVALID', 'ND_CONNECTION_ABORTED', 'N
  * await adapter.close();
  * ```
  */
-export class Connector implements AsyncDisposable, RequestOwner {
-  /** @internal */ readonly _adapter: Adapter;
+export class Connector implements AsyncDisposable {
+  /** @internal */ readonly _ctx: AdapterContext;
   /** @internal */ readonly _native: NativeConnector;
   /** @internal */ _qp: QueuePair | null = null;
   /** @internal */ _state: ConnectorState = 'idle';
@@ -213,8 +213,8 @@ export class Connector implements AsyncDisposable, RequestOwner {
   private _peer: Endpoint | null = null;
 
   /** @internal Use adapter.createConnector() or listener.getConnectionRequest(). */
-  constructor(adapter: Adapter, native: NativeConnector) {
-    this._adapter = adapter;
+  constructor(ctx: AdapterContext, native: NativeConnector) {
+    this._ctx = ctx;
     this._native = native;
   }
 
@@ -227,33 +227,26 @@ export class Connector implements AsyncDisposable, RequestOwner {
     return this._qp;
   }
 
-  /** @internal */ requestStarted(_e: PendingRequest): void {
-    this._inflight.begin();
-  }
-  /** @internal */ requestDone(_e: PendingRequest): void {
-    this._inflight.end();
-  }
-
   private _checkState(operation: string, ...allowed: ConnectorState[]): void {
     if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, operation, 'connector is closed');
     if (!allowed.includes(this._state)) {
       throw misuse(ERR_ND_BUSY, operation, `connector is ${this._state}; ${operation}() needs it ${allowed.join(' or ')}`);
     }
-    this._adapter._checkOpen(operation);
+    this._ctx.checkOpen(operation);
   }
 
   private _checkQp(qp: unknown, operation: string): QueuePair {
     if (!(qp instanceof QueuePair)) throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `qp must be a QueuePair, got ${describe(qp)}`);
-    if (qp._adapter !== this._adapter) throw misuse(ERR_ND_WRONG_ADAPTER, operation, 'the queue pair belongs to another adapter');
+    if (qp._ctx !== this._ctx) throw misuse(ERR_ND_WRONG_ADAPTER, operation, 'the queue pair belongs to another adapter');
     if (!qp._open) throw misuse(ERR_ND_CLOSED, operation, 'the queue pair is closed');
     if (qp._connector !== null && qp._connector !== this) throw misuse(ERR_ND_BUSY, operation, 'the queue pair already has a connection');
     return qp;
   }
 
   private _limits(options: ConnectOptions | AcceptOptions, operation: string): [number, number] {
-    const info = this._adapter.info;
-    const ird = this._adapter._count(options.inboundReadLimit, 'inboundReadLimit', info.maxInboundReadLimit, info.maxInboundReadLimit, operation, true);
-    const ord = this._adapter._count(options.outboundReadLimit, 'outboundReadLimit', info.maxOutboundReadLimit, info.maxOutboundReadLimit, operation, true);
+    const info = this._ctx.info;
+    const ird = this._ctx.count(options.inboundReadLimit, 'inboundReadLimit', info.maxInboundReadLimit, info.maxInboundReadLimit, operation, true);
+    const ord = this._ctx.count(options.outboundReadLimit, 'outboundReadLimit', info.maxOutboundReadLimit, info.maxOutboundReadLimit, operation, true);
     return [ird, ord];
   }
 
@@ -280,7 +273,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
       checkOptions(options, op, CONNECT_KEYS);
       this._checkQp(qp, op);
       const signal = signalOf(options.signal, op);
-      const privateData = privateDataOf(options.privateData, this._adapter.info.maxCallerData, 'maxCallerData', op);
+      const privateData = privateDataOf(options.privateData, this._ctx.info.maxCallerData, 'maxCallerData', op);
       const [ird, ord] = this._limits(options, op);
       const localPort = options.localPort === undefined ? 0 : checkIndex(options.localPort, 'localPort', op);
       if (localPort > 65535) throw misuse(ERR_ND_OUT_OF_RANGE, op, `localPort must be 0..65535, got ${localPort}`);
@@ -292,9 +285,9 @@ export class Connector implements AsyncDisposable, RequestOwner {
         target = await parseEndpoint(remote, op);
         checkDestination(target, op);
         this._throwIfAborted(signal, op);
-        this._native.bind(this._adapter.address, localPort);
+        this._native.bind(this._ctx.address, localPort);
         await this._withSignal(signal, () =>
-          this._adapter._overlapped(K_CONNECT, op, this, (id) => this._native.connect(id, qp._native, target.host, target.port, ird, ord, privateData),
+          this._ctx.overlapped(K_CONNECT, op, this._inflight, (id) => this._native.connect(id, qp._native, target.host, target.port, ird, ord, privateData),
             `to ${target.host}:${target.port}`),
         );
       } catch (err) {
@@ -326,7 +319,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
       this._state = 'completing';
       try {
         this._throwIfAborted(signal, op);
-        await this._withSignal(signal, () => this._adapter._overlapped(K_COMPLETE_CONNECT, op, this, (id) => this._native.completeConnect(id)));
+        await this._withSignal(signal, () => this._ctx.overlapped(K_COMPLETE_CONNECT, op, this._inflight, (id) => this._native.completeConnect(id)));
       } catch (err) {
         this._fail(this._qp);
         throw this._abortedError(err, signal, op);
@@ -359,7 +352,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
       checkOptions(options, op, ACCEPT_KEYS);
       this._checkQp(qp, op);
       const signal = signalOf(options.signal, op);
-      const privateData = privateDataOf(options.privateData, this._adapter.info.maxCalleeData, 'maxCalleeData', op);
+      const privateData = privateDataOf(options.privateData, this._ctx.info.maxCalleeData, 'maxCalleeData', op);
       const [ird, ord] = this._limits(options, op);
       if (signal?.aborted) {
         this.reject();  // refused rather than left hanging: the peer's connect fails with ND_CONNECTION_REFUSED
@@ -370,7 +363,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
       qp._connector = this;
       try {
         await this._withSignal(signal, () =>
-          this._adapter._overlapped(K_ACCEPT, op, this, (id) => this._native.accept(id, qp._native, ird, ord, privateData)),
+          this._ctx.overlapped(K_ACCEPT, op, this._inflight, (id) => this._native.accept(id, qp._native, ird, ord, privateData)),
         );
       } catch (err) {
         this._fail(qp);
@@ -392,7 +385,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
   reject(privateData?: Uint8Array): void {
     const op = 'reject';
     this._checkState(op, 'requested', 'connected');
-    const data = privateDataOf(privateData, this._adapter.info.maxCalleeData, 'maxCalleeData', op);
+    const data = privateDataOf(privateData, this._ctx.info.maxCalleeData, 'maxCalleeData', op);
     this._native.reject(data);
     const qp = this._qp;
     this._state = 'rejected';
@@ -470,8 +463,8 @@ export class Connector implements AsyncDisposable, RequestOwner {
     if (this._notifyArmed) return;
     this._notifyArmed = true;
     const done = () => this._resolveDisconnected?.();
-    this._adapter
-      ._overlapped(K_NOTIFY_DISCONNECT, 'notifyDisconnect', this, (id) => this._native.notifyDisconnect(id))
+    this._ctx
+      .overlapped(K_NOTIFY_DISCONNECT, 'notifyDisconnect', this._inflight, (id) => this._native.notifyDisconnect(id))
       .then(done, done);
   }
 
@@ -553,7 +546,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
     this._state = 'disconnecting';
     const qp = this._qp;
     try {
-      await this._adapter._overlapped(K_DISCONNECT, op, this, (id) => this._native.disconnect(id));
+      await this._ctx.overlapped(K_DISCONNECT, op, this._inflight, (id) => this._native.disconnect(id));
     } catch (err) {
       if (!(err instanceof NdError && GONE_CODES.has(err.code))) throw callerStack(asNdError(err, op));
     } finally {
@@ -588,7 +581,7 @@ export class Connector implements AsyncDisposable, RequestOwner {
     this._qp = null;
     this._state = 'closed';
     this._resolveDisconnected?.();
-    this._adapter._forget(this);
+    this._ctx.forget(this);
   }
 
   /** close(), for `await using connector = await adapter.connect(...)`. */

@@ -3,9 +3,9 @@
 
 import { ERR_ND_CLOSED, NdError, asNdError, callerStack, misuse } from './errors.js';
 import type { NativeListener } from './native.js';
-import type { Adapter } from './adapter.js';
+import type { AdapterContext } from './context.js';
 import { Connector, abortedError, signalOf, type Endpoint } from './connector.js';
-import { InFlight, type PendingRequest, type RequestOwner } from './requests.js';
+import { InFlight } from './requests.js';
 import { K_GET_CONNECTION_REQUEST } from './records.js';
 import { checkOptions } from './validate.js';
 
@@ -52,10 +52,10 @@ export interface ConnectionRequestOptions {
  * await adapter.close();
  * ```
  */
-export class Listener implements AsyncDisposable, AsyncIterable<Connector>, RequestOwner {
+export class Listener implements AsyncDisposable, AsyncIterable<Connector> {
   /** The address and port listened on. */
   readonly address: Endpoint;
-  /** @internal */ readonly _adapter: Adapter;
+  /** @internal */ readonly _ctx: AdapterContext;
   /** @internal */ readonly _native: NativeListener;
   private readonly _inflight = new InFlight();
   private readonly _waiting = new Set<Connector>();
@@ -64,18 +64,11 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
   private _cancelEpoch = 0;  // bumped by each abort (see _waitForRequest)
 
   /** @internal Use adapter.listen(). */
-  constructor(adapter: Adapter, native: NativeListener) {
-    this._adapter = adapter;
+  constructor(ctx: AdapterContext, native: NativeListener) {
+    this._ctx = ctx;
     this._native = native;
     const a = native.getLocalAddress();
     this.address = Object.freeze({ host: a.host, port: a.port });
-  }
-
-  /** @internal */ requestStarted(_e: PendingRequest): void {
-    this._inflight.begin();
-  }
-  /** @internal */ requestDone(_e: PendingRequest): void {
-    this._inflight.end();
   }
 
   /**
@@ -92,7 +85,7 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
     const op = 'getConnectionRequest';
     try {
       if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, op, 'listener is closed');
-      this._adapter._checkOpen(op);
+      this._ctx.checkOpen(op);
       checkOptions(options, op, CONNECTION_REQUEST_KEYS);
       const signal = signalOf(options.signal, op);
       if (signal?.aborted) throw abortedError(op, signal);
@@ -111,7 +104,7 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
   // lost: a request not yet matched stays queued in the provider).
   private async _waitForRequest(op: string, signal: AbortSignal | undefined): Promise<Connector | null> {
     const epoch = this._cancelEpoch;
-    const connector = new Connector(this._adapter, this._adapter._native.createConnector());
+    const connector = new Connector(this._ctx, this._ctx.native.createConnector());
     connector._state = 'waiting';
     this._waiting.add(connector);
     const onAbort = () => {
@@ -124,7 +117,7 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
     };
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      await this._adapter._overlapped(K_GET_CONNECTION_REQUEST, op, this, (id) => this._native.getConnectionRequest(id, connector._native),
+      await this._ctx.overlapped(K_GET_CONNECTION_REQUEST, op, this._inflight, (id) => this._native.getConnectionRequest(id, connector._native),
         `on ${this.address.host}:${this.address.port}`);
     } catch (err) {
       this._waiting.delete(connector);
@@ -137,14 +130,14 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
       signal?.removeEventListener('abort', onAbort);
     }
     this._waiting.delete(connector);
-    if (this._adapter._state !== 'open') {
+    if (this._ctx.state !== 'open') {
       await connector.close();
       throw misuse(ERR_ND_CLOSED, op, 'adapter closed while waiting for a connection request');
     }
     if (signal?.aborted) {
       // The abort came after a request was matched to this call: refuse it rather than drop it silently.
       connector._state = 'requested';
-      this._adapter._adopt(connector);
+      this._ctx.adopt(connector);
       try {
         connector.reject();
       } finally {
@@ -153,7 +146,7 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
       throw abortedError(op, signal);
     }
     connector._state = 'requested';
-    this._adapter._adopt(connector);
+    this._ctx.adopt(connector);
     return connector;
   }
 
@@ -194,7 +187,7 @@ export class Listener implements AsyncDisposable, AsyncIterable<Connector>, Requ
     await Promise.allSettled([...this._waiting].map((c) => c.close()));
     this._native.close();
     this._state = 'closed';
-    this._adapter._forget(this);
+    this._ctx.forget(this);
   }
 
   /** close(), for `await using listener = await adapter.listen()`. */

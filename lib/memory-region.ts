@@ -18,7 +18,7 @@ import type { NativeMemoryRegion } from './native.js';
 import { InFlight, type Pins } from './requests.js';
 import { K_DEREGISTER } from './records.js';
 import { checkBoolean, checkIndex, checkOptions, describe, isDetached } from './validate.js';
-import type { Adapter } from './adapter.js';
+import type { AdapterContext } from './context.js';
 
 /** What registerMemory() may grant. Default: { localWrite: true, readSink: true }; no remote access. */
 export interface Access {
@@ -104,7 +104,7 @@ export class MemoryRegion implements AsyncDisposable {
   readonly length: number;
   /** Access the region was registered with. */
   readonly access: Readonly<Required<Access>>;
-  /** @internal */ readonly _adapter: Adapter;
+  /** @internal */ readonly _ctx: AdapterContext;
   /** @internal */ readonly _native: NativeMemoryRegion;
   /** @internal The native region id SGEs name (read once registered, not per post). */
   _id = 0;
@@ -120,8 +120,8 @@ export class MemoryRegion implements AsyncDisposable {
   private _deregistering: Promise<void> | null = null;
 
   /** @internal Use adapter.registerMemory() / adapter.allocateMemory(). */
-  constructor(adapter: Adapter, native: NativeMemoryRegion, arrayBuffer: ArrayBuffer, byteOffset: number, byteLength: number, flags: number) {
-    this._adapter = adapter;
+  constructor(ctx: AdapterContext, native: NativeMemoryRegion, arrayBuffer: ArrayBuffer, byteOffset: number, byteLength: number, flags: number) {
+    this._ctx = ctx;
     this._native = native;
     this._arrayBuffer = arrayBuffer;
     this._byteOffset = byteOffset;
@@ -248,7 +248,7 @@ export class MemoryRegion implements AsyncDisposable {
     await this._pins.idle();
     try {
       if (wasRegistered) {
-        await this._adapter._overlapped(K_DEREGISTER, 'deregister', null, (id) => this._native.deregister(id),
+        await this._ctx.overlapped(K_DEREGISTER, 'deregister', null, (id) => this._native.deregister(id),
           `region of ${this.length} bytes at 0x${this._address.toString(16)}`);
       }
     } catch (err) {
@@ -259,8 +259,8 @@ export class MemoryRegion implements AsyncDisposable {
     }
     this._state = 'deregistered';
     this._arrayBuffer = null;
-    this._adapter._forget(this);
-    this._adapter._recycleRegion(this._native);
+    this._ctx.forget(this);
+    this._ctx.recycleRegion(this._native);
   }
 
   /** @internal Adapter teardown after a failed registration. */
@@ -290,7 +290,7 @@ export interface SgeList {
 function addSge(
   scratch: Float64Array,
   n: number,
-  adapter: Adapter,
+  ctx: AdapterContext,
   region: unknown,
   offset: number,
   length: number,
@@ -300,7 +300,7 @@ function addSge(
   if (!(region instanceof MemoryRegion)) {
     throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `local memory must be a MemoryRegion, a Segment, an array of them or null; got ${describe(region)}`);
   }
-  if (region._adapter !== adapter) throw misuse(ERR_ND_WRONG_ADAPTER, operation, 'the memory region was registered on another adapter');
+  if (region._ctx !== ctx) throw misuse(ERR_ND_WRONG_ADAPTER, operation, 'the memory region was registered on another adapter');
   region._checkUsable(operation);
   if (offset > region.length || length > region.length - offset) {
     throw misuse(ERR_ND_OUT_OF_RANGE, operation, `segment [${offset}, ${offset + length}) is outside the ${region.length}-byte region`);
@@ -317,13 +317,13 @@ function addSge(
  * Validates `local` and writes its SGE triples [regionId, offset, length] into the adapter's scratch array.
  * Zero-length segments are skipped. Nothing is pinned here: the caller pins `out.pins` once the post is accepted.
  */
-export function writeSges(adapter: Adapter, scratch: Float64Array, local: unknown, maxSge: number, operation: string, out: SgeList): SgeList {
+export function writeSges(ctx: AdapterContext, scratch: Float64Array, local: unknown, maxSge: number, operation: string, out: SgeList): SgeList {
   out.nSge = 0;
   out.bytes = 0;
   out.pins = null;
   if (local === null || local === undefined) return out;
   if (local instanceof MemoryRegion) {
-    addSge(scratch, 0, adapter, local, 0, local.length, maxSge, operation);
+    addSge(scratch, 0, ctx, local, 0, local.length, maxSge, operation);
     if (local.length === 0) return out;
     out.nSge = 1;
     out.bytes = local.length;
@@ -349,7 +349,7 @@ export function writeSges(adapter: Adapter, scratch: Float64Array, local: unknow
         throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `each local entry must be a MemoryRegion or a Segment, got ${describe(item)}`);
       }
       // Zero-byte segments are still validated (a closed or foreign region is a mistake) but add no SGE.
-      addSge(scratch, n, adapter, region, offset, length, maxSge, operation);
+      addSge(scratch, n, ctx, region, offset, length, maxSge, operation);
       if (length === 0) continue;
       pins.push(region as MemoryRegion);
       out.bytes += length;
@@ -363,7 +363,7 @@ export function writeSges(adapter: Adapter, scratch: Float64Array, local: unknow
     const seg = local as Segment;
     const offset = checkIndex(seg.offset, 'segment.offset', operation);
     const length = checkIndex(seg.length, 'segment.length', operation);
-    addSge(scratch, 0, adapter, seg.region, offset, length, maxSge, operation);
+    addSge(scratch, 0, ctx, seg.region, offset, length, maxSge, operation);
     if (length === 0) return out;
     out.nSge = 1;
     out.bytes = length;

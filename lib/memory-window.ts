@@ -2,7 +2,7 @@
 // through a queue pair (qp.bind / qp.invalidate).
 
 import type { NativeMemoryWindow } from './native.js';
-import type { Adapter } from './adapter.js';
+import type { AdapterContext } from './context.js';
 import { InFlight } from './requests.js';
 
 /**
@@ -26,7 +26,7 @@ import { InFlight } from './requests.js';
  * ```
  */
 export class MemoryWindow implements AsyncDisposable {
-  /** @internal */ readonly _adapter: Adapter;
+  /** @internal */ readonly _ctx: AdapterContext;
   /** @internal */ readonly _native: NativeMemoryWindow;
   /** @internal Bind/invalidate requests in flight. */
   readonly _inflight = new InFlight();
@@ -35,8 +35,8 @@ export class MemoryWindow implements AsyncDisposable {
   private _closing: Promise<void> | null = null;
 
   /** @internal Use adapter.createMemoryWindow(). */
-  constructor(adapter: Adapter, native: NativeMemoryWindow) {
-    this._adapter = adapter;
+  constructor(ctx: AdapterContext, native: NativeMemoryWindow) {
+    this._ctx = ctx;
     this._native = native;
   }
 
@@ -67,7 +67,7 @@ export class MemoryWindow implements AsyncDisposable {
     this._native.close();
     this._state = 'closed';
     this._bound = false;
-    this._adapter._forget(this);
+    this._ctx.forget(this);
   }
 
   /** close(), for `await using window = adapter.createMemoryWindow()`. */

@@ -28,10 +28,10 @@ import {
   statusError,
 } from './errors.js';
 import type { NativeQueuePair } from './native.js';
-import type { Adapter } from './adapter.js';
-import { CompletionQueue, type Completion } from './completion-queue.js';
-import { Fifo, InFlight, ignore, pin, settleRequest, unpin, type PendingRequest, type Pins, type RequestOwner, type Returned } from './requests.js';
-import { K_BIND, K_INVALIDATE, K_READ, K_RECEIVE, K_SEND, K_WRITE } from './records.js';
+import type { AdapterContext } from './context.js';
+import { CompletionQueue, type Completion, type RawCompletion } from './completion-queue.js';
+import { InFlight, ignore, pin, requestError, settleRequest, unpin, type PendingRequest, type Pins, type RequestOwner, type Returned } from './requests.js';
+import { K_BIND, K_INVALIDATE, K_READ, K_RECEIVE, K_SEND, K_WRITE, REQUEST_TYPES } from './records.js';
 import { SCRATCH_SGES, checkBoolean, checkIndex, checkOptions, describe, formatBytes } from './validate.js';
 import {
   MemoryRegion,
@@ -44,7 +44,7 @@ import {
 } from './memory-region.js';
 import { MemoryWindow } from './memory-window.js';
 import { SharedReceiveQueue } from './shared-receive-queue.js';
-import { Waiting, maxQueuedOf, neverPosted, tooManyWaiting } from './waiting.js';
+import { SlotQueue, Waiting, maxQueuedOf, neverPosted, type SlotOwner } from './waiting.js';
 
 export { DEFAULT_MAX_QUEUED } from './waiting.js';
 import type { Connector } from './connector.js';
@@ -178,16 +178,6 @@ function silentCannotWait(operation: string, outstanding: number, depth: number)
   );
 }
 
-function noMoreEntries(operation: string, queue: string, outstanding: number, depth: number): NdError {
-  return new NdError(
-    'ND_NO_MORE_ENTRIES',
-    ND_NO_MORE_ENTRIES,
-    operation,
-    `${operation} failed: ND_NO_MORE_ENTRIES (0x8000001A): the ${queue} queue is full (${outstanding} outstanding of depth ${depth})`,
-  );
-}
-
-
 /**
  * A queue pair (IND2QueuePair): the endpoint of a connection that sends, receives, Reads and Writes. Made by
  * adapter.createQueuePair() and connected by adapter.connect() or a Connector. Each request returns a promise;
@@ -211,7 +201,7 @@ function noMoreEntries(operation: string, queue: string, outstanding: number, de
  * await adapter.close();
  * ```
  */
-export class QueuePair implements AsyncDisposable, RequestOwner {
+export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
   /** Where receives complete. */
   readonly receiveCq: CompletionQueue;
   /** Where initiator requests (send, Read, Write, bind, invalidate) complete. */
@@ -232,54 +222,54 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   readonly inlineDataSize: number;
   /** Requests that may wait in each queue while it is full (QueuePairOptions.maxQueued). */
   readonly maxQueued: number;
-  /** @internal */ readonly _adapter: Adapter;
+  /** @internal */ readonly _ctx: AdapterContext;
   /** @internal */ readonly _id: number;
   /** @internal */ readonly _native: NativeQueuePair;
   /** @internal */ _connector: Connector | null = null;
   private _state: 'open' | 'closing' | 'closed' = 'open';
-  private _receiveOutstanding = 0;
-  private _initiatorOutstanding = 0;
+  // The receive and initiator queues: outstanding requests, and those waiting for a slot, oldest first.
+  private readonly _rq: SlotQueue;
+  private readonly _iq: SlotQueue;
   // Non-silent requests; close() waits for them. Silent ones are retired by the next completion of this QP.
   private readonly _inflight = new InFlight();
   private _silent: PendingRequest[] = [];
   private _silentHead = 0;
   private _seq = 0;
   private _closing: Promise<void> | null = null;
-  // Requests waiting for a slot of the full initiator / receive queue, oldest first.
-  private readonly _initiatorWaiting = new Fifo<Waiting>();
-  private readonly _receiveWaiting = new Fifo<Waiting>();
 
   /** @internal Use adapter.createQueuePair(). */
-  constructor(adapter: Adapter, id: number, options: QueuePairOptions) {
+  constructor(ctx: AdapterContext, id: number, options: QueuePairOptions) {
     const op = 'createQueuePair';
-    const info = adapter.info;
+    const info = ctx.info;
     checkOptions(options, op, QUEUE_PAIR_KEYS);
     const receiveCq = options.receiveCq;
     const initiatorCq = options.initiatorCq ?? receiveCq;
     for (const [name, cq] of [['receiveCq', receiveCq], ['initiatorCq', initiatorCq]] as const) {
       if (!(cq instanceof CompletionQueue)) throw misuse(ERR_ND_INVALID_ARGUMENT, op, `${name} must be a CompletionQueue, got ${describe(cq)}`);
-      if (cq._adapter !== adapter) throw misuse(ERR_ND_WRONG_ADAPTER, op, `${name} belongs to another adapter`);
+      if (cq._ctx !== ctx) throw misuse(ERR_ND_WRONG_ADAPTER, op, `${name} belongs to another adapter`);
       if (!cq._open) throw misuse(ERR_ND_CLOSED, op, `${name} is closed`);
     }
     const srq = options.srq ?? null;
     if (srq !== null) {
       if (!(srq instanceof SharedReceiveQueue)) throw misuse(ERR_ND_INVALID_ARGUMENT, op, `srq must be a SharedReceiveQueue, got ${describe(srq)}`);
-      if (srq._adapter !== adapter) throw misuse(ERR_ND_WRONG_ADAPTER, op, 'srq belongs to another adapter');
+      if (srq._ctx !== ctx) throw misuse(ERR_ND_WRONG_ADAPTER, op, 'srq belongs to another adapter');
       if (!srq._open) throw misuse(ERR_ND_CLOSED, op, 'srq is closed');
     }
-    this._adapter = adapter;
+    this._ctx = ctx;
     this._id = id;
     this.receiveCq = receiveCq;
     this.initiatorCq = initiatorCq;
     this.srq = srq;
-    this.receiveDepth = adapter._count(options.receiveDepth, 'receiveDepth', 128, info.maxReceiveQueueDepth, op);
-    this.initiatorDepth = adapter._count(options.initiatorDepth, 'initiatorDepth', 128, info.maxInitiatorQueueDepth, op);
-    this.maxReceiveSge = adapter._count(options.maxReceiveSge, 'maxReceiveSge', 4, Math.min(info.maxReceiveSge, SCRATCH_SGES), op);
-    this.maxInitiatorSge = adapter._count(options.maxInitiatorSge, 'maxInitiatorSge', 4, Math.min(info.maxInitiatorSge, SCRATCH_SGES), op);
+    this.receiveDepth = ctx.count(options.receiveDepth, 'receiveDepth', 128, info.maxReceiveQueueDepth, op);
+    this.initiatorDepth = ctx.count(options.initiatorDepth, 'initiatorDepth', 128, info.maxInitiatorQueueDepth, op);
+    this.maxReceiveSge = ctx.count(options.maxReceiveSge, 'maxReceiveSge', 4, Math.min(info.maxReceiveSge, SCRATCH_SGES), op);
+    this.maxInitiatorSge = ctx.count(options.maxInitiatorSge, 'maxInitiatorSge', 4, Math.min(info.maxInitiatorSge, SCRATCH_SGES), op);
     this.maxReadSge = Math.max(1, Math.min(this.maxInitiatorSge, info.maxReadSge || this.maxInitiatorSge));
-    this.inlineDataSize = adapter._count(options.inlineDataSize, 'inlineDataSize', 256, info.maxInlineDataSize, op, true);
+    this.inlineDataSize = ctx.count(options.inlineDataSize, 'inlineDataSize', 256, info.maxInlineDataSize, op, true);
     this.maxQueued = maxQueuedOf(options.maxQueued, op);
-    this._native = adapter._native.createQueuePair(
+    this._rq = new SlotQueue('receive', this.receiveDepth, this.maxQueued);
+    this._iq = new SlotQueue('initiator', this.initiatorDepth, this.maxQueued);
+    this._native = ctx.native.createQueuePair(
       receiveCq._native,
       initiatorCq._native,
       srq === null ? null : srq._native,
@@ -305,12 +295,12 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   }
   /** Requests posted on this QP that have not completed yet (waiting ones not included: see `queued`). */
   get outstanding(): { receive: number; initiator: number } {
-    return { receive: this._receiveOutstanding, initiator: this._initiatorOutstanding };
+    return { receive: this._rq.outstanding, initiator: this._iq.outstanding };
   }
 
   /** Requests waiting for a slot of their full queue (posted in order as completions free slots). */
   get queued(): { receive: number; initiator: number } {
-    return { receive: this._receiveWaiting.length, initiator: this._initiatorWaiting.length };
+    return { receive: this._rq.queued, initiator: this._iq.queued };
   }
 
   /**
@@ -431,7 +421,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
       throw misuse(ERR_ND_INVALID_ARGUMENT, op, 'receives cannot be silent');
     }
     if (this._mustWait(kind)) {
-      if ((flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0) throw silentCannotWait(op, this._initiatorOutstanding, this.initiatorDepth);
+      if ((flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0) throw silentCannotWait(op, this._iq.outstanding, this.initiatorDepth);
       const w = this._enqueue(kind, op, local, remote, options?.offset, flags);
       w.raw = true;
       w.context = options?.context;
@@ -473,7 +463,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     const op = 'bind';
     try {
       this._checkPostable(op);
-      checkWindow(window, this._adapter, op);
+      checkWindow(window, this._ctx, op);
       let mr: unknown = region;
       let offset = 0;
       let length: number;
@@ -487,7 +477,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
         throw misuse(ERR_ND_INVALID_ARGUMENT, op, `region must be a MemoryRegion or a Segment, got ${describe(region)}`);
       }
       if (!(mr instanceof MemoryRegion)) throw misuse(ERR_ND_INVALID_ARGUMENT, op, `region must be a MemoryRegion, got ${describe(mr)}`);
-      if (mr._adapter !== this._adapter) throw misuse(ERR_ND_WRONG_ADAPTER, op, 'the memory region was registered on another adapter');
+      if (mr._ctx !== this._ctx) throw misuse(ERR_ND_WRONG_ADAPTER, op, 'the memory region was registered on another adapter');
       mr._checkUsable(op);
       if (offset > mr.length || length > mr.length - offset) {
         throw misuse(ERR_ND_OUT_OF_RANGE, op, `segment [${offset}, ${offset + length}) is outside the ${mr.length}-byte region`);
@@ -501,10 +491,10 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
       // Completions arrive through onBatch or cq.poll(), never inside the native call: settled later.
       return await this._initiate<RemoteMemory>(op, (resolve, reject) => {
         this._checkPostable(op);
-        checkWindow(window, this._adapter, op);
+        checkWindow(window, this._ctx, op);
         region_._checkUsable(op);
-        const a = this._adapter;
-        const e = a._requests.acquire();
+        const a = this._ctx;
+        const e = a.requests.acquire();
         const address = region_.address + BigInt(offset);
         e.kind = K_BIND;
         e.operation = op;
@@ -516,11 +506,11 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
           e.extra = this._native.bind(e.id, region_._native, window._native, offset, length, flags) >>> 0;
         } catch (err) {
           window._inflight.end();
-          a._requests.release(e);
+          a.requests.release(e);
           throw err;
         }
         pin(region_);
-        this._initiatorOutstanding++;
+        this._iq.outstanding++;
         this._inflight.begin();
         e.resolve = () => {
           window._inflight.end();
@@ -562,12 +552,12 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     const op = 'invalidate';
     try {
       this._checkPostable(op);
-      checkWindow(window, this._adapter, op);
+      checkWindow(window, this._ctx, op);
       return await this._initiate<Completion>(op, (resolve, reject) => {
         this._checkPostable(op);
-        checkWindow(window, this._adapter, op);
-        const a = this._adapter;
-        const e = a._requests.acquire();
+        checkWindow(window, this._ctx, op);
+        const a = this._ctx;
+        const e = a.requests.acquire();
         e.kind = K_INVALIDATE;
         e.operation = op;
         e.owner = this;
@@ -577,10 +567,10 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
           this._native.invalidate(e.id, window._native, 0);
         } catch (err) {
           window._inflight.end();
-          a._requests.release(e);
+          a.requests.release(e);
           throw err;
         }
-        this._initiatorOutstanding++;
+        this._iq.outstanding++;
         this._inflight.begin();
         e.resolve = (c: Completion) => {
           window._inflight.end();
@@ -647,7 +637,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     } catch {
       // Already unusable: the completions that remain are settled below.
     }
-    if (this._adapter.completion === 'manual') {
+    if (this._ctx.completion === 'manual') {
       // Nobody else dequeues in manual mode: drain the CQs until this QP's requests have settled.
       while (this._inflight.inFlight > 0) {
         this.receiveCq._drain();
@@ -660,13 +650,13 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     this._native.close();
     this._state = 'closed';
     // Silent requests that never got a completion: the provider no longer touches their memory.
-    this._adapter._settleOwned(this, ND_CANCELED);
+    this._ctx.settleOwned(this, ND_CANCELED);
     this.receiveCq._users.delete(this);
     this.initiatorCq._users.delete(this);
     this.srq?._users.delete(this);
     if (connector !== null && connector._qp === this) connector._qp = null;
     this._connector = null;
-    this._adapter._forget(this);
+    this._ctx.forget(this);
   }
 
   /** close(), for `await using qp = adapter.createQueuePair(...)`. */
@@ -674,28 +664,38 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     await this.close();
   }
 
-  /** @internal RequestOwner: a completion record of this QP arrived. */
-  requestDone(e: PendingRequest): void {
+  /**
+   * @internal RequestOwner: a request of this QP completed (or is settled at teardown). Frees its slot, settles it,
+   * then gives the slot to the oldest waiting request; a failure puts the queue pair in the error state (the
+   * provider flushes whatever follows), so the waiting requests are cancelled instead of posted.
+   */
+  complete(e: PendingRequest, status: number, bytes: number, kind: number, _qpId: number, out: RawCompletion[] | null): void {
     if (e.kind === K_RECEIVE) {
-      this._receiveOutstanding--;
+      this._rq.outstanding--;
     } else {
-      this._initiatorOutstanding--;
+      this._iq.outstanding--;
       if (this._silentHead < this._silent.length) this._retireSilent(e);
     }
     if (!e.silent) this._inflight.end();
-  }
-
-  /**
-   * @internal RequestOwner: a request of this QP was settled. Its slot goes to the oldest waiting request; a
-   * failure puts the queue pair in the error state (the provider flushes whatever follows), so the waiting
-   * requests are cancelled instead of posted.
-   */
-  requestSettled(_kind: number, status: number): void {
-    if (this._initiatorWaiting.length === 0 && this._receiveWaiting.length === 0) return;
+    unpin(e.pins);
+    e.pins = null;
+    const type = REQUEST_TYPES[kind] ?? REQUEST_TYPES[e.kind];
+    const done = kind === K_RECEIVE || status !== 0 ? bytes : e.bytes;
+    if (e.raw) {
+      const rc: RawCompletion = { type, status, bytes: done, context: e.context, qp: this };
+      if (out !== null) out.push(rc);
+      else (kind === K_RECEIVE ? this.receiveCq : this.initiatorCq)._ready.push(rc);
+    } else if (status === 0) {
+      e.resolve?.({ type, status: 0, bytes: done });
+    } else {
+      e.reject?.(requestError(e, status, type));
+    }
+    this._ctx.requests.release(e);
+    if (this._iq.queued === 0 && this._rq.queued === 0) return;
     if (status !== 0) {
       const failed = this._cqFailure;
       if (failed !== null) {
-        // Its CQ failed (Adapter._cqFailed): the waiting requests fail as any later one would.
+        // Its CQ failed (lib/adapter.ts AdapterCore.cqFailed): the waiting requests fail as any later one would.
         this._failWaiting((w) => statusError(failed.status, w.operation, failed.why));
         return;
       }
@@ -707,26 +707,32 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
       );
       return;
     }
-    this._pump(this._initiatorWaiting, false);
-    this._pump(this._receiveWaiting, true);
+    this._iq.pump(this);
+    this._rq.pump(this);
+  }
+
+  /** @internal SlotOwner: posts a request that waited for a slot. */
+  postWaiting(w: Waiting): void {
+    if (w.start !== null) w.start();
+    else w.attach(this._post(w.kind, w.operation, w.local, w.remote, w.offset, w.flags));
+  }
+
+  /** @internal SlotOwner: a waiting request that can no longer be posted. */
+  failWaiting(w: Waiting, err: NdError, queue: SlotQueue): void {
+    w.fail(err, queue === this._rq ? this.receiveCq : this.initiatorCq, this);
   }
 
   /** True when a request of `kind` must wait: its queue is full, or others already wait (no overtaking). */
   private _mustWait(kind: number): boolean {
-    if (kind === K_RECEIVE) return this._receiveWaiting.length > 0 || this._receiveOutstanding >= this.receiveDepth;
-    return this._initiatorWaiting.length > 0 || this._initiatorOutstanding >= this.initiatorDepth;
+    return (kind === K_RECEIVE ? this._rq : this._iq).mustWait();
   }
 
   /** Validates a request and queues it behind the waiting ones; throws past maxQueued. */
   private _enqueue(kind: number, operation: string, local: Local, remote: RemoteMemory | undefined, offset: number | undefined, flags: number): Waiting {
     const receive = kind === K_RECEIVE;
-    const fifo = receive ? this._receiveWaiting : this._initiatorWaiting;
-    if (fifo.length >= this.maxQueued) {
-      throw receive
-        ? tooManyWaiting(operation, 'receive', this._receiveOutstanding, this.receiveDepth, fifo.length, this.maxQueued)
-        : tooManyWaiting(operation, 'initiator', this._initiatorOutstanding, this.initiatorDepth, fifo.length, this.maxQueued);
-    }
-    if (!receive && this._initiatorOutstanding === this._silent.length - this._silentHead) {
+    const queue = receive ? this._rq : this._iq;
+    queue.checkRoom(operation);
+    if (!receive && this._iq.outstanding === this._silent.length - this._silentHead) {
       // Silent requests free their slots only when a later request of the queue completes: with nothing else
       // posted, a waiting request would wait forever.
       throw new NdError(
@@ -734,7 +740,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
         ND_NO_MORE_ENTRIES,
         operation,
         `${operation} failed: ND_NO_MORE_ENTRIES (0x8000001A): the initiator queue is full of silent requests ` +
-          `(${this._initiatorOutstanding} of depth ${this.initiatorDepth}), which free their slots only when a later request completes: ` +
+          `(${this._iq.outstanding} of depth ${this.initiatorDepth}), which free their slots only when a later request completes: ` +
           'post a request without silent before the queue fills, so that its completion retires them',
       );
     }
@@ -748,26 +754,8 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     } else {
       this._checkPostable(operation);
     }
-    fifo.push(w);
+    queue.push(w);
     return w;
-  }
-
-  /** Posts waiting requests while their queue has free slots; one that can no longer be posted rejects. */
-  private _pump(fifo: Fifo<Waiting>, receive: boolean): void {
-    while (fifo.length > 0) {
-      if (receive ? this._receiveOutstanding >= this.receiveDepth : this._initiatorOutstanding >= this.initiatorDepth) return;
-      const w = fifo.shift()!;
-      unpin(w.pins);
-      try {
-        if (w.start !== null) {
-          w.start();
-        } else {
-          w.attach(this._post(w.kind, w.operation, w.local, w.remote, w.offset, w.flags));
-        }
-      } catch (err) {
-        w.fail(asNdError(err, w.operation), receive ? this.receiveCq : this.initiatorCq, this);
-      }
-    }
   }
 
   /** Rejects every waiting request with ND_CANCELED (raw ones complete with it through cq.poll()). */
@@ -776,22 +764,18 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
   }
 
   /** Rejects every waiting request with the error `errorOf` makes for it (raw ones complete through cq.poll()). */
-  private _failWaiting(errorOf: (w: Waiting, queue: 'initiator' | 'receive') => NdError): void {
-    for (const [fifo, queue, cq] of [
-      [this._initiatorWaiting, 'initiator', this.initiatorCq],
-      [this._receiveWaiting, 'receive', this.receiveCq],
+  private _failWaiting(errorOf: (w: Waiting, queue: string) => NdError): void {
+    for (const [queue, cq] of [
+      [this._iq, this.initiatorCq],
+      [this._rq, this.receiveCq],
     ] as const) {
-      if (fifo.length === 0) continue;
-      for (const w of fifo.drain()) {
-        unpin(w.pins);
-        w.fail(errorOf(w, queue), cq, this);
-      }
+      for (const w of queue.drain()) w.fail(errorOf(w, queue.queue), cq, this);
     }
   }
 
   /** Initiator requests complete in order: every silent request posted before `e` has succeeded. */
   private _retireSilent(e: PendingRequest): void {
-    const requests = this._adapter._requests;
+    const requests = this._ctx.requests;
     const list = this._silent;
     while (this._silentHead < list.length) {
       const s = list[this._silentHead];
@@ -801,7 +785,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
       }
       if (s.seq > e.seq) break;
       this._silentHead++;
-      this._initiatorOutstanding--;
+      this._iq.outstanding--;
       unpin(s.pins);
       requests.release(s);
     }
@@ -816,12 +800,12 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
 
   private _checkPostable(operation: string): void {
     if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, operation, `queue pair is ${this._state}`);
-    if (this._adapter._state !== 'open') throw misuse(ERR_ND_CLOSED, operation, `adapter ${this._adapter.address} is ${this._adapter._state}`);
+    if (this._ctx.state !== 'open') throw misuse(ERR_ND_CLOSED, operation, `adapter ${this._ctx.address} is ${this._ctx.state}`);
     const failed = this._cqFailure;
     if (failed !== null) throw statusError(failed.status, operation, failed.why);
   }
 
-  /** The failure of a CQ this queue pair completes into (Adapter._cqFailed), or null. */
+  /** The failure of a CQ this queue pair completes into (lib/adapter.ts AdapterCore.cqFailed), or null. */
   private get _cqFailure(): { status: number; why: string } | null {
     return this.receiveCq._failure ?? this.initiatorCq._failure;
   }
@@ -869,14 +853,11 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
 
   /** Validates, writes the SGEs, posts natively and pins. Throws NdError; returns the pending entry. */
   private _post(kind: number, operation: string, local: Local, remote: RemoteMemory | undefined, offset: number | undefined, flags: number): PendingRequest {
-    if (kind === K_RECEIVE) {
-      if (this._receiveOutstanding >= this.receiveDepth) throw noMoreEntries(operation, 'receive', this._receiveOutstanding, this.receiveDepth);
-    } else if (this._initiatorOutstanding >= this.initiatorDepth) {
-      throw noMoreEntries(operation, 'initiator', this._initiatorOutstanding, this.initiatorDepth);
-    }
+    const queue = kind === K_RECEIVE ? this._rq : this._iq;
+    queue.checkSlot(operation);
     const sg = this._prepare(kind, operation, local, remote, offset);
-    const a = this._adapter;
-    const e = a._requests.acquire();
+    const a = this._ctx;
+    const e = a.requests.acquire();
     e.kind = kind;
     e.operation = operation;
     e.owner = this;
@@ -890,13 +871,12 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     try {
       this._native.post(kind | (flags << 8), e.id, sg.nSge, sg.address ?? 0n, sg.offset, sg.token);
     } catch (err) {
-      a._requests.release(e);
+      a.requests.release(e);
       throw this._postError(asNdError(err, operation), sg.bytes);
     }
     e.pins = pins;
     pin(pins);
-    if (kind === K_RECEIVE) this._receiveOutstanding++;
-    else this._initiatorOutstanding++;
+    queue.outstanding++;
     if (e.silent) this._silent.push(e);
     else this._inflight.begin();
     return e;
@@ -911,8 +891,8 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
         c === null
           ? 'the queue pair is not connected: connect it first (adapter.connect(qp, remote), or connector.connect() then completeConnect(), or connector.accept(qp) on the passive side)'
           : `the queue pair's connection is ${c.state}: requests can be posted only while it is established`;
-    } else if (err.code === 'ND_BUFFER_OVERFLOW' && bytes > this._adapter.info.maxTransferLength) {
-      const max = this._adapter.info.maxTransferLength;
+    } else if (err.code === 'ND_BUFFER_OVERFLOW' && bytes > this._ctx.info.maxTransferLength) {
+      const max = this._ctx.info.maxTransferLength;
       hint = `${bytes} bytes exceed the adapter's maxTransferLength of ${formatBytes(max)} (${max} bytes): split the transfer into requests of at most that size`;
     } else {
       return err;
@@ -926,7 +906,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
    */
   private _prepare(kind: number, operation: string, local: Local, remote: RemoteMemory | undefined, offset: number | undefined): Prepared {
     this._checkPostable(operation);
-    const a = this._adapter;
+    const a = this._ctx;
     let maxSge: number;
     if (kind === K_RECEIVE) {
       if (this.srq !== null) throw misuse(ERR_ND_INVALID_ARGUMENT, operation, 'this queue pair receives through its shared receive queue: use srq.receive()');
@@ -934,7 +914,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner {
     } else {
       maxSge = kind === K_READ ? this.maxReadSge : this.maxInitiatorSge;
     }
-    const sg = writeSges(a, a._scratch, local, maxSge, operation, SG);
+    const sg = writeSges(a, a.scratch, local, maxSge, operation, SG);
     const out = PREPARED;
     out.nSge = sg.nSge;
     out.bytes = sg.bytes;
@@ -974,8 +954,8 @@ const PREPARED: Prepared = { nSge: 0, bytes: 0, pins: null, address: undefined, 
 
 
 
-function checkWindow(window: unknown, adapter: Adapter, operation: string): asserts window is MemoryWindow {
+function checkWindow(window: unknown, ctx: AdapterContext, operation: string): asserts window is MemoryWindow {
   if (!(window instanceof MemoryWindow)) throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `window must be a MemoryWindow, got ${describe(window)}`);
-  if (window._adapter !== adapter) throw misuse(ERR_ND_WRONG_ADAPTER, operation, 'the memory window belongs to another adapter');
+  if (window._ctx !== ctx) throw misuse(ERR_ND_WRONG_ADAPTER, operation, 'the memory window belongs to another adapter');
   if (!window._open) throw misuse(ERR_ND_CLOSED, operation, 'the memory window is closed');
 }

@@ -3,8 +3,9 @@
 // (resolve/reject or the raw-post context), the operation name and the memory regions the request pins until
 // its completion (success, error or flush).
 
+import type { RawCompletion } from './completion-queue.js';
 import type { MemoryRegion } from './memory-region.js';
-import { asNdError, callerStack } from './errors.js';
+import { ND_CANCELED, ND_REMOTE_ERROR, NdError, asNdError, callerStack, hex32, statusError } from './errors.js';
 
 /** Something whose in-flight requests must settle before it can be released natively. */
 export class InFlight {
@@ -34,17 +35,17 @@ export class InFlight {
   }
 }
 
-/** Who gets told when a request completes (queue pair, SRQ, connector, listener, memory region, window). */
+/**
+ * Who settles a request when its completion record arrives: the queue pair or shared receive queue it was posted
+ * on, or the adapter's overlapped-call owner. One call per completion, whoever the owner is.
+ */
 export interface RequestOwner {
-  /** @internal Called when a request is started on its behalf (overlapped calls). */
-  requestStarted?(request: PendingRequest): void;
-  /** @internal Called once per request when its completion record arrives (or it is settled at teardown). */
-  requestDone(request: PendingRequest): void;
   /**
-   * @internal Called after the request was settled (its promise resolved or rejected, its entry released): queue pairs and
-   * shared receive queues post the requests that wait for the slot it freed, or cancel them after a failure.
+   * @internal Settles `e` from its record (status, bytes, kind and the queue pair it names; status ND_CANCELED
+   * and qpId 0 at teardown), releases its entry and does what the freed slot allows. Raw completions go to `out`,
+   * or to their CQ's ready list when it is null.
    */
-  requestSettled?(kind: number, status: number): void;
+  complete(e: PendingRequest, status: number, bytes: number, kind: number, qpId: number, out: RawCompletion[] | null): void;
 }
 
 /** A first-in first-out queue with O(1) shift (requests waiting for a free slot of a full queue). */
@@ -140,8 +141,10 @@ export class PendingRequest {
   extra = 0;
   /** Context for an error message (a function when formatting it would cost the success path). */
   detail: string | (() => string) | undefined = undefined;
-  /** Set when the CQ it would complete into failed: why, for the error message (Adapter._cqFailed). */
+  /** Set when the CQ it would complete into failed: why, for the error message (lib/adapter.ts AdapterCore.cqFailed). */
   cqFailure: string | undefined = undefined;
+  /** An overlapped call's counter of its connector or listener (AdapterContext.overlapped), ended at completion. */
+  inflight: InFlight | null = null;
 
   reset(): void {
     this.kind = 0;
@@ -161,6 +164,7 @@ export class PendingRequest {
     this.extra = 0;
     this.detail = undefined;
     this.cqFailure = undefined;
+    this.inflight = null;
   }
 }
 
@@ -224,4 +228,24 @@ export class RequestTable {
     for (const e of this.entries) if (e) out.push(e);
     return out;
   }
+}
+
+/** The error a posted request (send, receive, read, write, bind, invalidate) fails with: its status and what it was. */
+export function requestError(e: PendingRequest, status: number, type: string): NdError {
+  let context: string;
+  if (e.remoteAddress !== undefined) {
+    context = `${e.bytes} bytes ${type === 'read' ? 'from' : 'to'} remote 0x${(e.remoteAddress + BigInt(e.remoteOffset)).toString(16)} token ${hex32(e.remoteToken)}`;
+  } else if (type === 'receive') {
+    context = `receive of up to ${e.bytes} bytes`;
+  } else {
+    context = `${e.bytes} bytes`;
+  }
+  if (e.cqFailure !== undefined) context += ` (${e.cqFailure})`;
+  else if (status === ND_CANCELED) context += ' (flushed: the queue pair was flushed, closed or disconnected)';
+  else if (status === ND_REMOTE_ERROR && type === 'send') {
+    context +=
+      ' (the peer refused it: a Send needs a receive posted at the peer, qp.receive() or srq.receive(), at least as large as the message; ' +
+      'check that the peer posts its receives before this side sends)';
+  }
+  return statusError(status, e.operation, context);
 }

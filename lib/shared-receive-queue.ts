@@ -4,15 +4,15 @@
 // ones with ND_CANCELED. As for queue pairs (lib/queue-pair.ts), the promise of a receive that was accepted is
 // marked handled, so one that fails before it is awaited never becomes an unhandled rejection.
 
-import { ERR_ND_CLOSED, ND_CANCELED, NdError, ND_NO_MORE_ENTRIES, asNdError, callerStack, misuse } from './errors.js';
-import { Fifo, pin, settleRequest, unpin, type Returned } from './requests.js';
-import { Waiting, maxQueuedOf, neverPosted, tooManyWaiting } from './waiting.js';
+import { ERR_ND_CLOSED, ND_CANCELED, NdError, asNdError, callerStack, misuse } from './errors.js';
+import { pin, requestError, settleRequest, unpin, type Returned } from './requests.js';
+import { SlotQueue, Waiting, maxQueuedOf, neverPosted, type SlotOwner } from './waiting.js';
 import type { NativeSharedReceiveQueue } from './native.js';
-import type { Adapter } from './adapter.js';
-import type { SrqCompletion } from './completion-queue.js';
+import type { AdapterContext } from './context.js';
+import type { RawCompletion, SrqCompletion } from './completion-queue.js';
 import type { QueuePair } from './queue-pair.js';
-import { InFlight, type PendingRequest, type RequestOwner } from './requests.js';
-import { K_RECEIVE } from './records.js';
+import type { PendingRequest, RequestOwner } from './requests.js';
+import { K_RECEIVE, REQUEST_TYPES } from './records.js';
 import { writeSges, type Local, type SgeList } from './memory-region.js';
 
 export interface SharedReceiveQueueOptions {
@@ -52,28 +52,29 @@ const SG: SgeList = { nSge: 0, bytes: 0, pins: null };
  * await Promise.allSettled(received);
  * ```
  */
-export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
+export class SharedReceiveQueue implements AsyncDisposable, RequestOwner, SlotOwner {
   /** Receives that may be posted at once. */
   readonly depth: number;
   /** SGEs a receive may have. */
   readonly maxSge: number;
   /** Receives that may wait while the SRQ is full (SharedReceiveQueueOptions.maxQueued). */
   readonly maxQueued: number;
-  /** @internal */ readonly _adapter: Adapter;
+  /** @internal */ readonly _ctx: AdapterContext;
   /** @internal */ readonly _native: NativeSharedReceiveQueue;
   /** @internal */ readonly _users = new Set<QueuePair>();
-  private readonly _inflight = new InFlight();
+  // Receives outstanding, and those waiting for a slot, oldest first.
+  private readonly _slots: SlotQueue;
   private _state: 'open' | 'closing' | 'closed' = 'open';
   private _closing: Promise<void> | null = null;
-  private readonly _waiting = new Fifo<Waiting>();
 
   /** @internal Use adapter.createSharedReceiveQueue(). */
-  constructor(adapter: Adapter, native: NativeSharedReceiveQueue, depth: number, maxSge: number, maxQueued: number) {
-    this._adapter = adapter;
+  constructor(ctx: AdapterContext, native: NativeSharedReceiveQueue, depth: number, maxSge: number, maxQueued: number) {
+    this._ctx = ctx;
     this._native = native;
     this.depth = depth;
     this.maxSge = maxSge;
     this.maxQueued = maxQueued;
+    this._slots = new SlotQueue('shared receive', depth, maxQueued);
   }
 
   /** @internal */
@@ -87,12 +88,12 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
   }
   /** Receives posted and not yet completed (waiting ones not included: see `queued`). */
   get outstanding(): number {
-    return this._inflight.inFlight;
+    return this._slots.outstanding;
   }
 
   /** Receives waiting for a slot of the full SRQ. */
   get queued(): number {
-    return this._waiting.length;
+    return this._slots.queued;
   }
 
   /**
@@ -113,7 +114,7 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
     let pending: Promise<SrqCompletion>;
     try {
       this._checkPostable(op);
-      if (this._waiting.length > 0 || this._inflight.inFlight >= this.depth) {
+      if (this._slots.mustWait()) {
         const w = this._enqueue(local, op);
         pending = new Promise<SrqCompletion>((resolve, reject) => {
           w.resolve = resolve;
@@ -138,19 +139,15 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
 
   private _checkPostable(op: string): void {
     if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, op, 'shared receive queue is closed');
-    this._adapter._checkOpen(op);
+    this._ctx.checkOpen(op);
   }
 
   private _post(local: Local, op: string): PendingRequest {
     this._checkPostable(op);
-    const n = this._inflight.inFlight;
-    if (n >= this.depth) {
-      throw new NdError('ND_NO_MORE_ENTRIES', ND_NO_MORE_ENTRIES, op,
-        `${op} failed: ND_NO_MORE_ENTRIES (0x8000001A): the shared receive queue is full (${n} outstanding of depth ${this.depth})`);
-    }
-    const a = this._adapter;
-    const sg = writeSges(a, a._scratch, local, this.maxSge, op, SG);
-    const e = a._requests.acquire();
+    this._slots.checkSlot(op);
+    const a = this._ctx;
+    const sg = writeSges(a, a.scratch, local, this.maxSge, op, SG);
+    const e = a.requests.acquire();
     e.kind = K_RECEIVE;
     e.operation = op;
     e.owner = this;
@@ -159,45 +156,50 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
     try {
       this._native.receive(e.id, sg.nSge);
     } catch (err) {
-      a._requests.release(e);
+      a.requests.release(e);
       throw err;
     }
     e.pins = pins;
     pin(pins);
-    this._inflight.begin();
+    this._slots.outstanding++;
     return e;
   }
 
   private _enqueue(local: Local, op: string): Waiting {
-    if (this._waiting.length >= this.maxQueued) {
-      throw tooManyWaiting(op, 'shared receive', this._inflight.inFlight, this.depth, this._waiting.length, this.maxQueued);
-    }
+    this._slots.checkRoom(op);
     const w = new Waiting(K_RECEIVE, op, Array.isArray(local) ? local.slice() : local, undefined, undefined, 0);
-    const a = this._adapter;
-    const sg = writeSges(a, a._scratch, w.local, this.maxSge, op, SG);
+    const a = this._ctx;
+    const sg = writeSges(a, a.scratch, w.local, this.maxSge, op, SG);
     w.pins = sg.pins;
     w.bytes = sg.bytes;
     pin(w.pins);
-    this._waiting.push(w);
+    this._slots.push(w);
     return w;
   }
 
-  /** @internal */
-  requestDone(_e: PendingRequest): void {
-    this._inflight.end();
+  /**
+   * @internal RequestOwner: a receive completed (on the queue pair `qpId` names) or is settled at teardown. Its
+   * slot goes to the oldest waiting receive.
+   */
+  complete(e: PendingRequest, status: number, bytes: number, kind: number, qpId: number, _out: RawCompletion[] | null): void {
+    this._slots.outstanding--;
+    unpin(e.pins);
+    e.pins = null;
+    const type = REQUEST_TYPES[kind] ?? REQUEST_TYPES[e.kind];
+    if (status === 0) e.resolve?.({ type, status: 0, bytes, qp: this._ctx.queuePair(qpId) });
+    else e.reject?.(requestError(e, status, type));
+    this._ctx.requests.release(e);
+    this._slots.pump(this);
   }
 
-  /** @internal A receive settled: its slot goes to the oldest waiting receive. */
-  requestSettled(_kind: number, _status: number): void {
-    while (this._waiting.length > 0 && this._inflight.inFlight < this.depth) {
-      const w = this._waiting.shift()!;
-      unpin(w.pins);
-      try {
-        w.attach(this._post(w.local, w.operation));
-      } catch (err) {
-        w.reject?.(asNdError(err, w.operation));
-      }
-    }
+  /** @internal SlotOwner: posts a receive that waited for a slot. */
+  postWaiting(w: Waiting): void {
+    w.attach(this._post(w.local, w.operation));
+  }
+
+  /** @internal SlotOwner: a waiting receive that can no longer be posted. */
+  failWaiting(w: Waiting, err: NdError): void {
+    w.reject?.(err);
   }
 
   /**
@@ -210,16 +212,15 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner {
 
   private async _close(): Promise<void> {
     this._state = 'closing';
-    for (const w of this._waiting.drain()) {
-      unpin(w.pins);
+    for (const w of this._slots.drain()) {
       w.reject?.(neverPosted(w.operation, w.bytes, 'shared receive', 'the shared receive queue was closed'));
     }
     await Promise.allSettled([...this._users].map((qp) => qp.close()));
     this._native.close();
     this._state = 'closed';
     // ND has no SRQ flush: once released, the provider no longer touches the receive buffers.
-    this._adapter._settleOwned(this, ND_CANCELED);
-    this._adapter._forget(this);
+    this._ctx.settleOwned(this, ND_CANCELED);
+    this._ctx.forget(this);
   }
 
   /** close(), for `await using srq = adapter.createSharedReceiveQueue()`. */

@@ -1,14 +1,16 @@
-// Requests that wait for a slot of a full queue (a queue pair's receive or initiator queue, a shared receive
-// queue): the FIFO entry, the maxQueued option and the errors of a request that waits too long or is never
+// Queues of posted requests with a depth (a queue pair's receive and initiator queues, a shared receive queue):
+// SlotQueue counts what is outstanding, keeps requests that find the queue full (or others waiting) in a bounded
+// FIFO and posts them, oldest first, as completions free slots (docs/architecture.md, "Posting beyond a queue's
+// depth"). Also the FIFO entry, the maxQueued option and the errors of a request that waits too long or is never
 // posted. A leaf module beside requests.ts, so queue-pair.ts and shared-receive-queue.ts share it without
 // importing each other for it (test/import-cycles.test.ts).
 
-import { ERR_ND_OUT_OF_RANGE, ND_CANCELED, ND_NO_MORE_ENTRIES, NdError, misuse, statusError } from './errors.js';
+import { ERR_ND_OUT_OF_RANGE, ND_CANCELED, ND_NO_MORE_ENTRIES, NdError, asNdError, misuse, statusError } from './errors.js';
 import type { CompletionQueue } from './completion-queue.js';
 import type { Local, RemoteMemory } from './memory-region.js';
 import type { QueuePair } from './queue-pair.js';
 import { REQUEST_TYPES } from './records.js';
-import type { PendingRequest, Pins } from './requests.js';
+import { Fifo, unpin, type PendingRequest, type Pins } from './requests.js';
 import { checkIndex } from './validate.js';
 
 /** Default QueuePairOptions.maxQueued and SharedReceiveQueueOptions.maxQueued. */
@@ -79,4 +81,89 @@ export function maxQueuedOf(value: unknown, operation: string): number {
   const n = checkIndex(value, 'maxQueued', operation);
   if (n > 0x7fffffff) throw misuse(ERR_ND_OUT_OF_RANGE, operation, `maxQueued must be 0..2147483647, got ${n}`);
   return n;
+}
+
+/** Who posts a SlotQueue's waiting requests (its queue pair or shared receive queue). */
+export interface SlotOwner {
+  /** @internal Posts `w` (it takes its slot of `queue`); throws NdError when it can no longer be posted. */
+  postWaiting(w: Waiting, queue: SlotQueue): void;
+  /** @internal Settles `w` without posting it: `err` says why. */
+  failWaiting(w: Waiting, err: NdError, queue: SlotQueue): void;
+}
+
+/**
+ * One queue with a depth: the requests outstanding on it, and the requests that wait, in order, for a slot. Nothing
+ * overtakes a waiting request, so the order of the queue is the order the program issued its requests (RFC 5040
+ * §5 processes a send queue in order).
+ */
+export class SlotQueue {
+  /** Requests posted on the queue and not completed yet. */
+  outstanding = 0;
+  private readonly waiting = new Fifo<Waiting>();
+
+  /**
+   * @param queue - its name in errors: 'receive', 'initiator', 'shared receive'.
+   * @param depth - requests that may be outstanding at once.
+   * @param maxQueued - requests that may wait while it is full.
+   */
+  constructor(
+    readonly queue: string,
+    readonly depth: number,
+    readonly maxQueued: number,
+  ) {}
+
+  /** Requests waiting for a slot. */
+  get queued(): number {
+    return this.waiting.length;
+  }
+
+  /** True when a request must wait: the queue is full, or others already wait (no overtaking). */
+  mustWait(): boolean {
+    return this.waiting.length > 0 || this.outstanding >= this.depth;
+  }
+
+  /** Throws ND_NO_MORE_ENTRIES when every slot is taken (ND would refuse the post). */
+  checkSlot(operation: string): void {
+    if (this.outstanding >= this.depth) {
+      throw new NdError(
+        'ND_NO_MORE_ENTRIES',
+        ND_NO_MORE_ENTRIES,
+        operation,
+        `${operation} failed: ND_NO_MORE_ENTRIES (0x8000001A): the ${this.queue} queue is full (${this.outstanding} outstanding of depth ${this.depth})`,
+      );
+    }
+  }
+
+  /** Throws ND_NO_MORE_ENTRIES when maxQueued requests already wait. */
+  checkRoom(operation: string): void {
+    if (this.waiting.length >= this.maxQueued) {
+      throw tooManyWaiting(operation, this.queue, this.outstanding, this.depth, this.waiting.length, this.maxQueued);
+    }
+  }
+
+  /** Queues `w` behind the waiting ones (checkRoom() first). */
+  push(w: Waiting): void {
+    this.waiting.push(w);
+  }
+
+  /** Posts waiting requests, oldest first, while the queue has free slots; one that cannot be posted is failed. */
+  pump(owner: SlotOwner): void {
+    while (this.waiting.length > 0 && this.outstanding < this.depth) {
+      const w = this.waiting.shift()!;
+      unpin(w.pins);
+      try {
+        owner.postWaiting(w, this);
+      } catch (err) {
+        owner.failWaiting(w, asNdError(err, w.operation), this);
+      }
+    }
+  }
+
+  /** Removes every waiting request (their regions unpinned), oldest first, for the caller to fail. */
+  drain(): Waiting[] {
+    if (this.waiting.length === 0) return [];
+    const out = this.waiting.drain();
+    for (const w of out) unpin(w.pins);
+    return out;
+  }
 }

@@ -21,10 +21,10 @@ export function track(label: string, describe: () => string): () => void {
 /** What an adapter is still waiting for: its state, its counters and its pending requests by operation. */
 export function describeAdapter(adapter: Adapter): string {
   const a = adapter as any;
-  const state: string = a._state;
+  const state: string = a._ctx?.state;
   if (state === 'closed') return 'closed';
   const counts = new Map<string, number>();
-  for (const e of a._requests?.pending?.() ?? []) counts.set(e.operation, (counts.get(e.operation) ?? 0) + 1);
+  for (const e of a._ctx?.requests?.pending?.() ?? []) counts.set(e.operation, (counts.get(e.operation) ?? 0) + 1);
   let stats = '';
   try {
     stats = JSON.stringify(a._native.stats());
