@@ -108,6 +108,14 @@ describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node clus
     expect(ran.stdout.split('\n').filter((l) => /^\d+(\s+\d+\.\d+){3}\s+20$/.test(l.trim()))).toHaveLength(5);
   });
 
+  it("docs/ndbench.md's two-rank srun line (no PMI: SLURM_PROCID and SLURM_STEP_NUM_TASKS, which npx passes on) runs, 10.0.0.5 = 127.0.0.1", async () => {
+    const lines = docCommands('docs/ndbench.md', /^NDBENCH_SERVER=\S+ srun -n 2 npx ndbench /);
+    expect(lines).toEqual(['NDBENCH_SERVER=10.0.0.5 srun -n 2 npx ndbench send_lat']);
+    const ran = await sh(`${lines[0]!.replace('10.0.0.5', '127.0.0.1')} -n 200`, { cwd: project, env, timeoutMs: 90_000 });
+    expect(ran.code, state(ran)).toBe(0);
+    expect(ran.stdout).toMatch(/#bytes\s+#iterations\s+t_min/);
+  });
+
   it('srun --mpi=pmi2 -n 2 npx ndbench osu_latency fails at once, naming PMI_FD and the command that works (npx does not pass the socket on)', async () => {
     const ran = await run('srun', ['--mpi=pmi2', '-n', '2', 'npx', 'ndbench', 'osu_latency'], { cwd: project, env, timeoutMs: 90_000 });
     expect(ran.code, state(ran)).not.toBe(0);
