@@ -34,6 +34,7 @@ const VARIANCE_SUITES = [
   'test/misuse.test.ts',
   'test/poller.test.ts',
   'test/keepalive.test.ts',
+  'test/batch.test.ts',
 ];
 const VARIANCE_ENV = {
   NETDIRECT_SOFT_VARIANCE: process.env.NETDIRECT_SOFT_VARIANCE || 'all',

@@ -34,6 +34,7 @@ export {
 } from './memory-region.js';
 export { MemoryWindow } from './memory-window.js';
 export { SharedReceiveQueue, type SharedReceiveQueueOptions } from './shared-receive-queue.js';
+export { PostBatch, type BatchOptions } from './batch.js';
 export { Connector, parseAddress, type ConnectOptions, type AcceptOptions, type ConnectorState, type Endpoint } from './connector.js';
 export { Listener, type ListenOptions, type ConnectionRequestOptions } from './listener.js';
 export {

@@ -296,6 +296,7 @@ function addSge(
   length: number,
   maxSge: number,
   operation: string,
+  base: number,
 ): void {
   if (!(region instanceof MemoryRegion)) {
     throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `local memory must be a MemoryRegion, a Segment, an array of them or null; got ${describe(region)}`);
@@ -307,23 +308,25 @@ function addSge(
   }
   if (length === 0) return; // validated, but no SGE: ND needs none for zero bytes
   if (n >= maxSge) throw misuse(ERR_ND_TOO_MANY_SGES, operation, `more than ${maxSge} scatter/gather entries (the queue's limit)`);
-  const i = 3 * n;
+  const i = 3 * (base + n);
+  if (i + 3 > scratch.length) throw misuse(ERR_ND_TOO_MANY_SGES, operation, `more scatter/gather entries than the batch holds (${scratch.length / 3})`);
   scratch[i] = region._id;
   scratch[i + 1] = offset;
   scratch[i + 2] = length;
 }
 
 /**
- * Validates `local` and writes its SGE triples [regionId, offset, length] into the adapter's scratch array.
- * Zero-length segments are skipped. Nothing is pinned here: the caller pins `out.pins` once the post is accepted.
+ * Validates `local` and writes its SGE triples [regionId, offset, length] into `scratch` (the adapter's, or a
+ * batch's from triple `base` on). Zero-length segments are skipped. Nothing is pinned here: the caller pins
+ * `out.pins` once the post is accepted.
  */
-export function writeSges(ctx: AdapterContext, scratch: Float64Array, local: unknown, maxSge: number, operation: string, out: SgeList): SgeList {
+export function writeSges(ctx: AdapterContext, scratch: Float64Array, local: unknown, maxSge: number, operation: string, out: SgeList, base = 0): SgeList {
   out.nSge = 0;
   out.bytes = 0;
   out.pins = null;
   if (local === null || local === undefined) return out;
   if (local instanceof MemoryRegion) {
-    addSge(scratch, 0, ctx, local, 0, local.length, maxSge, operation);
+    addSge(scratch, 0, ctx, local, 0, local.length, maxSge, operation, base);
     if (local.length === 0) return out;
     out.nSge = 1;
     out.bytes = local.length;
@@ -349,7 +352,7 @@ export function writeSges(ctx: AdapterContext, scratch: Float64Array, local: unk
         throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `each local entry must be a MemoryRegion or a Segment, got ${describe(item)}`);
       }
       // Zero-byte segments are still validated (a closed or foreign region is a mistake) but add no SGE.
-      addSge(scratch, n, ctx, region, offset, length, maxSge, operation);
+      addSge(scratch, n, ctx, region, offset, length, maxSge, operation, base);
       if (length === 0) continue;
       pins.push(region as MemoryRegion);
       out.bytes += length;
@@ -363,7 +366,7 @@ export function writeSges(ctx: AdapterContext, scratch: Float64Array, local: unk
     const seg = local as Segment;
     const offset = checkIndex(seg.offset, 'segment.offset', operation);
     const length = checkIndex(seg.length, 'segment.length', operation);
-    addSge(scratch, 0, ctx, seg.region, offset, length, maxSge, operation);
+    addSge(scratch, 0, ctx, seg.region, offset, length, maxSge, operation, base);
     if (length === 0) return out;
     out.nSge = 1;
     out.bytes = length;

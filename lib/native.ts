@@ -184,6 +184,15 @@ export interface NativeQueuePair {
    * Immediate failures (ND_NO_MORE_ENTRIES, ND_CONNECTION_INVALID, ND_DATA_OVERRUN, ...) throw NdError.
    */
   post(opFlags: number, id: number, nSge: number, remoteAddress: bigint, remoteOffset: number, remoteToken: number): void;
+  /**
+   * Posts `count` requests with one call, in order. Request i is the 8 numbers at descriptors[8i..8i+7]:
+   * [opFlags (as post()), id, nSge, firstSge, remoteAddress low 32 bits, high 32 bits, remoteOffset, remoteToken];
+   * its SGEs are the nSge triples [memoryRegionId, offset, length] of `sges` from triple firstSge on. Every
+   * request's SGEs are checked before the first is posted (misuse throws NdError, nothing posted). Returns how
+   * many were posted: `count`, or k when the provider refused request k (its status is then written over
+   * descriptors[8k]); the requests after k are not posted.
+   */
+  postMany(descriptors: Float64Array, sges: Float64Array, count: number): number;
   /** IND2QueuePair::Bind of window to [offset, offset+length) of region; returns the window's remote token. */
   bind(id: number, region: NativeMemoryRegion, window: NativeMemoryWindow, offset: number, length: number, flags: number): number;
   invalidate(id: number, window: NativeMemoryWindow, flags: number): void;

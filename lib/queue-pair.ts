@@ -45,6 +45,7 @@ import {
 import { MemoryWindow } from './memory-window.js';
 import { SharedReceiveQueue } from './shared-receive-queue.js';
 import { SlotQueue, Waiting, maxQueuedOf, neverPosted, type SlotOwner } from './waiting.js';
+import { DESC_WORDS, PostBatch, checkBatchOptions, type BatchOptions } from './batch.js';
 
 export { DEFAULT_MAX_QUEUED } from './waiting.js';
 import type { Connector } from './connector.js';
@@ -430,6 +431,147 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     const e = this._post(kind, op, local, remote, options?.offset, flags);
     e.raw = true;
     e.context = options?.context;
+  }
+
+  /**
+   * A reusable batch of requests of this queue pair, posted together with one native call (batch.post()), with a
+   * completion for every request or only every `signalEvery`th. Completions come from cq.poll() as for post().
+   *
+   * @param options - capacity (requests, default 64), signalEvery (default 1).
+   * @throws {@link NdError} ERR_ND_INVALID_ARGUMENT for an unknown option or a count that is not an integer;
+   *   ERR_ND_OUT_OF_RANGE for a capacity outside 1..65536 or a signalEvery of 0.
+   */
+  batch(options?: BatchOptions): PostBatch {
+    return new PostBatch(this, checkBatchOptions(options), Math.max(this.maxInitiatorSge, this.maxReceiveSge));
+  }
+
+  /** @internal PostBatch.send/write/read/receive: validates a request and adds it to the batch. */
+  _batchAdd(b: PostBatch, kind: number, operation: string, local: Local, remote: RemoteMemory | undefined, options: PostOptions | undefined): void {
+    const flags = flagsOf(options, operation, POST_KEYS);
+    if (kind === K_RECEIVE && (flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0) {
+      throw misuse(ERR_ND_INVALID_ARGUMENT, operation, 'receives cannot be silent');
+    }
+    const i = b._count;
+    if (i >= b.capacity) throw misuse(ERR_ND_OUT_OF_RANGE, operation, `the batch is full (capacity ${b.capacity}): post() it first`);
+    const first = b._sgeCount;
+    const p = this._prepare(kind, operation, local, remote, options?.offset, b._sges, first);
+    const d = b._desc;
+    const at = i * DESC_WORDS;
+    d[at] = kind | (flags << 8);
+    d[at + 1] = 0;
+    d[at + 2] = p.nSge;
+    d[at + 3] = first;
+    if (p.address !== undefined) {
+      b._split(p.address);
+      d[at + 4] = b._addressLow;
+      d[at + 5] = b._addressHigh;
+    } else {
+      d[at + 4] = 0;
+      d[at + 5] = 0;
+    }
+    d[at + 6] = p.offset;
+    d[at + 7] = p.token;
+    b._pins[i] = p.pins;
+    b._context[i] = options?.context;
+    b._bytes[i] = p.bytes;
+    b._remote[i] = p.address;
+    b._sgeCount = first + p.nSge;
+    b._count = i + 1;
+    if (kind === K_RECEIVE) b._receive++;
+    else b._initiator++;
+  }
+
+  /** @internal PostBatch.post(): every request of the batch with one native call, then empties it. */
+  _postBatch(b: PostBatch): number {
+    const op = 'post';
+    const n = b._count;
+    if (n === 0) return 0;
+    try {
+      this._checkPostable(op);
+      // A batch never waits: its silent requests could not (see post()), and waiting would split it.
+      for (const [queue, count] of [[this._iq, b._initiator], [this._rq, b._receive]] as const) {
+        if (count === 0) continue;
+        if (queue.queued > 0 || queue.outstanding + count > queue.depth) {
+          throw new NdError(
+            'ND_NO_MORE_ENTRIES',
+            ND_NO_MORE_ENTRIES,
+            op,
+            `${op} failed: ND_NO_MORE_ENTRIES (0x8000001A): the batch has ${count} ${queue.queue} requests and the ${queue.queue} queue has ` +
+              `${Math.max(0, queue.depth - queue.outstanding)} free slots of depth ${queue.depth}` +
+              (queue.queued > 0 ? ` with ${queue.queued} requests waiting` : '') +
+              ': a batch is posted whole; poll completions first, or post smaller batches',
+          );
+        }
+      }
+      // A region may have been deregistered since its request was added.
+      for (let i = 0; i < n; i++) checkPins(b._pins[i], op);
+    } catch (err) {
+      b.clear();
+      throw callerStack(asNdError(err, op));
+    }
+    const requests = this._ctx.requests;
+    const d = b._desc;
+    const entries = BATCH_ENTRIES;
+    const every = b.signalEvery;
+    let initiator = 0;
+    for (let i = 0; i < n; i++) {
+      const at = i * DESC_WORDS;
+      const kind = d[at] & 0xff;
+      let flags = d[at] >>> 8;
+      if (kind !== K_RECEIVE) {
+        initiator++;
+        if (every > 1 && initiator % every !== 0 && initiator !== b._initiator) flags |= ND_OP_FLAG_SILENT_SUCCESS;
+      }
+      d[at] = kind | (flags << 8);
+      const e = requests.acquire();
+      e.kind = kind;
+      e.operation = REQUEST_TYPES[kind];
+      e.owner = this;
+      e.raw = true;
+      e.context = b._context[i];
+      e.bytes = b._bytes[i];
+      e.remoteAddress = b._remote[i];
+      e.remoteOffset = d[at + 6];
+      e.remoteToken = d[at + 7];
+      e.seq = ++this._seq;
+      e.silent = (flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0;
+      d[at + 1] = e.id;
+      entries[i] = e;
+    }
+    let posted: number;
+    try {
+      posted = this._native.postMany(d, b._sges, n);
+    } catch (err) {
+      for (let i = 0; i < n; i++) requests.release(entries[i]);
+      entries.length = 0;
+      b.clear();
+      throw callerStack(asNdError(err, op));
+    }
+    for (let i = 0; i < posted; i++) {
+      const e = entries[i];
+      e.pins = b._pins[i];
+      pin(e.pins);
+      if (e.kind === K_RECEIVE) this._rq.outstanding++;
+      else this._iq.outstanding++;
+      if (e.silent) this._silent.push(e);
+      else this._inflight.begin();
+    }
+    let error: NdError | null = null;
+    if (posted < n) {
+      const status = d[posted * DESC_WORDS] >>> 0;
+      const failed = entries[posted];
+      error = this._postError(
+        statusError(status, failed.operation,
+          `request ${posted} of the batch of ${n} (${failed.bytes} bytes) was refused: the ${posted} before it were posted ` +
+            `(their completions come from cq.poll()), it and the ${n - posted - 1} after it were not`),
+        failed.bytes,
+      );
+      for (let i = posted; i < n; i++) requests.release(entries[i]);
+    }
+    entries.length = 0;
+    b.clear();
+    if (error !== null) throw callerStack(error);
+    return n;
   }
 
   /**
@@ -904,7 +1046,15 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
    * Validates a request and writes its SGEs into the adapter's scratch array; the result (reused between calls,
    * read it before the next one) has the SGE count, bytes, pins and the checked remote range.
    */
-  private _prepare(kind: number, operation: string, local: Local, remote: RemoteMemory | undefined, offset: number | undefined): Prepared {
+  private _prepare(
+    kind: number,
+    operation: string,
+    local: Local,
+    remote: RemoteMemory | undefined,
+    offset: number | undefined,
+    scratch: Float64Array = this._ctx.scratch,
+    base = 0,
+  ): Prepared {
     this._checkPostable(operation);
     const a = this._ctx;
     let maxSge: number;
@@ -914,7 +1064,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     } else {
       maxSge = kind === K_READ ? this.maxReadSge : this.maxInitiatorSge;
     }
-    const sg = writeSges(a, a.scratch, local, maxSge, operation, SG);
+    const sg = writeSges(a, scratch, local, maxSge, operation, SG, base);
     const out = PREPARED;
     out.nSge = sg.nSge;
     out.bytes = sg.bytes;
@@ -939,6 +1089,16 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     }
     return out;
   }
+}
+
+/** The entries of a batch being posted (QueuePair._postBatch), reused between batches. */
+const BATCH_ENTRIES: PendingRequest[] = [];
+
+/** Throws ERR_ND_CLOSED when a region a batched request uses was deregistered after it was added. */
+function checkPins(pins: Pins, operation: string): void {
+  if (pins === null) return;
+  if (Array.isArray(pins)) for (const r of pins) r._checkUsable(operation);
+  else pins._checkUsable(operation);
 }
 
 /** A validated request (QueuePair._prepare), reused between posts. */

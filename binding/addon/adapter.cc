@@ -256,7 +256,10 @@ void Adapter::BuildSges(Napi::Env env, uint32_t nSge, ND2_SGE* sge, const char* 
     ThrowMisuse(env, "ERR_ND_TOO_MANY_SGES", operation, "at most " + std::to_string(kMaxSge) + " SGEs per request");
   if (static_cast<size_t>(nSge) * 3 > scratchLength_)
     ThrowMisuse(env, "ERR_ND_TOO_MANY_SGES", operation, "more SGEs than the scratch array holds");
-  const double* triples = scratchData_;
+  BuildSgesFrom(env, scratchData_, nSge, sge, operation);
+}
+
+void Adapter::BuildSgesFrom(Napi::Env env, const double* triples, uint32_t nSge, ND2_SGE* sge, const char* operation) {
   for (uint32_t i = 0; i < nSge; ++i) {
     const double idD = triples[3 * i], offD = triples[3 * i + 1], lenD = triples[3 * i + 2];
     const uint32_t id = static_cast<uint32_t>(idD >= 0 && idD < 4294967296.0 ? idD : 0);

@@ -198,6 +198,8 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
 
   // Reads nSge triples [memoryRegionId, offset, length] from the scratch array into sge[].
   void BuildSges(Napi::Env env, uint32_t nSge, ND2_SGE* sge, const char* operation);
+  // The same from `triples` ([memoryRegionId, offset, length] each): a batch's own array (lib/batch.ts).
+  void BuildSgesFrom(Napi::Env env, const double* triples, uint32_t nSge, ND2_SGE* sge, const char* operation);
 
   // Runs a child constructor with its init.
   Napi::Object NewChild(Napi::FunctionReference& ctor, ChildInit* init);

@@ -23,6 +23,7 @@ Napi::Function QueuePair::Define(Napi::Env env) {
   return DefineClass(env, "QueuePair",
                      {
                          InstanceMethod<&QueuePair::Post>("post"),
+                         InstanceMethod<&QueuePair::PostMany>("postMany"),
                          InstanceMethod<&QueuePair::Bind>("bind"),
                          InstanceMethod<&QueuePair::Invalidate>("invalidate"),
                          InstanceMethod<&QueuePair::Flush>("flush"),
@@ -128,6 +129,93 @@ Napi::Value QueuePair::Post(const Napi::CallbackInfo& info) {
     ThrowNdStatus(env, hr, name);
   }
   return env.Undefined();
+}
+
+namespace {
+
+constexpr size_t kDescWords = 8;  // lib/batch.ts DESC_WORDS
+
+double* Float64Arg(Napi::Env env, const Napi::Value& value, size_t* length, const char* op, const char* name) {
+  napi_typedarray_type type = napi_int8_array;
+  void* data = nullptr;
+  bool isTyped = false;
+  napi_is_typedarray(env, value, &isTyped);
+  if (isTyped) napi_get_typedarray_info(env, value, &type, length, &data, nullptr, nullptr);
+  if (!isTyped || type != napi_float64_array || (data == nullptr && *length != 0))
+    ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, std::string(name) + " must be a Float64Array");
+  return static_cast<double*>(data);
+}
+
+}  // namespace
+
+// postMany(descriptors, sges, count) -> requests posted (lib/native.ts). Every request's SGEs are built, and the
+// whole batch checked, before the first is posted: misuse throws with nothing posted. A provider that refuses
+// request k stops the batch there: k is returned and its status written over descriptors[8k].
+Napi::Value QueuePair::PostMany(const Napi::CallbackInfo& info) {
+  const char* name = "post";
+  CheckThis(info, this, name);
+  Napi::Env env = info.Env();
+  size_t descLength = 0, sgeLength = 0;
+  double* desc = Float64Arg(env, info[0], &descLength, name, "descriptors");
+  const double* triples = Float64Arg(env, info[1], &sgeLength, name, "sges");
+  const uint32_t count = ArgU32(info, 2);
+  if (static_cast<size_t>(count) * kDescWords > descLength)
+    ThrowMisuse(env, "ERR_ND_OUT_OF_RANGE", name, "count exceeds the descriptors");
+  size_t total = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const double* d = desc + i * kDescWords;
+    const uint32_t op = static_cast<uint32_t>(d[0]) & 0xFF;
+    if (op != Nd2RequestTypeSend && op != Nd2RequestTypeReceive && op != Nd2RequestTypeRead && op != Nd2RequestTypeWrite)
+      ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", name, "op must be K_SEND, K_RECEIVE, K_READ or K_WRITE (lib/records.ts)");
+    const double nSge = d[2], first = d[3];
+    if (!(nSge >= 0 && nSge <= Adapter::kMaxSge && first >= 0 && (first + nSge) * 3 <= static_cast<double>(sgeLength)))
+      ThrowMisuse(env, "ERR_ND_OUT_OF_RANGE", name, "request " + std::to_string(i) + ": its SGEs are outside the batch's array");
+    CqState* cq = op == Nd2RequestTypeReceive ? receiveCq_ : initiatorCq_;
+    if (cq->closed.load(std::memory_order_relaxed))
+      ThrowMisuse(env, "ERR_ND_CLOSED", name, "the queue pair's completion queue is closed");
+    total += static_cast<size_t>(nSge);
+  }
+  batchSges_.resize(total);
+  size_t at = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    const double* d = desc + i * kDescWords;
+    const uint32_t nSge = static_cast<uint32_t>(d[2]);
+    adapter_->BuildSgesFrom(env, triples + 3 * static_cast<size_t>(d[3]), nSge, batchSges_.data() + at, name);
+    at += nSge;
+  }
+  at = 0;
+  for (uint32_t i = 0; i < count; ++i) {
+    double* d = desc + i * kDescWords;
+    const uint32_t opFlags = static_cast<uint32_t>(d[0]);
+    const uint32_t op = opFlags & 0xFF;
+    const uint32_t flags = opFlags >> 8;
+    const uint32_t id = static_cast<uint32_t>(d[1]);
+    const uint32_t nSge = static_cast<uint32_t>(d[2]);
+    ND2_SGE* sge = nSge == 0 ? nullptr : batchSges_.data() + at;
+    at += nSge;
+    const bool silent = (flags & ND_OP_FLAG_SILENT_SUCCESS) != 0;
+    CqState* cq = op == Nd2RequestTypeReceive ? receiveCq_ : initiatorCq_;
+    bool counted = false;
+    HRESULT hr;
+    if (op == Nd2RequestTypeReceive) {
+      hr = qp_->Receive(Context(env, id, cq, false, OpName(op), &counted), sge, nSge);
+    } else if (op == Nd2RequestTypeSend) {
+      hr = qp_->Send(Context(env, id, cq, silent, OpName(op), &counted), sge, nSge, flags);
+    } else {
+      // lib/ checked that address + offset does not wrap.
+      const uint64_t remote = ((static_cast<uint64_t>(d[5]) << 32) | static_cast<uint64_t>(d[4])) + static_cast<uint64_t>(d[6]);
+      const uint32_t token = static_cast<uint32_t>(d[7]);
+      void* ctx = Context(env, id, cq, silent, OpName(op), &counted);
+      hr = op == Nd2RequestTypeRead ? qp_->Read(ctx, sge, nSge, remote, token, flags)
+                                    : qp_->Write(ctx, sge, nSge, remote, token, flags);
+    }
+    if (FAILED(hr)) {
+      Uncount(cq, counted);
+      d[0] = static_cast<double>(static_cast<uint32_t>(hr));
+      return Napi::Number::New(env, i);
+    }
+  }
+  return Napi::Number::New(env, count);
 }
 
 // bind(id, region, window, offset, length, flags) -> the window's remote token

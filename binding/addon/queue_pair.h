@@ -3,6 +3,8 @@
 #ifndef NETDIRECT_QUEUE_PAIR_H_
 #define NETDIRECT_QUEUE_PAIR_H_
 
+#include <vector>
+
 #include "addon/adapter.h"
 
 namespace netdirect {
@@ -29,6 +31,7 @@ class QueuePair : public Child, public Napi::ObjectWrap<QueuePair> {
   Napi::Value Post(const Napi::CallbackInfo& info);
   // `post` as an own property of each instance, bound to it (see the constructor).
   static Napi::Value PostBound(const Napi::CallbackInfo& info);
+  Napi::Value PostMany(const Napi::CallbackInfo& info);
   Napi::Value Bind(const Napi::CallbackInfo& info);
   Napi::Value Invalidate(const Napi::CallbackInfo& info);
   Napi::Value Flush(const Napi::CallbackInfo& info);
@@ -45,6 +48,7 @@ class QueuePair : public Child, public Napi::ObjectWrap<QueuePair> {
   CqState* receiveCq_ = nullptr;    // one reference each
   CqState* initiatorCq_ = nullptr;
   uint32_t qpId_ = 0;
+  std::vector<ND2_SGE> batchSges_;  // postMany: every request's SGEs, built before the first is posted
 };
 
 }  // namespace netdirect

@@ -39,6 +39,8 @@ export interface NdConfig {
   rxDepth?: number;
   /** -Q: every K-th request signaled in manual mode. */
   cqModeration?: number;
+  /** -l: requests per qp.batch() post (write_bw/read_bw, manual completion); 1: qp.post() each. */
+  postList?: number;
 }
 
 /**
@@ -806,6 +808,9 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
   const done = new Array<number>(n).fill(0);
   const unsignaled = new Array<number>(n).fill(0);
   const windows = side.manual ? [] : side.qps.map(() => new Window());
+  // perftest -l: the free slots of the window are posted in batches, one native call each, every K-th signalled.
+  const postList = side.manual ? side.cfg.postList ?? 1 : 1;
+  const batches = postList > 1 ? side.qps.map((qp) => qp.batch({ capacity: postList, signalEvery: K })) : null;
   const marks: Array<[number, number]> = [];
   const stall = new Stall(side.cfg.timeoutMs, test);
   const inline = read ? undefined : inl(side, size);
@@ -821,6 +826,22 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
   for (;;) {
     let busy = false;
     for (let q = 0; q < n; q++) {
+      if (batches !== null) {
+        const b = batches[q];
+        while (posted[q] < limit && posted[q] - done[q] < W) {
+          busy = true;
+          const count = Math.min(postList, limit - posted[q], W - (posted[q] - done[q]));
+          // A signalled request's context counts the requests it completes: the batch signals every K-th and its last.
+          for (let i = 0; i < count; i++) {
+            const context = q * 64 + (i % K) + 1;
+            if (read) b.read(local, remotes[q], { offset, context });
+            else b.write(local, remotes[q], { offset, context, inline });
+          }
+          b.post();
+          posted[q] += count;
+        }
+        continue;
+      }
       while (posted[q] < limit && posted[q] - done[q] < W) {
         busy = true;
         if (side.manual) {

@@ -99,6 +99,8 @@ export interface BenchOptions {
   rxDepth?: number;
   /** -Q: every Q-th request is signaled (manual completion; the promise API settles each request). */
   cqModeration?: number;
+  /** -l: requests posted per native call (qp.batch(); write_bw/read_bw with --completion manual). */
+  postList?: number;
   /** --output=: print only this figure, one line per size (perftest's --output). */
   output?: 'bandwidth' | 'message_rate' | 'latency';
   /** --run_infinitely: repeat the (single) size until interrupted, one row every -D seconds (default 5). */
@@ -562,8 +564,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
         break;
       case '-l':
       case '--post_list':
-        intArg(a, value(), 1, 1 << 16);
-        note(`${a}: ND v2 posts one request per call (no chained work requests); ndbench already posts the whole window back to back before it polls, so -l changes nothing`);
+        o.postList = intArg(a, value(), 1, 1 << 16);
         break;
       case '-S':
       case '--sl':
@@ -596,6 +597,9 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
   if ((o.limitBw !== undefined || o.limitMsgRate !== undefined) && lat) throw new UsageError('-w/-y are bandwidth limits: for the *_bw tests');
   if (o.runInfinitely && sizes.length > 1) throw new UsageError('--run_infinitely repeats one size: give -s, not -a or -m');
   if (o.runInfinitely && o.compare.length) throw new UsageError('--run_infinitely runs netdirect only: drop --compare');
+  if (o.postList !== undefined && o.postList > 1 && (o.completion !== 'manual' || !/^(write|read)_bw$/.test(test))) {
+    note(`-l ${o.postList}: requests are posted in batches (qp.batch(), one native call each) by write_bw and read_bw with --completion manual; elsewhere -l changes nothing`);
+  }
   if (o.cqModeration !== undefined && o.completion !== 'manual') {
     note(`-Q ${o.cqModeration}: the promise API settles every request, so there is no completion moderation to set; -Q applies with --completion manual`);
   }
@@ -662,6 +666,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     inline: o.inline ?? 0,
     rxDepth: o.rxDepth,
     cqModeration: o.cqModeration,
+    postList: o.postList,
     output: o.output,
     runInfinitely: o.runInfinitely ?? false,
     cpuUtil: o.cpuUtil ?? false,

@@ -77,6 +77,7 @@ function ndConfig(o: BenchOptions): NdConfig {
     inline: o.inline,
     rxDepth: o.rxDepth,
     cqModeration: o.cqModeration,
+    postList: o.postList,
   };
 }
 

@@ -105,7 +105,7 @@ describe('perftest flags that select what ND v2 / iWARP has not: accepted with a
     [['-m', '4096'], /no IB path MTU/],
     [['-m1024'], /no IB path MTU/],
     [['-u', '14'], /no QP retry timeout.*NETDIRECT_SOFT_TCP_TIMEOUT_MS/],
-    [['-l', '8'], /one request per call/],
+    [['-l', '8'], /posted in batches \(qp\.batch\(\), one native call each\) by write_bw and read_bw with --completion manual/],
     [['-S', '3'], /service levels/],
     [['-c', 'RC'], null],
     [['-i', '1'], null],
@@ -116,6 +116,12 @@ describe('perftest flags that select what ND v2 / iWARP has not: accepted with a
       expect(o.notes).toHaveLength(1);
       expect(o.notes[0]).toMatch(reason);
     }
+  });
+
+  it('-l with --completion manual: write_bw posts in batches of that many, without a note', () => {
+    const o = parse('write_bw', '-l', '16', '--completion', 'manual');
+    expect(o.notes).toEqual([]);
+    expect(o.postList).toBe(16);
   });
 
   it.each([
