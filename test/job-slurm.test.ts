@@ -19,8 +19,8 @@ const why =
   : !['slurmctld', 'slurmd', 'srun', 'sinfo'].every(has) ? 'Slurm is not installed (apt-get install slurm-wlm)'
   : '';
 
-// Each case's launch is killed after 90 s (run()), before the case's own limit.
-describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node cluster on this machine)${why ? `: skipped, ${why}` : ''}`, { timeout: 120_000 }, () => {
+// Each case's launch is killed after 55 s and tried once more (launch() below), within the case's own limit.
+describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node cluster on this machine)${why ? `: skipped, ${why}` : ''}`, { timeout: 150_000 }, () => {
   let dir = '';
   let env: NodeJS.ProcessEnv = {};
   let project = '';
@@ -41,6 +41,25 @@ describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node clus
     if (dir) rmSync(dir, { recursive: true, force: true });
     if (project) rmSync(project, { recursive: true, force: true });
   }, 30_000);
+
+  /**
+   * A launch that makes no end within 55 s is killed, the cluster restarted, and the launch run once more, said on
+   * stderr: on a starved machine slurmd was seen (2 in ~10 runs at load 15) to stop answering launch requests, with
+   * the test's own timers firing 50 s late. A second hang fails the case with the cluster's state. Either way the
+   * job's result is what the case checks.
+   */
+  const launch = async (what: string, go: (timeoutMs: number) => Promise<Ran>): Promise<Ran> => {
+    const first = await go(55_000);
+    if (!/\[test\] killed after/.test(first.stderr)) return first;
+    process.stderr.write(`[job-slurm.test] ${what} made no end in 55 s; restarting slurmd and slurmctld and launching it once more\n${state(first)}\n`);
+    killAll();
+    spawnSync('scancel', ['--user=root'], { env, timeout: 10_000 });
+    spawnSync('bash', [script, 'stop', dir], { timeout: 20_000 });
+    const port = String(await freePort(1));
+    const again = spawnSync('bash', [script, 'start', dir], { encoding: 'utf8', env: cleanEnv({ SLURM_LOCAL_PORT: port }), timeout: 30_000 });
+    if (again.status !== 0) throw new Error(`restarting the cluster failed (${again.status ?? again.signal}):\n${again.stdout}\n${again.stderr}`);
+    return go(55_000);
+  };
 
   /** What the cluster was doing, for a failure's message: the queue, the node, the daemons' last log lines. */
   const state = (ran: Ran) => {
@@ -63,23 +82,23 @@ describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node clus
     const [line, ...more] = docCommands('README.md', /^srun --mpi=pmi2 .*examples\/ring-job\.mjs$/);
     expect(line, 'README shows the srun command').toBe('srun --mpi=pmi2 -n 4 node examples/ring-job.mjs');
     expect(more).toEqual([]);
-    const ran = await sh(line!, { env, timeoutMs: 90_000 });
+    const ran = await launch('sh', (timeoutMs) => sh(line!, { env, timeoutMs }));
     expectRing(ran, 4, 'pmi2', state(ran));
   });
 
   it('srun --mpi=pmi2 -n 2 examples/ring-job.mjs', async () => {
-    const ran = await run('srun', ['--mpi=pmi2', '-n', '2', 'node', 'examples/ring-job.mjs'], { env, timeoutMs: 90_000 });
+    const ran = await launch('srun', (timeoutMs) => run('srun', ['--mpi=pmi2', '-n', '2', 'node', 'examples/ring-job.mjs'], { env, timeoutMs }));
     expectRing(ran, 2, 'pmi2', state(ran));
   });
 
   it.each([2, 4])('srun --mpi=pmi2 -n %i: the collectives and windows (test/fixtures/job-rank.mjs)', async (n) => {
     // -O (--overcommit): more tasks than CPUs where the node has fewer than n (scripts/slurm-localhost.sh declares 4).
-    const ran = await run('srun', ['--mpi=pmi2', '-O', '-n', String(n), 'node', 'test/fixtures/job-rank.mjs'], { env, timeoutMs: 90_000 });
+    const ran = await launch('srun', (timeoutMs) => run('srun', ['--mpi=pmi2', '-O', '-n', String(n), 'node', 'test/fixtures/job-rank.mjs'], { env, timeoutMs }));
     expectRankReports(ran, n, 'pmi2', state(ran));
   });
 
   it("Slurm refuses a fullinit without pmijobid (rc=3): what lib/job/pmi2.ts sends it and test/job.test.ts's server checks", async () => {
-    const ran = await run('srun', ['--mpi=pmi2', '-n', '1', 'node', 'test/fixtures/pmi2-raw.mjs'], { env: { ...env, PMI2_RAW: 'nojobid' }, timeoutMs: 60_000 });
+    const ran = await launch('srun', (timeoutMs) => run('srun', ['--mpi=pmi2', '-n', '1', 'node', 'test/fixtures/pmi2-raw.mjs'], { env: { ...env, PMI2_RAW: 'nojobid' }, timeoutMs }));
     const line = ran.stdout.trim().split('\n').find((l) => l.startsWith('{'));
     expect(line, state(ran)).toBeDefined();
     const out = JSON.parse(line!);
@@ -88,7 +107,7 @@ describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node clus
   });
 
   it("Slurm does not undo ';;': a value with ';' comes back cut at the first one while kvs-put says rc=0 (why put() refuses ';')", async () => {
-    const ran = await run('srun', ['--mpi=pmi2', '-n', '2', 'node', 'test/fixtures/pmi2-raw.mjs'], { env: { ...env, PMI2_RAW: 'semicolon' }, timeoutMs: 60_000 });
+    const ran = await launch('srun', (timeoutMs) => run('srun', ['--mpi=pmi2', '-n', '2', 'node', 'test/fixtures/pmi2-raw.mjs'], { env: { ...env, PMI2_RAW: 'semicolon' }, timeoutMs }));
     const outs = ran.stdout.split('\n').filter((l) => l.startsWith('{')).map((l) => JSON.parse(l));
     expect(outs.length, state(ran)).toBe(2);
     for (const out of outs) {
@@ -102,7 +121,7 @@ describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node clus
   it("docs/ndbench.md's srun line (./node_modules/.bin/ndbench osu_allreduce over PMI-2) runs from a user's project (quick sizes)", async () => {
     const lines = docCommands('docs/ndbench.md', /^srun --mpi=pmi2 .*ndbench osu_/);
     expect(lines).toEqual(['srun --mpi=pmi2 -n 4 ./node_modules/.bin/ndbench osu_allreduce']);
-    const ran = await sh(`${lines[0]} -m 4:64 -i 20 -x 2`, { cwd: project, env, timeoutMs: 90_000 });
+    const ran = await launch('sh', (timeoutMs) => sh(`${lines[0]} -m 4:64 -i 20 -x 2`, { cwd: project, env, timeoutMs }));
     expect(ran.code, state(ran)).toBe(0);
     expect(ran.stdout).toMatch(/4 ranks \(launcher pmi2\)/);
     expect(ran.stdout.split('\n').filter((l) => /^\d+(\s+\d+\.\d+){3}\s+20$/.test(l.trim()))).toHaveLength(5);
@@ -111,13 +130,13 @@ describe.skipIf(why !== '')(`jobs under Slurm's srun --mpi=pmi2 (a one-node clus
   it("docs/ndbench.md's two-rank srun line (no PMI: SLURM_PROCID and SLURM_STEP_NUM_TASKS, which npx passes on) runs, 10.0.0.5 = 127.0.0.1", async () => {
     const lines = docCommands('docs/ndbench.md', /^NDBENCH_SERVER=\S+ srun -n 2 npx ndbench /);
     expect(lines).toEqual(['NDBENCH_SERVER=10.0.0.5 srun -n 2 npx ndbench send_lat']);
-    const ran = await sh(`${lines[0]!.replace('10.0.0.5', '127.0.0.1')} -n 200`, { cwd: project, env, timeoutMs: 90_000 });
+    const ran = await launch('sh', (timeoutMs) => sh(`${lines[0]!.replace('10.0.0.5', '127.0.0.1')} -n 200`, { cwd: project, env, timeoutMs }));
     expect(ran.code, state(ran)).toBe(0);
     expect(ran.stdout).toMatch(/#bytes\s+#iterations\s+t_min/);
   });
 
   it('srun --mpi=pmi2 -n 2 npx ndbench osu_latency fails at once, naming PMI_FD and the command that works (npx does not pass the socket on)', async () => {
-    const ran = await run('srun', ['--mpi=pmi2', '-n', '2', 'npx', 'ndbench', 'osu_latency'], { cwd: project, env, timeoutMs: 90_000 });
+    const ran = await launch('srun', (timeoutMs) => run('srun', ['--mpi=pmi2', '-n', '2', 'npx', 'ndbench', 'osu_latency'], { cwd: project, env, timeoutMs }));
     expect(ran.code, state(ran)).not.toBe(0);
     expect(ran.stderr, state(ran)).toMatch(/ndbench: join \(pmi2\): PMI_FD="\d+" (is not open|is a pipe|is an eventfd|is a socket this process already uses)[^\n]*srun --mpi=pmi2 -n N node app\.mjs/);
     expect(ran.stderr).not.toMatch(/Aborted|core dumped|Unsupported fd type|EEXIST|EPIPE/);
