@@ -178,6 +178,7 @@ export const ND_PENDING = 0x103;
 export const ND_NO_MORE_ENTRIES = 0x8000001a;
 export const ND_BUFFER_OVERFLOW = 0x80000005;
 export const ND_CANCELED = 0xc0000120;
+export const ND_ACCESS_VIOLATION = 0xc0000005;
 export const ND_REMOTE_ERROR = 0xc000013d;
 export const ND_IO_TIMEOUT = 0xc00000b5;
 export const ND_INSUFFICIENT_RESOURCES = 0xc000009a;

@@ -20,6 +20,15 @@ import { K_DEREGISTER } from './records.js';
 import { checkBoolean, checkIndex, checkOptions, describe, isDetached } from './validate.js';
 import type { AdapterContext } from './context.js';
 
+/** For plain memory passed where registered memory belongs: how to register it. */
+function unregisteredHint(value: unknown): string {
+  if (!ArrayBuffer.isView(value) && !(value instanceof ArrayBuffer) && !(typeof SharedArrayBuffer !== 'undefined' && value instanceof SharedArrayBuffer)) return '';
+  return (
+    ': memory is posted only once registered with the adapter: const region = await adapter.registerMemory(buffer) ' +
+    '(or adapter.allocateMemory(n)), then pass region or region.slice(offset, length)'
+  );
+}
+
 /** What registerMemory() may grant. Default: { localWrite: true, readSink: true }; no remote access. */
 export interface Access {
   /** The adapter may write into the region: receives and Read sinks (ND_MR_FLAG_ALLOW_LOCAL_WRITE; default true). */
@@ -299,7 +308,7 @@ function addSge(
   base: number,
 ): void {
   if (!(region instanceof MemoryRegion)) {
-    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `local memory must be a MemoryRegion, a Segment, an array of them or null; got ${describe(region)}`);
+    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `local memory must be a MemoryRegion, a Segment, an array of them or null; got ${describe(region)}${unregisteredHint(region)}`);
   }
   if (region._ctx !== ctx) throw misuse(ERR_ND_WRONG_ADAPTER, operation, 'the memory region was registered on another adapter');
   region._checkUsable(operation);
@@ -373,7 +382,7 @@ export function writeSges(ctx: AdapterContext, scratch: Float64Array, local: unk
     out.pins = seg.region;
     return out;
   }
-  throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `local memory must be a MemoryRegion, a Segment, an array of them or null; got ${describe(local)}`);
+  throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `local memory must be a MemoryRegion, a Segment, an array of them or null; got ${describe(local)}${unregisteredHint(local)}`);
 }
 
 /** Checks a RemoteMemory given by the caller. */

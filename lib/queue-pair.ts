@@ -234,6 +234,8 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
   // Non-silent requests; close() waits for them. Silent ones are retired by the next completion of this QP.
   private readonly _inflight = new InFlight();
   private _silent: PendingRequest[] = [];
+  /** What broke the queue pair (its first failed request that was not a flush), for the flushed ones after it. */
+  private _brokenBy: string | null = null;
   private _silentHead = 0;
   private _seq = 0;
   private _closing: Promise<void> | null = null;
@@ -830,7 +832,9 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     } else if (status === 0) {
       e.resolve?.({ type, status: 0, bytes: done });
     } else {
-      e.reject?.(requestError(e, status, type));
+      // The first failure that was not a flush is what broke the queue pair: every flushed request after it says so.
+      if (this._brokenBy === null && status !== ND_CANCELED) this._brokenBy = `${e.operation} ${ndStatusName(status)}`;
+      e.reject?.(requestError(e, status, type, this._brokenBy));
     }
     this._ctx.requests.release(e);
     if (this._iq.queued === 0 && this._rq.queued === 0) return;

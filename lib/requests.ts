@@ -5,7 +5,7 @@
 
 import type { RawCompletion } from './completion-queue.js';
 import type { MemoryRegion } from './memory-region.js';
-import { ND_CANCELED, ND_REMOTE_ERROR, NdError, asNdError, callerStack, hex32, statusError } from './errors.js';
+import { ND_ACCESS_VIOLATION, ND_BUFFER_OVERFLOW, ND_CANCELED, ND_REMOTE_ERROR, NdError, asNdError, callerStack, hex32, statusError } from './errors.js';
 
 /** Something whose in-flight requests must settle before it can be released natively. */
 export class InFlight {
@@ -231,7 +231,7 @@ export class RequestTable {
 }
 
 /** The error a posted request (send, receive, read, write, bind, invalidate) fails with: its status and what it was. */
-export function requestError(e: PendingRequest, status: number, type: string): NdError {
+export function requestError(e: PendingRequest, status: number, type: string, brokenBy: string | null = null): NdError {
   let context: string;
   if (e.remoteAddress !== undefined) {
     context = `${e.bytes} bytes ${type === 'read' ? 'from' : 'to'} remote 0x${(e.remoteAddress + BigInt(e.remoteOffset)).toString(16)} token ${hex32(e.remoteToken)}`;
@@ -241,7 +241,19 @@ export function requestError(e: PendingRequest, status: number, type: string): N
     context = `${e.bytes} bytes`;
   }
   if (e.cqFailure !== undefined) context += ` (${e.cqFailure})`;
-  else if (status === ND_CANCELED) context += ' (flushed: the queue pair was flushed, closed or disconnected)';
+  else if (status === ND_CANCELED && brokenBy !== null) {
+    context +=
+      ` (flushed: an earlier request of this queue pair failed, ${brokenBy}, and a queue pair stops at its first error ` +
+      '(the connection ends with an RDMAP Terminate, RFC 5040 §7): fix that request, then connect a new queue pair)';
+  } else if (status === ND_CANCELED) context += ' (flushed: the queue pair was flushed, closed or disconnected)';
+  else if (status === ND_ACCESS_VIOLATION && e.remoteAddress !== undefined) {
+    context +=
+      ` (the peer refused the ${type === 'read' ? 'Read' : 'Write'}: its token is unknown there or no longer valid (deregistered, a window ` +
+      `unbound or invalidated), the range lies outside its region, or the region lacks ${type === 'read' ? 'remoteRead' : 'remoteWrite'} ` +
+      `(the peer registers it with { ${type === 'read' ? 'remoteRead' : 'remoteWrite'}: true }))`;
+  } else if (status === ND_BUFFER_OVERFLOW && type === 'receive') {
+    context += ` (the message that arrived was larger than this receive: post receives as large as the largest message the peer sends)`;
+  }
   else if (status === ND_REMOTE_ERROR && type === 'send') {
     context +=
       ' (the peer refused it: a Send needs a receive posted at the peer, qp.receive() or srq.receive(), at least as large as the message; ' +

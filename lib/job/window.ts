@@ -84,6 +84,7 @@ export class Window implements AsyncDisposable {
    */
   async put(rank: number, offset: number, data: Data, options: PutOptions = {}): Promise<void> {
     const op = 'put';
+    checkData(data, op);
     if (ArrayBuffer.isView(data)) {
       const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
       this.checkRange(rank, offset, bytes.byteLength, op);
@@ -117,6 +118,7 @@ export class Window implements AsyncDisposable {
   /** RDMA-Reads `length(data)` bytes of rank `rank`'s window at `offset` into `data`. */
   async get(rank: number, offset: number, data: Data): Promise<void> {
     const op = 'get';
+    checkData(data, op);
     if (ArrayBuffer.isView(data)) {
       const bytes = new Uint8Array(data.buffer, data.byteOffset, data.byteLength);
       this.checkRange(rank, offset, bytes.byteLength, op);
@@ -257,6 +259,24 @@ function rankError(rank: number, operation: string, err: unknown): JobError {
   );
   e.peer = rank;
   return e;
+}
+
+const isSegment = (d: unknown): boolean =>
+  typeof d === 'object' && d !== null && (d as { region?: unknown }).region instanceof MemoryRegion && typeof (d as { offset?: unknown }).offset === 'number';
+
+/** put()/get() data: a typed array, a region, a segment or a list of regions and segments; else an error named for the call. */
+function checkData(data: unknown, operation: string): void {
+  if (data === null || ArrayBuffer.isView(data) || data instanceof MemoryRegion || isSegment(data)) return;
+  if (Array.isArray(data) && data.length > 0 && data.every((d) => d instanceof MemoryRegion || isSegment(d))) return;
+  const numbers = Array.isArray(data) && data.length > 0 && data.every((d) => typeof d === 'number' || typeof d === 'bigint');
+  throw new NdError(
+    'ERR_ND_INVALID_ARGUMENT',
+    0,
+    operation,
+    `${operation}: data must be a typed array (Float64Array, Uint8Array, a Buffer...), a MemoryRegion or a Segment (or an array of ` +
+      `regions and segments), got ${Array.isArray(data) ? `an array of ${data.length}` : data === null ? 'null' : typeof data}` +
+      (numbers ? `: wrap the numbers in a typed array, e.g. Float64Array.from([${data.slice(0, 3).join(', ')}${data.length > 3 ? ', ...' : ''}])` : ''),
+  );
 }
 
 function localLength(data: Local): number {
