@@ -52,7 +52,7 @@ const WINDOWS_IDS = [
   'smb-rdma-capable',
 ];
 const POWERSHELL_IDS = WINDOWS_IDS.filter((id) => !id.startsWith('nd-provider'));
-const OTHER_IDS = ['soft-provider', 'addresses', 'self-test', 'crc32c', 'soft-crc-env', 'rdma-devices', 'kernel-soft-rdma'];
+const OTHER_IDS = ['soft-provider', 'addresses', 'self-test', 'crc32c', 'soft-crc-env', 'verbs-provider', 'rdma-devices', 'kernel-soft-rdma'];
 const STATUSES: CheckStatus[] = ['ok', 'warn', 'fail', 'skip'];
 
 describe('diagnose() on Windows facts', () => {
@@ -250,8 +250,20 @@ describe('diagnose() elsewhere (Linux facts)', () => {
     kernelModules: { siw: false, rdma_rxe: false },
   });
 
+  it('the verbs provider: not built, no rdma-core and no device are three different answers', () => {
+    const answer = (v: DoctorFacts['verbsProvider']) => byId(diagnose({ ...base(), verbsProvider: v }), 'verbs-provider');
+    const notBuilt = answer({ built: false, listed: false, addresses: [] });
+    expect(notBuilt.status).toBe('warn');
+    expect(notBuilt.detail).toMatch(/^not built: this addon was compiled without rdma-core's headers.*apt-get install libibverbs-dev librdmacm-dev.*npm rebuild netdirect --build-from-source/);
+    const noRuntime = answer({ built: true, listed: false, addresses: [], error: 'libibverbs.so.1 could not be loaded (not found)' });
+    expect(noRuntime.detail).toMatch(/^built; no rdma-core runtime \(libibverbs\.so\.1 could not be loaded.*apt install libibverbs1/);
+    const noDevice = answer({ built: true, listed: false, addresses: [], error: 'rdma-core is installed but reports no RDMA device' });
+    expect(noDevice.detail).toMatch(/^built; no RDMA device \(rdma-core is installed but reports no RDMA device\)/);
+    expect(answer({ built: true, listed: true, addresses: ['10.0.2.15'] }).detail).toBe('built and usable: serves 10.0.2.15');
+  });
+
   it('a working machine: every check ok', () => {
-    const checks = diagnose(base());
+    const checks = diagnose({ ...base(), verbsProvider: { built: true, listed: false, addresses: [], error: 'rdma-core is installed but reports no RDMA device' } });
     expect(checks.map((c) => c.id)).toEqual(OTHER_IDS);
     expect(failing(checks)).toEqual([]);
     expect(checks.every((c) => c.status === 'ok')).toBe(true);

@@ -85,7 +85,11 @@ export interface DoctorFacts {
   crc32cImplementation?: string;
   selfTest?: SelfTestFact;
   rdmaDevices?: RdmaDeviceFact[] | { error: string };
-  /** The verbs provider (docs/verbs.md): listed (rdma-core loads, a device exists) and the addresses it serves. */
-  verbsProvider?: { listed: boolean; addresses: string[]; error?: string };
+  /**
+   * The verbs provider (docs/verbs.md): built (compiled into this addon: rdma-core's headers were there), listed
+   * (rdma-core loads and reports a device), the addresses it serves, and why it is not listed (the provider's own
+   * words: rdma-core could not be loaded, or it reports no device).
+   */
+  verbsProvider?: { built?: boolean; listed: boolean; addresses: string[]; error?: string };
   kernelModules?: { siw: boolean; rdma_rxe: boolean };
 }

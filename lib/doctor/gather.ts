@@ -123,12 +123,22 @@ export function readRdmaDevices(root = '/sys/class/infiniband'): RdmaDeviceFact[
   });
 }
 
-async function readVerbsProvider(): Promise<{ listed: boolean; addresses: string[]; error?: string }> {
+async function readVerbsProvider(): Promise<{ built: boolean; listed: boolean; addresses: string[]; error?: string }> {
+  const built = nativeBinding().builtProviders.includes('verbs');
   try {
-    if (!listProviders().some((p) => p.name === 'verbs')) return { listed: false, addresses: [] };
-    return { listed: true, addresses: await listAddresses({ provider: 'verbs' }) };
+    if (!built) return { built, listed: false, addresses: [] };
+    if (!listProviders().some((p) => p.name === 'verbs')) {
+      // Built but not listed: the provider says why when asked for by name (no rdma-core, or no device).
+      try {
+        await (await openAdapter('127.0.0.1', { provider: 'verbs' })).close();
+        return { built, listed: false, addresses: [] };
+      } catch (err) {
+        return { built, listed: false, addresses: [], error: (err as Error).message.replace(/^.*?provider 'verbs': /, '') };
+      }
+    }
+    return { built, listed: true, addresses: await listAddresses({ provider: 'verbs' }) };
   } catch (err) {
-    return { listed: false, addresses: [], error: (err as Error).message };
+    return { built, listed: false, addresses: [], error: (err as Error).message };
   }
 }
 

@@ -1,7 +1,7 @@
 // The checks on other platforms: the built-in provider, its loopback self-test, RDMA devices and the verbs
 // provider (Linux), the peers named on the command line.
 
-import { listAddresses, listProviders, openAdapter } from '../discovery.js';
+import { VERBS_BUILD_PACKAGES, listAddresses, listProviders, openAdapter } from '../discovery.js';
 import { check } from './check.js';
 import { type DoctorCheck, type DoctorFacts } from './facts.js';
 import { rdmaTransport } from './gather.js';
@@ -82,6 +82,26 @@ export function otherChecks(facts: DoctorFacts): DoctorCheck[] {
     ),
   );
 
+  // The verbs provider: not built (no rather than which runtime package), no rdma-core, no device, or usable.
+  const vp = facts.verbsProvider;
+  if (facts.platform === 'linux') {
+    const [status, detail]: [DoctorCheck['status'], string] =
+      vp === undefined
+        ? ['skip', 'not gathered']
+        : vp.built === false
+        ? [
+            'warn',
+            "not built: this addon was compiled without rdma-core's headers, so it cannot drive RDMA devices whatever is installed now. " +
+              `Install them (${VERBS_BUILD_PACKAGES}), then rebuild: npm rebuild netdirect --build-from-source`,
+          ]
+        : vp.listed
+          ? ['ok', `built and usable: serves ${vp.addresses.length > 0 ? vp.addresses.join(', ') : 'no address yet (no IP address is bound to a device)'}`]
+          : /could not be loaded|too old/.test(vp.error ?? '')
+            ? ['ok', `built; no rdma-core runtime (${vp.error}): apt install libibverbs1 librdmacm1 ibverbs-providers for RDMA devices; the software provider works without it`]
+            : ['ok', `built; no RDMA device${vp.error ? ` (${vp.error})` : ''}: not needed, the software provider runs iWARP over TCP`];
+    out.push(check('verbs-provider', 'Verbs provider (RDMA devices through rdma-core)', status, detail));
+  }
+
   const devicesTitle = 'RDMA devices (/sys/class/infiniband)';
   const d = facts.rdmaDevices;
   if (d === undefined) out.push(check('rdma-devices', devicesTitle, 'skip', `not gathered on ${facts.platform}`));
@@ -93,7 +113,9 @@ export function otherChecks(facts: DoctorFacts): DoctorCheck[] {
     const lines = d.map((x) => {
       const kind = x.driver ?? (/^siw/.test(x.name) ? 'siw (by name)' : /^rxe/.test(x.name) ? 'rxe (by name)' : 'driver unknown');
       const state = x.portState ? x.portState.replace(/^\d+:\s*/, '').toLowerCase() : 'state unknown';
-      const usable = !v?.listed
+      const usable = v?.built === false
+        ? 'not usable: this addon was built without the verbs provider (see "Verbs provider")'
+        : !v?.listed
         ? 'not usable: the verbs provider is not available (rdma-core missing?)'
         : state === 'active'
           ? "usable: openAdapter(address) opens it for an address it serves (or pin { provider: 'verbs' })"
