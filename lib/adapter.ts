@@ -62,6 +62,14 @@ export interface AdapterOptions {
    * without a wake-up. Either way it costs a core while it spins. 'manual' polls only in cq.poll().
    */
   spinMicros?: number;
+  /**
+   * Same-host connections through shared memory (docs/shm.md): when both ends of a connection are processes of this
+   * user on one machine, the built-in provider moves its data through shared memory instead of TCP, with the same
+   * semantics (`qp.transport` says which). Default: the NETDIRECT_SHM environment variable ('1' on, '0' off), else
+   * the provider's default (off in this release). Applies to connections this adapter sets up afterwards, as
+   * initiator (connect) or responder (a listener's listen). Other providers ignore it.
+   */
+  sharedMemory?: boolean;
 }
 
 /** How an adapter's completions are delivered (AdapterOptions.completion). */
@@ -459,6 +467,11 @@ export class Adapter implements AsyncDisposable {
     this.spinMicros = spinMicros;
     this.provider = this._native.provider;
     this.info = this._ctx.info;
+  }
+
+  /** Whether same-host connections set up from now on use shared memory (AdapterOptions.sharedMemory). */
+  get sharedMemory(): boolean {
+    return this._state === 'open' && this._native.sharedMemory();
   }
 
   /** True until close() was called. */

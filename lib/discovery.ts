@@ -76,7 +76,7 @@ export function listProviders(): ProviderInfo[] {
 }
 
 const LIST_ADDRESSES_KEYS = ['provider'] as const;
-const ADAPTER_KEYS = ['provider', 'completion', 'spinMicros'] as const;
+const ADAPTER_KEYS = ['provider', 'completion', 'spinMicros', 'sharedMemory'] as const;
 
 /**
  * The local addresses the provider's adapters serve (NdQueryAddressList): what openAdapter() accepts.
@@ -147,7 +147,8 @@ export interface AdapterSelection extends AdapterOptions {
  *   ('127.0.0.2', ...: the host itself, not listed), so several endpoints on one host can each have their own.
  *   A peer's address is not a local one: pass `{ peer }` instead to open the adapter that reaches it.
  * @param options - provider, completion mode ('auto', 'loop', 'thread', 'manual'; else the NETDIRECT_COMPLETION
- *   environment variable), spinMicros (µs, 0..1000000; else the NETDIRECT_SPIN_MICROS environment variable);
+ *   environment variable), spinMicros (µs, 0..1000000; else the NETDIRECT_SPIN_MICROS environment variable),
+ *   sharedMemory (same-host connections through shared memory; else the NETDIRECT_SHM environment variable);
  *   without an address also `peer`.
  * @returns the open adapter; close it (or `await using`) when done.
  * @throws {@link NdError} ERR_ND_INVALID_ARGUMENT for a non-string address, an unknown option or a wrong option
@@ -191,6 +192,10 @@ export async function openAdapter(addressOrOptions?: string | AdapterSelection, 
     checkBuilt(provider, op);
     const completion = completionOf(options.completion, op);
     const spinMicros = spinMicrosOf(options.spinMicros, op);
+    const sharedMemory: unknown = options.sharedMemory;
+    if (sharedMemory !== undefined && typeof sharedMemory !== 'boolean') {
+      throw misuse(ERR_ND_INVALID_ARGUMENT, op, `sharedMemory must be a boolean, got ${describe(sharedMemory)}`);
+    }
     let host = address.startsWith('[') && address.endsWith(']') ? address.slice(1, -1) : address;
     if (isIP(host) === 0) {
       try {
@@ -199,11 +204,14 @@ export async function openAdapter(addressOrOptions?: string | AdapterSelection, 
         throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, op, `${op}: cannot resolve ${JSON.stringify(address)}: ${(err as Error).message}`, { cause: err });
       }
     }
+    let adapter: Adapter;
     try {
-      return new Adapter(nativeBinding(), host, provider, completion, spinMicros);
+      adapter = new Adapter(nativeBinding(), host, provider, completion, spinMicros);
     } catch (err) {
       throw await notLocalHint(err, host, provider);
     }
+    if (sharedMemory !== undefined) adapter._native.sharedMemory(sharedMemory);
+    return adapter;
   } catch (err) {
     throw callerStack(asNdError(err, op));
   }

@@ -128,6 +128,8 @@ export interface NativeAdapter {
   stats(): NativeAdapterStats;
   /** false: pending requests stop keeping the event loop alive (default true); netdirect/job's idle standing receives. */
   keepAlive(on: boolean): void;
+  /** INDSharedMemory (docs/shm.md): a boolean turns same-host shared memory on/off for later connections; returns whether it is on (false: the provider has none). */
+  sharedMemory(enable?: boolean): boolean;
   /**
    * Stops the poller thread and releases the IND2Adapter. lib/ closes every child first; children still
    * open are released here too (children first) so nothing leaks. Idempotent.
@@ -197,6 +199,8 @@ export interface NativeQueuePair {
   bind(id: number, region: NativeMemoryRegion, window: NativeMemoryWindow, offset: number, length: number, flags: number): number;
   invalidate(id: number, window: NativeMemoryWindow, flags: number): void;
   flush(): void;
+  /** INDTransport (docs/shm.md): 'shm' or 'tcp' once connected; undefined before, or from a provider without it. */
+  transport(): string | undefined;
   close(): void;
 }
 

@@ -288,6 +288,20 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     srq?._users.add(this);
   }
 
+  /**
+   * The transport of this QP's connection: 'shm' when both ends are on this host and moved it to shared memory
+   * (AdapterOptions.sharedMemory, docs/shm.md), 'tcp' for the built-in provider's iWARP over TCP, the provider's
+   * name for another provider; undefined before the QP was connected.
+   */
+  get transport(): 'tcp' | 'shm' | string | undefined {
+    if (this._state !== 'open') return this._transport;
+    const t = this._native.transport();
+    if (t !== undefined) this._transport = t;
+    else if (this._connector !== null && this._adapter.provider !== 'soft') this._transport = this._adapter.provider;
+    return this._transport;
+  }
+  private _transport: string | undefined = undefined;
+
   /** The connector this QP was connected or accepted with, if any. */
   get connector(): Connector | null {
     return this._connector;

@@ -65,6 +65,7 @@ Napi::Function Adapter::Init(Napi::Env env) {
                          InstanceMethod<&Adapter::CreateListener>("createListener"),
                          InstanceMethod<&Adapter::Stats>("stats"),
                          InstanceMethod<&Adapter::KeepAlive>("keepAlive"),
+                         InstanceMethod<&Adapter::SetSharedMemory>("sharedMemory"),
                          InstanceMethod<&Adapter::Close>("close"),
                      });
 }
@@ -541,6 +542,23 @@ Napi::Value Adapter::QueryAddressList(const Napi::CallbackInfo& info) {
   Napi::Array a = Napi::Array::New(info.Env(), list.size());
   for (size_t i = 0; i < list.size(); ++i) a.Set(static_cast<uint32_t>(i), list[i]);
   return a;
+}
+
+// sharedMemory(enable?): same-host connections through shared memory (INDSharedMemory, docs/shm.md) for the
+// connections set up from now on (a boolean sets it; undefined only asks). Returns whether they are on: false from a
+// provider without the interface.
+Napi::Value Adapter::SetSharedMemory(const Napi::CallbackInfo& info) {
+  if (!HasTag(info.This(), kTag))
+    ThrowMisuse(info.Env(), "ERR_ND_FOREIGN_OBJECT", "setSharedMemory", "receiver is not a netdirect Adapter object");
+  Napi::Env env = info.Env();
+  if (!nd_) ThrowMisuse(env, "ERR_ND_CLOSED", "setSharedMemory", "the adapter is closed");
+  NdPtr<INDSharedMemory> shm;
+  if (FAILED(nd_->QueryInterface(IID_INDSharedMemory, reinterpret_cast<void**>(shm.put()))) || !shm)
+    return Napi::Boolean::New(env, false);
+  if (info[0].IsBoolean()) (void)shm->SetSharedMemory(info[0].ToBoolean() ? TRUE : FALSE);  // refused: not built
+  BOOL on = FALSE;
+  if (FAILED(shm->GetSharedMemory(&on))) on = FALSE;
+  return Napi::Boolean::New(env, on != FALSE);
 }
 
 Napi::Value Adapter::Stats(const Napi::CallbackInfo& info) {

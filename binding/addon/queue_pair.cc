@@ -27,6 +27,7 @@ Napi::Function QueuePair::Define(Napi::Env env) {
                          InstanceMethod<&QueuePair::Bind>("bind"),
                          InstanceMethod<&QueuePair::Invalidate>("invalidate"),
                          InstanceMethod<&QueuePair::Flush>("flush"),
+                         InstanceMethod<&QueuePair::Transport>("transport"),
                          InstanceMethod<&QueuePair::Close>("close"),
                      });
 }
@@ -267,6 +268,18 @@ Napi::Value QueuePair::Flush(const Napi::CallbackInfo& info) {
   HRESULT hr = qp_->Flush();
   if (FAILED(hr)) ThrowNdStatus(info.Env(), hr, "flush");
   return info.Env().Undefined();
+}
+
+// 'shm' or 'tcp' from a provider that answers INDTransport (the built-in one, docs/shm.md); undefined from any other,
+// and before the queue pair was connected.
+Napi::Value QueuePair::Transport(const Napi::CallbackInfo& info) {
+  CheckThis(info, this, "transport");
+  Napi::Env env = info.Env();
+  NdPtr<INDTransport> t;
+  if (FAILED(qp_->QueryInterface(IID_INDTransport, reinterpret_cast<void**>(t.put()))) || !t) return env.Undefined();
+  ULONG v = 0;
+  if (FAILED(t->GetTransport(&v))) return env.Undefined();
+  return Napi::String::New(env, v == ND_TRANSPORT_SHM ? "shm" : "tcp");
 }
 
 Napi::Value QueuePair::Close(const Napi::CallbackInfo& info) {

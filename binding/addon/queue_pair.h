@@ -35,6 +35,7 @@ class QueuePair : public Child, public Napi::ObjectWrap<QueuePair> {
   Napi::Value Bind(const Napi::CallbackInfo& info);
   Napi::Value Invalidate(const Napi::CallbackInfo& info);
   Napi::Value Flush(const Napi::CallbackInfo& info);
+  Napi::Value Transport(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
 
   // requestContext for a request completing on `cq` (counts it as pending unless silent / manual mode).

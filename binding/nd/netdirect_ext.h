@@ -53,3 +53,25 @@ struct INDProgress : public IUnknown {
   // Milliseconds until Progress() must run even if the descriptor stays quiet: 0 = at once, INFINITE = never.
   virtual HRESULT ND_CALL GetNextTimeout(DWORD* pMilliseconds) = 0;
 };
+
+// {6E657464-6972-6563-7473-686D00000001}
+inline const GUID IID_INDSharedMemory = {0x6e657464, 0x6972, 0x6563, {0x74, 0x73, 0x68, 0x6d, 0x00, 0x00, 0x00, 0x01}};
+
+// On an IND2Adapter: connections between two processes on one host may move their data through shared memory
+// instead of the network stack, with the same ND semantics (the built-in provider: docs/shm.md). Applies to
+// connections set up after the call (Connect, and Listen for the responder side); the default is the provider's.
+struct INDSharedMemory : public IUnknown {
+  virtual HRESULT ND_CALL SetSharedMemory(BOOL enable) = 0;
+  virtual HRESULT ND_CALL GetSharedMemory(BOOL* pEnabled) = 0;
+};
+
+// {6E657464-6972-6563-7474-72616E730001}
+inline const GUID IID_INDTransport = {0x6e657464, 0x6972, 0x6563, {0x74, 0x74, 0x72, 0x61, 0x6e, 0x73, 0x00, 0x01}};
+
+// On an IND2QueuePair: the transport its connection uses (ND_TRANSPORT_*); ND_CONNECTION_INVALID before it is
+// connected.
+constexpr ULONG ND_TRANSPORT_TCP = 0;
+constexpr ULONG ND_TRANSPORT_SHM = 1;
+struct INDTransport : public IUnknown {
+  virtual HRESULT ND_CALL GetTransport(ULONG* pTransport) = 0;
+};

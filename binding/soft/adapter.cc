@@ -13,6 +13,7 @@
 #include "soft/queue_pair.h"
 #include "soft/shared_receive_queue.h"
 #include "soft/memory/stag_table.h"
+#include "soft/shm/link.h"
 #include "soft/variance.h"
 #include "soft/trace.h"
 
@@ -76,6 +77,7 @@ HRESULT SoftAdapter::open(UINT64 id, SoftAdapter** out) {
   if (a == nullptr) return ND_NO_MEMORY;
   a->id_ = id;
   a->handshake_timeout_ms_ = cm::handshake_timeout_from_env();
+  a->shared_memory_ = shm::available() && shm::enabled_from_env();
   trace_init();
   a->addresses_ = std::move(addrs);
   a->engine_.reset(new (std::nothrow) Engine());
@@ -99,6 +101,11 @@ HRESULT SoftAdapter::QueryInterface(REFIID riid, VOID** ppv) {
     *ppv = static_cast<INDProgress*>(this);
     return S_OK;
   }
+  if (ppv != nullptr && IsEqualGUID(riid, IID_INDSharedMemory)) {
+    AddRef();
+    *ppv = static_cast<INDSharedMemory*>(this);
+    return S_OK;
+  }
   return ComObject::QueryInterface(riid, ppv);
 }
 
@@ -107,6 +114,19 @@ HRESULT SoftAdapter::GetDescriptor(UINT64* pDescriptor) {
   const intptr_t fd = engine_->descriptor();
   if (fd < 0) return ND_NOT_SUPPORTED;
   *pDescriptor = static_cast<UINT64>(fd);
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::SetSharedMemory(BOOL enable) {
+  // Where the transport is not built (not Linux), asking for it is refused; turning it off always works.
+  if (enable != FALSE && !shm::available()) return ND_NOT_SUPPORTED;
+  shared_memory_.store(enable != FALSE, std::memory_order_relaxed);
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::GetSharedMemory(BOOL* pEnabled) {
+  if (pEnabled == nullptr) return ND_INVALID_PARAMETER_1;
+  *pEnabled = shared_memory() ? TRUE : FALSE;
   return ND_SUCCESS;
 }
 

@@ -4,6 +4,7 @@
 #ifndef NETDIRECT_SOFT_ADAPTER_H_
 #define NETDIRECT_SOFT_ADAPTER_H_
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -35,7 +36,7 @@ constexpr UINT16 kVendorId = 0x4e44;  // "ND": not a PCI vendor; the software pr
 constexpr UINT16 kDeviceId = 0x0001;
 }  // namespace limits
 
-class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress {
+class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress, public INDSharedMemory {
  public:
   // IUnknown, for both interfaces: INDProgress is answered besides the ComObject's own ids.
   HRESULT ND_CALL QueryInterface(REFIID riid, VOID** ppv) override;
@@ -47,6 +48,9 @@ class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   HRESULT ND_CALL Progress(ULONG flags, ULONG* pWork) override;
   HRESULT ND_CALL Flush() override;
   HRESULT ND_CALL GetNextTimeout(DWORD* pMilliseconds) override;
+  // INDSharedMemory (nd/netdirect_ext.h): same-host connections through shared memory (docs/shm.md).
+  HRESULT ND_CALL SetSharedMemory(BOOL enable) override;
+  HRESULT ND_CALL GetSharedMemory(BOOL* pEnabled) override;
 
   // Opens adapter `id` (an interface index from ResolveAddress); ND_INVALID_PARAMETER if unknown.
   static HRESULT open(UINT64 id, SoftAdapter** out);
@@ -82,6 +86,8 @@ class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   bool serves(const net::Address& a) const;
   // Deadline of a connection handshake in ms (cm::handshake_timeout_from_env, read at open).
   uint32_t handshake_timeout_ms() const { return handshake_timeout_ms_; }
+  // Same-host connections through shared memory (docs/shm.md): NETDIRECT_SHM at open, then INDSharedMemory.
+  bool shared_memory() const { return shared_memory_.load(std::memory_order_relaxed); }
   // Bounds the Connects in progress (engine thread only).
   cm::ConnectGate& connect_gate() { return connect_gate_; }
 
@@ -91,6 +97,7 @@ class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress {
 
   UINT64 id_ = 0;
   uint32_t handshake_timeout_ms_ = 0;
+  std::atomic<bool> shared_memory_{false};
   std::vector<net::Address> addresses_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<StagTable> stags_;

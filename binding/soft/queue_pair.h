@@ -105,6 +105,7 @@
 #include <mutex>
 #include <vector>
 
+#include "nd/netdirect_ext.h"
 #include "soft/completion_queue.h"
 #include "soft/cm/connection.h"
 #include "soft/engine/engine.h"
@@ -128,6 +129,7 @@ class SoftMemoryWindow;
 class StagTable;
 
 class SoftQueuePair final : public ComObject<IND2QueuePair>,
+                            public INDTransport,
                             private Engine::Handler,
                             private SoftCompletionQueue::ProgressSource,
                             private RxEvents {
@@ -138,6 +140,13 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
                         SoftSharedReceiveQueue* srq /*nullable*/, VOID* context, ULONG receiveDepth,
                         ULONG initiatorDepth, ULONG maxReceiveSge, ULONG maxInitiatorSge, ULONG inlineDataSize,
                         SoftQueuePair** out);
+
+  // IUnknown, for both interfaces (INDTransport besides the ComObject's own ids).
+  HRESULT ND_CALL QueryInterface(REFIID riid, VOID** ppv) override;
+  ULONG ND_CALL AddRef() override { return ComObject::AddRef(); }
+  ULONG ND_CALL Release() override { return ComObject::Release(); }
+  // INDTransport (nd/netdirect_ext.h): ND_TRANSPORT_SHM for a same-host connection (docs/shm.md), else TCP.
+  HRESULT ND_CALL GetTransport(ULONG* pTransport) override;
 
   // IND2QueuePair
   HRESULT ND_CALL Flush() override;
@@ -174,6 +183,8 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   bool connected() const;
   SoftAdapter* adapter() const { return adapter_; }
   SoftSharedReceiveQueue* srq() const { return srq_; }
+  // The connection moves its FPDUs through shared memory (docs/shm.md), not the TCP stream.
+  bool same_host() const;
 
  private:
   SoftQueuePair(SoftAdapter* adapter, SoftCompletionQueue* rcq, SoftCompletionQueue* icq,
@@ -351,6 +362,22 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   uint32_t peer_timeout_ms_ = 0;        // from peer_timeout_ms() at attach; 0 = wait for ever
   uint64_t peer_timer_ = 0;             // engine timer id, 0 = none
   uint64_t peer_activity_ns_ = 0;       // steady clock of the last byte moved (or of the wait's start)
+
+  // ---- same-host transport (docs/shm.md): FPDUs through shm_'s rings, the socket watched for the peer's end ----
+  std::shared_ptr<shm::Link> shm_;      // fixed while attached
+  bool shm_check_tcp_ = false;
+  bool shm_used_ = false;               // mu_: the connection was a same-host one (GetTransport after it ended)          // mu_: an empty ring makes the receive stream look at the socket
+  // The engine's handler of shm_'s doorbell (an eventfd the peer writes when it placed bytes or freed space).
+  struct Doorbell final : Engine::Handler {
+    explicit Doorbell(SoftQueuePair* q) : qp(q) {}
+    void on_io(uint32_t events) override;
+    SoftQueuePair* qp;
+  };
+  Doorbell doorbell_{this};
+  bool doorbell_added_ = false;         // registered with the engine (changed on the driving thread)
+  uint32_t sock_interest_locked() const;  // kRead, plus kWrite while TCP transmission is blocked
+  void io_locked(uint32_t events, bool* close_now);  // on_io's work, from the socket or the doorbell
+  void shm_rx_progress_locked();       // rx_progress_locked on shm_ (qp_rx.cc)
 
   // ---- connection ----
   ConnectionEvents* events_ = nullptr;

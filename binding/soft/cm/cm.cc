@@ -375,6 +375,7 @@ void Channel::on_tcp_connected() {
   }
   tune_connected(socket_);
   reading_ = true;
+  if (shm_offer_) shm_hs_ = shm::Handshake::offer(socket_);  // before the Request: the responder looks on it
   if (!send_pending()) return;
   update_interest();
 }
@@ -420,6 +421,9 @@ void Channel::flush() {
   reading_ = false;  // the peer's next bytes (RTR / first FPDU) belong to the QP
   disarm_timer();
   if (setup_.state() == MpaState::kAccepted) {
+    // Same host: our answer is on the side channel before the Reply is on the socket (shm/link.h).
+    if (shm_hs_) shm_link_ = shm_hs_->accept();
+    shm_hs_.reset();
     notify_when_sent_ = true;
   } else {
     close_when_sent_ = true;  // reject (application, backlog, failed negotiation)
@@ -452,6 +456,15 @@ void Channel::handle(MpaEvent ev) {
       return;
     case MpaEvent::kReplyAccepted:
     case MpaEvent::kRequestReceived:
+      if (ev == MpaEvent::kReplyAccepted && shm_hs_) {
+        shm_link_ = shm_hs_->finish();  // the responder answered before it sent the Reply (or not at all: TCP)
+        shm_hs_.reset();
+      } else if (ev == MpaEvent::kRequestReceived && rendezvous_) {
+        net::Address local, peer;
+        if (net::local_address(socket_, &local) == 0 && net::peer_address(socket_, &peer) == 0) {
+          shm_hs_ = rendezvous_->claim(local, peer);
+        }
+      }
       disarm_timer();
       update_interest();
       report(ev);

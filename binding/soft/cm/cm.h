@@ -30,6 +30,7 @@
 #include "soft/engine/engine.h"
 #include "soft/wire/mpa.h"
 #include "soft/net/socket.h"
+#include "soft/shm/link.h"
 
 namespace netdirect::soft::cm {
 
@@ -193,6 +194,14 @@ class Channel final : public Engine::Handler {
 
   bool closed() const { return socket_ == net::kInvalidSocket; }
 
+  // ---- same host (docs/shm.md; shm/link.h): agreed beside the MPA exchange, which stays as it is ----
+  // Initiator: offer rings on the listener's side channel right after the TCP connect (before the Request).
+  void enable_shm_offer() { shm_offer_ = true; }
+  // Responder: the listener's side channel, where the initiator's offer is found when its Request arrives.
+  void set_shm_rendezvous(std::shared_ptr<shm::Rendezvous> r) { rendezvous_ = std::move(r); }
+  // The rings, once agreed (initiator: the Reply accepted; responder: the accepting Reply queued); null: TCP.
+  std::shared_ptr<shm::Link> take_shm() { return std::move(shm_link_); }
+
  private:
   void on_io(uint32_t events) override;
   void update_interest();
@@ -215,6 +224,10 @@ class Channel final : public Engine::Handler {
   uint64_t timer_ = 0;
   bool close_when_sent_ = false;
   bool notify_when_sent_ = false;
+  bool shm_offer_ = false;
+  std::shared_ptr<shm::Rendezvous> rendezvous_;
+  std::unique_ptr<shm::Handshake> shm_hs_;
+  std::shared_ptr<shm::Link> shm_link_;
 };
 
 }  // namespace netdirect::soft::cm

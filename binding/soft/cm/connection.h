@@ -5,8 +5,11 @@
 #ifndef NETDIRECT_SOFT_CONNECTION_H_
 #define NETDIRECT_SOFT_CONNECTION_H_
 
+#include <memory>
+
 #include "soft/wire/mpa.h"
 #include "soft/net/socket.h"
+#include "soft/shm/link.h"
 
 namespace netdirect::soft {
 
@@ -18,6 +21,8 @@ struct Connection {
   net::Address local;
   net::Address peer;
   uint32_t mss = 1460;  // TCP MSS: every FPDU we send is <= mss & ~7 (docs/iwarp.md §1.4)
+  // Same host (docs/shm.md): the FPDUs go through these rings, the socket only says whether the peer is there.
+  std::shared_ptr<shm::Link> shm;
 };
 
 // Events a QP reports to the connector that owns its connection; called on the adapter's engine

@@ -100,6 +100,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
     std::unique_ptr<cm::Channel> ch(
         new (std::nothrow) cm::Channel(engine(), sock_, this, adapter_->handshake_timeout_ms()));
     if (!ch) return ND_NO_MEMORY;
+    if (adapter_->shared_memory()) ch->enable_shm_offer();
     HRESULT hr = ch->setup().start_initiator(cm::initiator_settings(inbound, outbound), pd, cb);
     if (FAILED(hr)) {
       ch->release_socket();  // keep our bound socket for a later attempt
@@ -395,6 +396,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
           lock.unlock();  // Engine::remove (in release_socket) must not run under a lock on_io takes
           c.socket = ch->release_socket();
           c.mss = net::tcp_mss(c.socket);
+          c.shm = ch->take_shm();
           channel_.reset();
           const bool taken = qp->attach(c, this);
           lock.lock();
@@ -492,6 +494,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
     lock.unlock();  // Engine::remove (in release_socket) must not run under a lock on_io takes
     c.socket = channel_->release_socket();
     c.mss = net::tcp_mss(c.socket);
+    c.shm = channel_->take_shm();
     channel_.reset();
     const bool taken = qp->attach(c, this);  // sends the RTR as the first FPDU (P2P)
     lock.lock();

@@ -130,6 +130,15 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
       if (r != 0) return net::status_from_errno(r);
     }
     setup_limit_ = limit;
+    if (adapter_->shared_memory()) {
+      // Same host (docs/shm.md): a side channel beside each listening address, for offers of rings.
+      std::vector<net::Address> here;
+      for (auto& ls : socks_) {
+        net::Address got;
+        if (net::local_address(ls->socket, &got) == 0) here.push_back(got);
+      }
+      rendezvous_ = shm::Rendezvous::open(here);
+    }
     // A request waits in the backlog at most half the time an initiator waits for its Reply (ours: the Reply
     // timeout capped by the handshake deadline), so that a refusal reaches it before its own timer expires and
     // an application never accepts a connection its initiator gave up (docs/nd2.md "Listen backlog").
@@ -382,6 +391,11 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
       std::lock_guard<std::mutex> lock(mu_);
       socks.swap(socks_);
     }
+    std::shared_ptr<shm::Rendezvous> rendezvous;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      rendezvous.swap(rendezvous_);  // its names go with the last channel that may still claim an offer
+    }
     for (auto& ls : socks) {
       if (ls->registered) engine().remove(ls->socket, ls.get());
       if (ls->resume_timer != 0) engine().cancel_timer(ls->resume_timer);
@@ -426,6 +440,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
         continue;
       }
       cm::Channel* raw = ch.get();
+      ch->set_shm_rendezvous(rendezvous_);
       handshaking_.push_back(HalfOpen{std::move(ch), peer});
       note_setup_peak();
       raw->start_accept();
@@ -536,6 +551,7 @@ class ListenerCore final : public cm::Channel::Owner, public std::enable_shared_
   std::vector<HalfOpen> handshaking_;                           // engine thread, in accept order
   std::vector<std::unique_ptr<cm::Channel>> closing_;           // engine thread
   int spare_fd_ = -1;                                           // engine thread: the reserve descriptor
+  std::shared_ptr<shm::Rendezvous> rendezvous_;                 // mu_ (set by listen; read on the engine thread)
 };
 
 // ---- SoftListener -------------------------------------------------------------------------------------

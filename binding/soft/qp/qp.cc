@@ -114,6 +114,7 @@ SoftQueuePair::~SoftQueuePair() {
   }
   if (sock_ != net::kInvalidSocket) {
     adapter_->engine().remove(sock_, this);
+    if (doorbell_added_) adapter_->engine().remove(shm_->doorbell(), &doorbell_);
     net::close_socket(sock_, true);
   }
   if (srq_ != nullptr) srq_->Release();
@@ -125,6 +126,28 @@ SoftQueuePair::~SoftQueuePair() {
 bool SoftQueuePair::connected() const {
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   return state_ == State::kConnected;
+}
+
+HRESULT SoftQueuePair::QueryInterface(REFIID riid, VOID** ppv) {
+  if (ppv != nullptr && IsEqualGUID(riid, IID_INDTransport)) {
+    AddRef();
+    *ppv = static_cast<INDTransport*>(this);
+    return S_OK;
+  }
+  return ComObject::QueryInterface(riid, ppv);
+}
+
+HRESULT SoftQueuePair::GetTransport(ULONG* pTransport) {
+  if (pTransport == nullptr) return ND_INVALID_PARAMETER_1;
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+  if (!ever_attached_) return ND_CONNECTION_INVALID;
+  *pTransport = shm_used_ ? ND_TRANSPORT_SHM : ND_TRANSPORT_TCP;
+  return ND_SUCCESS;
+}
+
+bool SoftQueuePair::same_host() const {
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+  return shm_ != nullptr;
 }
 
 // ---------------------------------------------------------------------------------------------------
@@ -518,11 +541,15 @@ bool SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
     return false;
   }
   sock_ = c.socket;
-  crc_ = c.mpa.crc;
+  shm_ = c.shm;
+  shm_used_ = shm_ != nullptr;
+  // Same host: no CRC (both ends agreed on the rings, so both know; nothing crosses a wire) and FPDUs as large as
+  // the ULPDU Length allows (docs/shm.md).
+  crc_ = shm_ ? false : c.mpa.crc;
   initiator_ = c.initiator;
   p2p_ = c.mpa.p2p;
   rtr_ = c.mpa.rtr;
-  mss_ = std::max<uint32_t>(c.mss, 64);
+  mss_ = shm_ ? shm::kShmMss : std::max<uint32_t>(c.mss, 64);
   ord_ = c.mpa.ord;
   ird_ = c.mpa.ird;
   peer_timeout_ms_ = response_timeout_ms();
@@ -540,6 +567,19 @@ bool SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
     lock.unlock();
     kick_teardown();
     return true;  // attached, and failed at once: the connection-closed event reports it
+  }
+  if (shm_) {
+    const bool rung = adapter_->engine().add(shm_->doorbell(), &doorbell_, Engine::kRead);
+    lock.lock();
+    doorbell_added_ = rung;
+    if (!rung) {
+      fail_locked(ND_INSUFFICIENT_RESOURCES, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+      peer_eof_ = true;
+      lock.unlock();
+      kick_teardown();
+      return true;
+    }
+    lock.unlock();
   }
   add_progress_sources();
   lock.lock();
@@ -577,7 +617,13 @@ void SoftQueuePair::end_inline_locked() {
   // The engine reads again (level-triggered: input that is already there is reported at once), and requests
   // left queued by doorbell batching go out.
   rx_inline_ = false;
-  adapter_->engine().modify(sock_, this, Engine::kRead | (tx_.want_write ? Engine::kWrite : 0));
+  if (shm_) {
+    // The doorbell again, rung once by ourselves: the engine reads what came since the last poll, then arms.
+    adapter_->engine().modify(shm_->doorbell(), &doorbell_, Engine::kRead);
+    shm_->kick_self();
+  } else {
+    adapter_->engine().modify(sock_, this, sock_interest_locked());
+  }
   tx_progress_locked();
 }
 
@@ -602,7 +648,14 @@ void SoftQueuePair::poll_progress() {
     // Take the connection over from the engine: no EPOLLIN/EPOLLOUT wake-ups while this thread keeps polling
     // (it reads, and continues a send blocked on a full socket, itself).
     rx_inline_ = true;
-    adapter_->engine().modify(sock_, this, 0);
+    if (shm_) {
+      // Same host: the ring is read here, so the peer need not ring; the engine still watches the socket for the
+      // peer's end.
+      shm_->disarm_rx();
+      adapter_->engine().modify(shm_->doorbell(), &doorbell_, 0);
+    } else {
+      adapter_->engine().modify(sock_, this, 0);
+    }
     if (inline_timer_ == 0) {
       inline_timer_ = adapter_->engine().add_timer(kInlineLeaseMs, [this] { inline_lease_check(); });
     }
@@ -696,7 +749,8 @@ void SoftQueuePair::run_teardown() {
     close_now = peer_eof_;
     if (rx_inline_) {
       rx_inline_ = false;  // draining / closing is the engine's job again
-      adapter_->engine().modify(s, this, Engine::kRead | (tx_.want_write ? Engine::kWrite : 0));
+      adapter_->engine().modify(s, this, sock_interest_locked());
+      if (shm_) adapter_->engine().modify(shm_->doorbell(), &doorbell_, Engine::kRead);
     }
     if (!close_now) {
       // Let a Terminate (or the last bytes) reach the peer: shut down our direction and drain until the
@@ -715,6 +769,8 @@ void SoftQueuePair::close_socket_now() {
   net::Socket s;
   std::vector<std::function<void()>> dones;
   bool release;
+  std::shared_ptr<shm::Link> link;
+  bool bell;
   {
     std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     s = sock_;
@@ -737,9 +793,14 @@ void SoftQueuePair::close_socket_now() {
     dones.swap(disconnect_done_);
     release = self_ref_;
     self_ref_ = false;
+    link = std::move(shm_);
+    bell = doorbell_added_;
+    doorbell_added_ = false;
   }
   remove_progress_sources();
   adapter_->engine().remove(s, this);
+  if (bell) adapter_->engine().remove(link->doorbell(), &doorbell_);
+  link.reset();  // unmaps the rings (the peer keeps its own mapping until it closes too)
   net::close_socket(s, false);
   for (auto& d : dones) {
     if (d) d();

@@ -36,6 +36,39 @@ class WatchedSocketSource final : public RxSource {
   bool moved_ = false;
 };
 
+// A same-host connection's receive side (docs/shm.md): the ring, and when it is empty and the socket said it has
+// something, the socket — whose end is the peer's end (bytes placed in the ring before it left are read first); a
+// byte on it is a peer breaking protocol (nothing but MPA frames ever travels it).
+class ShmRxSource final : public RxSource {
+ public:
+  ShmRxSource(shm::Link& link, net::Socket s, bool check_socket) : link_(link), s_(s), check_(check_socket) {}
+  ptrdiff_t read(void* buf, size_t len) override {
+    iovec v{buf, len};
+    return readv(&v, 1);
+  }
+  ptrdiff_t readv(const iovec* iov, int iovcnt) override {
+    ptrdiff_t n = link_.recv_iov(iov, iovcnt);
+    if (n != -EAGAIN || !check_) return note(n);
+    uint8_t b;
+    const ptrdiff_t t = net::recv_bytes(s_, &b, 1);
+    if (t == -EAGAIN || t == -EWOULDBLOCK || t == -EINTR) return -EAGAIN;
+    if (t > 0) return -EPROTO;
+    n = link_.recv_iov(iov, iovcnt);
+    return n == -EAGAIN ? t : note(n);  // end of stream (sticky) or the socket's error, after the ring's last byte
+  }
+  bool moved() const { return moved_; }
+
+ private:
+  ptrdiff_t note(ptrdiff_t n) {
+    if (n > 0) moved_ = true;
+    return n;
+  }
+  shm::Link& link_;
+  net::Socket s_;
+  bool check_;
+  bool moved_ = false;
+};
+
 bool is_access_error(TermCode c) {
   return (c.layer == static_cast<uint8_t>(TermLayer::kDdp) && c.etype == static_cast<uint8_t>(DdpEtype::kTagged)) ||
          (c.layer == static_cast<uint8_t>(TermLayer::kRdmap) &&
@@ -48,24 +81,45 @@ void SoftQueuePair::on_io(uint32_t events) {
   {
     std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     if (sock_ == net::kInvalidSocket) return;
-    if (rx_.stopped()) {
-      close_now = rx_drain_locked();
-    } else {
-      if (events & Engine::kWrite) tx_progress_locked();
-      if (events & Engine::kRead) rx_progress_locked();
-      if (state_ == State::kConnected) {
-        if (rcq_->failed() || icq_->failed()) {
-          fail_locked(ND_INTERNAL_ERROR, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
-        } else {
-          complete_ready_locked();
-          tx_progress_or_defer_locked();
-        }
-      }
-    }
+    shm_check_tcp_ = shm_ != nullptr;  // same host: the socket only reports the peer's end
+    io_locked(events, &close_now);
+    shm_check_tcp_ = false;
   }
   if (close_now) close_socket_now();
   kick_teardown();
   fire_events();
+}
+
+// The peer placed bytes in our ring or freed space in its own, and rang (docs/shm.md "Waking").
+void SoftQueuePair::Doorbell::on_io(uint32_t) {
+  bool close_now = false;
+  {
+    std::lock_guard<ndkit::CheckedMutex> lock(qp->mu_);
+    if (qp->sock_ == net::kInvalidSocket || !qp->shm_) return;
+    qp->shm_->drain_doorbell();
+    qp->io_locked(Engine::kRead | (qp->tx_.want_write ? Engine::kWrite : 0), &close_now);
+  }
+  if (close_now) qp->close_socket_now();
+  qp->kick_teardown();
+  qp->fire_events();
+}
+
+void SoftQueuePair::io_locked(uint32_t events, bool* close_now) {
+  mu_.assert_held();
+  if (rx_.stopped()) {
+    *close_now = rx_drain_locked();
+    return;
+  }
+  if (events & Engine::kWrite) tx_progress_locked();
+  if (events & Engine::kRead) rx_progress_locked();
+  if (state_ == State::kConnected) {
+    if (rcq_->failed() || icq_->failed()) {
+      fail_locked(ND_INTERNAL_ERROR, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+    } else {
+      complete_ready_locked();
+      tx_progress_or_defer_locked();
+    }
+  }
 }
 
 bool SoftQueuePair::rx_drain_locked() {
@@ -85,8 +139,29 @@ bool SoftQueuePair::rx_drain_locked() {
 void SoftQueuePair::rx_progress_locked() {
   mu_.assert_held();
   if (state_ != State::kConnected) return;
+  if (shm_) {
+    shm_rx_progress_locked();
+    return;
+  }
   WatchedSocketSource src(sock_);
   rx_.progress(src);
+  if (src.moved()) peer_activity_locked();
+}
+
+void SoftQueuePair::shm_rx_progress_locked() {
+  mu_.assert_held();
+  ShmRxSource src(*shm_, sock_, shm_check_tcp_);
+  for (int round = 0;; ++round) {
+    rx_.progress(src);
+    // An inline poller reads the ring itself and wants no kicks; otherwise arm before the engine sleeps, and
+    // read again what arrived meanwhile (docs/shm.md "Waking").
+    if (state_ != State::kConnected || rx_.stopped() || rx_inline_) break;
+    if (!shm_->arm_rx()) break;
+    if (round == 3) {  // a stream that keeps coming: let the engine's other sources have their turn
+      shm_->kick_self();
+      break;
+    }
+  }
   if (src.moved()) peer_activity_locked();
 }
 

@@ -41,9 +41,15 @@ void SoftQueuePair::tx_set_want_write_locked(bool want) {
   mu_.assert_held();
   if (want == tx_.want_write || sock_ == net::kInvalidSocket) return;
   tx_.want_write = want;
-  // Nothing while an inline poller drives the connection (queue_pair.cc poll_progress): it retries the send.
-  if (rx_inline_) return;
-  adapter_->engine().modify(sock_, this, Engine::kRead | (want ? Engine::kWrite : 0));
+  // Nothing while an inline poller drives the connection (queue_pair.cc poll_progress): it retries the send. Same
+  // host: the full ring asked the peer to ring our doorbell when it frees space (shm/link.cc Link::send_iov).
+  if (rx_inline_ || shm_) return;
+  adapter_->engine().modify(sock_, this, sock_interest_locked());
+}
+
+uint32_t SoftQueuePair::sock_interest_locked() const {
+  mu_.assert_held();
+  return Engine::kRead | (tx_.want_write && !shm_ ? Engine::kWrite : 0);
 }
 
 // After a receive round or a post: transmit now, or, on the thread between its Engine::progress(true) and its
@@ -379,7 +385,7 @@ bool SoftQueuePair::tx_flush_locked() {
   TxBatch& b = *tx_.batch;
   while (b.iov_pos < b.iov_count) {
     const int cnt = std::min(b.iov_count - b.iov_pos, kSendIovMax);
-    const ptrdiff_t n = net::send_iov(sock_, &b.iov[b.iov_pos], cnt);
+    const ptrdiff_t n = shm_ ? shm_->send_iov(&b.iov[b.iov_pos], cnt) : net::send_iov(sock_, &b.iov[b.iov_pos], cnt);
     if (n == -EAGAIN || n == -EWOULDBLOCK || n == -EINTR) {
       if (n != -EINTR) {
         tx_set_want_write_locked(true);
@@ -451,7 +457,7 @@ void SoftQueuePair::send_terminate_locked(TermCode code, const uint8_t* ulpdu, s
   b.clear();
   const size_t n = build_terminate_fpdu(code, ulpdu, avail, ulpdu_len, crc_, tx_.term_fpdu);
   iovec v{tx_.term_fpdu, n};
-  (void)net::send_iov(sock_, &v, 1);
+  (void)(shm_ ? shm_->send_iov(&v, 1) : net::send_iov(sock_, &v, 1));
 }
 
 }  // namespace netdirect::soft
