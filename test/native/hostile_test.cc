@@ -7,6 +7,9 @@
 // provider sends decodes with our own decoder to the RFC code docs/iwarp.md §3.4 names, and registered
 // memory outside what a legitimate Write could touch is unchanged (canary bytes).
 // Ends with a seeded random mutation loop over a valid captured stream.
+// Same host (docs/shm.md): the hostile also offers shared-memory rings on the listener's side channel, sends its
+// FPDUs through them, and scribbles over them (indices out of range, random bytes everywhere, lengths that lie);
+// a process of another uid (the test forks one when it runs as root) cannot attach.
 //
 // Prints "N passed, M failed"; exits non-zero on failure.
 #include <arpa/inet.h>
@@ -14,6 +17,8 @@
 #include <netinet/tcp.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -34,6 +39,7 @@
 #include "soft/wire/ddp_rdmap.h"
 #include "soft/wire/mpa.h"
 #include "soft/provider.h"
+#include "soft/shm/link.h"
 #include "soft/wire/terminate.h"
 
 using namespace netdirect::soft;
@@ -338,6 +344,7 @@ struct Posts {
   Bytes rtr;                  // P2P: custom RTR bytes (then Accept is expected to fail, nothing is posted)
   bool slow_setup = false;    // the Request 1 byte at a time
   bool crc = true;            // the hostile asks for CRC (the provider asks by default anyway)
+  bool shm = false;           // the hostile offers shared-memory rings and speaks through them (docs/shm.md)
 };
 
 struct Conn {
@@ -351,7 +358,55 @@ struct Conn {
   Bytes rx;       // bytes from the provider after the MPA Reply
   Bytes snap;     // memory before the hostile bytes
   HRESULT accept_status = ND_PENDING;
+  std::unique_ptr<shm::Link> link;  // same host: the rings the victim agreed to (nullptr: TCP)
 };
+
+// Same host: everything the hostile sends goes into the ring (waiting while it is full, bounded).
+bool link_send_all(shm::Link& l, const Bytes& b) {
+  size_t off = 0;
+  const auto until = Clock::now() + std::chrono::milliseconds(3000);
+  while (off < b.size()) {
+    iovec v{const_cast<uint8_t*>(b.data()) + off, b.size() - off};
+    const ptrdiff_t n = l.send_iov(&v, 1);
+    if (n > 0) {
+      off += static_cast<size_t>(n);
+    } else if (n != -EAGAIN || Clock::now() >= until) {
+      return false;
+    } else {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+  }
+  return true;
+}
+
+bool hostile_send(Conn& c, const Bytes& b, bool slow = false) {
+  return c.link ? link_send_all(*c.link, b) : send_all(c.fd, b, slow);
+}
+
+// Same host: what the victim puts in our ring until it closes the TCP connection (true) or the deadline.
+bool link_recv_until_eof(Conn& c, Bytes* out, int ms) {
+  const auto until = Clock::now() + std::chrono::milliseconds(ms);
+  uint8_t buf[4096];
+  for (;;) {
+    for (;;) {
+      const ptrdiff_t n = c.link->recv(buf, sizeof buf);
+      if (n <= 0) break;
+      out->insert(out->end(), buf, buf + n);
+    }
+    const int left = static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(until - Clock::now()).count());
+    if (left <= 0) return false;
+    pollfd p{c.fd, POLLIN, 0};
+    if (::poll(&p, 1, std::min(left, 5)) <= 0) continue;
+    const ssize_t r = ::recv(c.fd, buf, sizeof buf, 0);
+    if (r > 0) return false;  // the victim sent bytes on the socket of a same-host connection
+    for (;;) {  // what it placed before it closed
+      const ptrdiff_t n = c.link->recv(buf, sizeof buf);
+      if (n <= 0) break;
+      out->insert(out->end(), buf, buf + n);
+    }
+    return r == 0 || errno == ECONNRESET || errno == EPIPE;
+  }
+}
 
 bool post_recvs(Conn& c, int n) {
   for (int i = 0; i < n; ++i) {
@@ -380,6 +435,12 @@ bool setup(Conn& c, const Posts& po) {
   c.fd = tcp_connect(g_port);
   CHECK(c.fd >= 0);
   if (c.fd < 0) return false;
+  std::unique_ptr<shm::Handshake> hs;
+  if (po.shm) {
+    hs = shm::Handshake::offer(c.fd);  // before the Request, as an initiator of ours does
+    CHECK(hs != nullptr);
+    if (!hs) return false;
+  }
   const Bytes req = mpa_request(po.crc, po.p2p, 4, 4);
   CHECK(send_all(c.fd, req, po.slow_setup));
   HRESULT hr = wait_ov(g_listener, c.req, 3000);
@@ -400,14 +461,20 @@ bool setup(Conn& c, const Posts& po) {
   CHECK(mpa_parse(rep, kMpaHeaderSize + pd, MpaFrameKind::kReply, &f, &used, &err) == MpaParseStatus::kOk);
   CHECK(!f.reject && f.v2 && f.params.p2p == po.p2p);
   c.crc = po.crc || f.crc;
+  if (hs) {
+    c.link = hs->finish();  // the victim answered before its Reply
+    CHECK(c.link != nullptr);
+    if (!c.link) return false;
+    c.crc = false;  // same host: no CRC (docs/shm.md)
+  }
   if (po.p2p) {
     if (!po.rtr.empty()) {
-      CHECK(send_all(c.fd, po.rtr));
+      CHECK(hostile_send(c, po.rtr));
       c.accept_status = wait_ov(c.conn, c.acc, 3000);
       return true;
     }
     CHECK(f.params.rtr == kRtrWrite);
-    CHECK(send_all(c.fd, frame(tagged(RdmapOpcode::kWrite, true, 1, 0), c.crc)));
+    CHECK(hostile_send(c, frame(tagged(RdmapOpcode::kWrite, true, 1, 0), c.crc)));
   }
   c.accept_status = wait_ov(c.conn, c.acc, 3000);
   CHECK_ST(c.accept_status, ND_SUCCESS);
@@ -525,6 +592,7 @@ void check_memory(Conn& c, const Expect& e) {
 void teardown(Conn& c) {
   if (c.fd >= 0) ::close(c.fd);
   c.fd = -1;
+  c.link.reset();
   if (c.conn) c.conn->Release();
   if (c.qp) c.qp->Release();
   if (c.cq) c.cq->Release();
@@ -535,9 +603,9 @@ void teardown(Conn& c) {
 
 // Sends the hostile bytes, then checks everything the case promises.
 void finish(Conn& c, const Bytes& junk, const Expect& e) {
-  if (!junk.empty()) send_all(c.fd, junk, e.slow);
+  if (!junk.empty()) hostile_send(c, junk, e.slow);
   if (e.shutdown_after) ::shutdown(c.fd, SHUT_WR);
-  const bool closed = recv_until_eof(c.fd, &c.rx, 4000);
+  const bool closed = c.link ? link_recv_until_eof(c, &c.rx, 4000) : recv_until_eof(c.fd, &c.rx, 4000);
   CHECK(closed);  // the provider closed the connection (no hang)
   ::close(c.fd);
   c.fd = -1;
@@ -1903,6 +1971,149 @@ void test_withheld_rtr() {
 }
 
 // A Request that never completes: the responder drops it after its 5 s timer (checked at the end).
+// ---- same host: the rings are the peer's to scribble on (docs/shm.md "Threat model") -------------------------
+// Direction 0 of the mapping carries hostile → victim; its control block is the first of the page (shm/link.cc).
+shm::RingControl* victim_rx_control(Conn& c) { return reinterpret_cast<shm::RingControl*>(c.link->shared_bytes()); }
+shm::RingControl* victim_tx_control(Conn& c) {
+  return reinterpret_cast<shm::RingControl*>(c.link->shared_bytes() + 1024);
+}
+
+void test_same_host() {
+  Posts po;
+  po.shm = true;
+  const TermCode stag = ddp_t(DdpTaggedErr::kInvalidStag);
+  const TermCode bounds = ddp_t(DdpTaggedErr::kBaseBounds);
+  // The checks a TCP peer meets decide what lands from the ring too.
+  run("shm: write random stag", po,
+      [](Conn& c) { return frame(tagged(RdmapOpcode::kWrite, true, 0xDEADBEEFu, rw_base(), pat(8)), c.crc); },
+      term(stag));
+  run("shm: write read-only region", po,
+      [](Conn& c) { return frame(tagged(RdmapOpcode::kWrite, true, ro_token(), g_mem->addr(kRoOff), pat(8)), c.crc); },
+      term(stag));
+  {
+    Expect e = term(bounds);
+    e.allowed.push_back(Range{kRwOff, 64});
+    run("shm: a write lands, the next one past the end is refused", po,
+        [](Conn& c) {
+          return frame(tagged(RdmapOpcode::kWrite, true, rw_token(), rw_base(), pat(64, 0x41)), c.crc) +
+                 frame(tagged(RdmapOpcode::kWrite, true, rw_token(), rw_base() + kRwSize - 4, pat(8)), c.crc);
+        },
+        e);
+    CHECK(std::memcmp(g_mem->p(kRwOff), pat(64, 0x41).data(), 64) == 0);
+  }
+  run("shm: read request for a local-only region", po,
+      [](Conn& c) {
+        return frame(rreq_u(1, kRemoteFakeStag, 0, 16, loc_token(), g_mem->addr(kLocOff + kSrcOff)), c.crc);
+      },
+      term(rdmap(RdmapEtype::kRemoteProtection, RdmapErr::kAccessRights)));  // as over TCP (test_read_requests)
+  // Indices that cannot be: the victim ends the connection (no Terminate needed: its stream is broken).
+  {
+    Expect e;
+    e.shutdown_after = false;
+    run("shm: head published far ahead of the ring", po,
+        [](Conn& c) {
+          victim_rx_control(c)->head.store(uint64_t{1} << 40);
+          c.link->kick_peer();
+          return Bytes{};
+        },
+        e);
+    run("shm: head published behind the victim's tail", po,
+        [](Conn& c) {
+          victim_rx_control(c)->head.store(~uint64_t{0});
+          c.link->kick_peer();
+          return Bytes{};
+        },
+        e);
+    run("shm: tail of the victim's ring moved ahead of its head, then a Read to answer", po,
+        [](Conn& c) {
+          victim_tx_control(c)->tail.store(uint64_t{1} << 50);
+          return frame(rreq_u(1, kRemoteFakeStag, 0, 16, ro_token(), g_mem->addr(kRoOff)), c.crc);
+        },
+        e);
+  }
+  // Random bytes with valid indices (lengths that lie), and random bytes over the whole mapping (control blocks
+  // too): closed in bounded time, nothing placed anywhere.
+  for (uint32_t seed = 1; seed <= 8; ++seed) {
+    Expect e;
+    e.shutdown_after = true;  // a length that promises more than comes: the socket's end ends the wait
+    e.recv_success = 2;
+    run("shm: random stream, seed " + std::to_string(seed), po,
+        [seed](Conn&) {
+          std::mt19937 r(seed);
+          Bytes b(1 + r() % 9000);
+          for (auto& x : b) x = static_cast<uint8_t>(r());
+          return b;
+        },
+        e);
+    Expect s;
+    s.shutdown_after = true;
+    s.recv_success = 2;
+    run("shm: random bytes over the whole mapping, seed " + std::to_string(seed), po,
+        [seed](Conn& c) {
+          std::mt19937 r(seed * 7919);
+          uint8_t* m = c.link->shared_bytes();
+          for (size_t i = 0; i < c.link->shared_size(); ++i) m[i] = static_cast<uint8_t>(r());
+          c.link->kick_peer();
+          return Bytes{};
+        },
+        s);
+  }
+}
+
+// A process of another uid can neither take the listener's offers nor be offered rings (docs/shm.md).
+void test_same_host_other_uid() {
+  g_test = "shm: another uid cannot attach";
+  if (geteuid() != 0) {
+    std::printf("  (skipped: needs root to make a second uid)\n");
+    return;
+  }
+  int sync_pipe[2];
+  CHECK(::pipe(sync_pipe) == 0);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    ::close(sync_pipe[0]);
+    if (setgid(65534) != 0 || setuid(65534) != 0) _exit(10);
+    // Through our own code: the listener answers as another uid, so no offer is made.
+    int fd = tcp_connect(g_port);
+    if (fd < 0) _exit(11);
+    if (shm::Handshake::offer(fd) != nullptr) _exit(12);
+    ::close(fd);
+    // By hand: connect to the side channel and send an offer without descriptors; the listener must close it.
+    const int u = socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    sockaddr_un un{};
+    un.sun_family = AF_UNIX;
+    net::Address la;
+    sockaddr_in lo = loopback(g_port);
+    net::address_from(reinterpret_cast<sockaddr*>(&lo), sizeof lo, &la);
+    const std::string name = shm::rendezvous_name(la);
+    std::memcpy(un.sun_path + 1, name.data(), name.size());
+    const socklen_t len = static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + name.size());
+    if (connect(u, reinterpret_cast<sockaddr*>(&un), len) != 0) _exit(13);
+    uint8_t junk[96] = {'N', 'D', 'S', 'H', 'M', 'v', '1', 0, 1};
+    if (send(u, junk, sizeof junk, MSG_NOSIGNAL) != static_cast<ssize_t>(sizeof junk)) _exit(14);
+    (void)!::write(sync_pipe[1], "x", 1);  // the parent now makes the listener look at its side channel
+    pollfd p{u, POLLIN, 0};
+    if (::poll(&p, 1, 5000) <= 0) _exit(15);
+    uint8_t b[128];
+    const ssize_t r = ::recv(u, b, sizeof b, MSG_DONTWAIT);
+    _exit(r == 0 || (r < 0 && errno == ECONNRESET) ? 0 : 16);  // closed, nothing said
+  }
+  ::close(sync_pipe[1]);
+  char x;
+  CHECK(::read(sync_pipe[0], &x, 1) == 1);
+  ::close(sync_pipe[0]);
+  Posts po;
+  po.shm = true;
+  run("shm: another uid's offer is dropped, ours still works", po,
+      [](Conn& c) { return frame(tagged(RdmapOpcode::kWrite, true, 0xDEADBEEFu, rw_base(), pat(8)), c.crc); },
+      term(ddp_t(DdpTaggedErr::kInvalidStag)));
+  g_test = "shm: another uid cannot attach";
+  int status = 0;
+  CHECK(waitpid(pid, &status, 0) == pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) std::printf("  child status %d\n", status);
+}
+
 int g_stalled_fd = -1;
 Clock::time_point g_stalled_since;
 
@@ -1931,6 +2142,15 @@ int main(int argc, char** argv) {
     return 1;
   }
   CHECK_ST(g_adapter->CreateOverlappedFile(&g_file), ND_SUCCESS);
+  {
+    // The listener offers the same-host side channel (docs/shm.md): only test_same_host's peers use it.
+    INDSharedMemory* shm = nullptr;
+    CHECK_ST(g_adapter->QueryInterface(IID_INDSharedMemory, reinterpret_cast<void**>(&shm)), ND_SUCCESS);
+    if (shm != nullptr) {
+      CHECK_ST(shm->SetSharedMemory(TRUE), ND_SUCCESS);
+      shm->Release();
+    }
+  }
   CHECK_ST(g_adapter->CreateListener(IID_IND2Listener, g_file, &p), ND_SUCCESS);
   g_listener = static_cast<IND2Listener*>(p);
   sockaddr_in a = loopback(0);
@@ -1974,6 +2194,8 @@ int main(int argc, char** argv) {
   test_p2p_rtr();
   test_withheld_rtr();
   test_stag_guessing(random_guesses);
+  test_same_host();
+  test_same_host_other_uid();
   std::printf("cases: %.1f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
   test_mutations(mutations, 20240611u);
 

@@ -389,9 +389,12 @@ void Channel::start_accept() {
 }
 
 bool Channel::send_pending() {
+  // An initiator that declines a same-host connection after the Reply: its Terminate goes where the responder's
+  // queue pair reads, the ring (docs/shm.md).
+  const bool ring = shm_link_ && setup_.initiator();
   while (setup_.out_size() > 0) {
     iovec iov{const_cast<uint8_t*>(setup_.out_data()), setup_.out_size()};
-    const ptrdiff_t n = net::send_iov(socket_, &iov, 1);
+    const ptrdiff_t n = ring ? shm_link_->send_iov(&iov, 1) : net::send_iov(socket_, &iov, 1);
     if (n == -EAGAIN) return true;
     if (n < 0) {
       close_when_sent_ = false;

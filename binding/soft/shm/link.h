@@ -61,13 +61,16 @@ class Link {
   int doorbell() const { return my_bell_; }
   void drain_doorbell();
   void kick_self();  // makes our own doorbell readable (the engine takes the ring over again)
+  void kick_peer();  // makes the peer's doorbell readable
   uint64_t ring_bytes() const { return ring_bytes_; }
   int peer_pid() const { return peer_pid_; }
+  // The whole shared mapping (control blocks and rings): what a hostile peer can scribble on (test/native tests).
+  uint8_t* shared_bytes() const { return static_cast<uint8_t*>(map_); }
+  size_t shared_size() const { return map_len_; }
 
  private:
   friend class Handshake;
   Link() = default;
-  void kick_peer();
 
   void* map_ = nullptr;
   size_t map_len_ = 0;
