@@ -19,7 +19,14 @@ const COMPLETION_SUITES = [
   'test/srq.test.ts',
   'test/handshake.test.ts',
   'test/cq-overrun.test.ts',
+  'test/shm.test.ts',
 ];
+
+// The same suites once more with same-host shared memory on (docs/shm.md): NETDIRECT_SHM=1 reaches every adapter the
+// tests and their child processes open, so every connection between two of them moves its data through the rings
+// (test/shm.test.ts checks qp.transport says so). Linux only (elsewhere the provider stays on TCP); 'loop' (the
+// default) and 'manual' (the inline poller reading the ring), 'thread' through test/shm.test.ts in the thread project.
+const SHM_ENV = { NETDIRECT_SHM: '1' };
 
 // The API suites once more against provider variance (docs/testing.md): the software provider answers, where ND v2
 // leaves a provider the choice, as a vendor's may — ND_PENDING and a completion packet for what finished in the
@@ -67,6 +74,12 @@ export default defineConfig({
         : [{ extends: true, test: { name: 'thread', include: COMPLETION_SUITES, env: { NETDIRECT_COMPLETION: 'thread' } } }]),
       { extends: true, test: { name: 'manual', include: COMPLETION_SUITES, env: { NETDIRECT_COMPLETION: 'manual' } } },
       { extends: true, test: { name: 'variance', include: VARIANCE_SUITES, env: VARIANCE_ENV } },
+      ...(process.platform === 'linux'
+        ? [
+            { extends: true, test: { name: 'shm', include: COMPLETION_SUITES, env: SHM_ENV } },
+            { extends: true, test: { name: 'shm-manual', include: COMPLETION_SUITES, env: { ...SHM_ENV, NETDIRECT_COMPLETION: 'manual' } } },
+          ]
+        : []),
       ...(process.platform === 'win32'
         ? []
         : [{ extends: true, test: { name: 'variance-thread', include: VARIANCE_SUITES, env: { ...VARIANCE_ENV, NETDIRECT_COMPLETION: 'thread' } } }]),

@@ -31,6 +31,8 @@ export async function main(argv: string[], io: RunIo = defaultIo): Promise<numbe
   if (o.loopbackChild && o.runInfinitely) process.on('SIGINT', () => undefined);
   // The software provider reads its CRC setting from the environment; --loopback's server inherits it.
   if (o.crc !== undefined) process.env.NETDIRECT_SOFT_CRC = o.crc === 'on' ? '1' : '0';
+  // The same for same-host shared memory (docs/shm.md): both sides' adapters read NETDIRECT_SHM when they open.
+  if (o.shm !== undefined) process.env.NETDIRECT_SHM = o.shm === 'on' ? '1' : '0';
   try {
     if (o.loopbackChild) {
       await runServer(o, io, (port) => process.send?.({ port }));

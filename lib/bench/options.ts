@@ -54,6 +54,8 @@ export interface BenchOptions {
   provider: string;
   completion: 'auto' | 'loop' | 'thread' | 'manual';
   crc?: 'on' | 'off';
+  /** --shm: same-host shared memory of the software provider (NETDIRECT_SHM for both sides). */
+  shm?: 'on' | 'off';
   format: Format;
   json?: string;
   reportGbits: boolean;
@@ -137,6 +139,8 @@ export const USAGE = `usage: ndbench <test> [server-host] [options]     server: 
                            poller thread (thread) or whichever the provider supports (auto, default: loop with
                            the built-in provider on Linux); manual: the JS thread posts and spins on cq.poll()
   --crc on|off             MPA CRC32c of the software provider (sets NETDIRECT_SOFT_CRC for both sides)
+  --shm on|off             same-host connections of the software provider through shared memory (sets
+                           NETDIRECT_SHM for both sides; docs/shm.md); the report's transport says which was used
   --format perftest|osu|json   output format (default perftest's columns)
   --json <file>            also write the JSON report to <file>
   --report_gbits           bandwidth in Gb/s (10^9 bit/s) instead of MiB/s
@@ -391,6 +395,9 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
       case '--crc':
         o.crc = choice(a, value(), ['on', 'off'] as const);
         break;
+      case '--shm':
+        o.shm = choice(a, value(), ['on', 'off'] as const);
+        break;
       case '--format':
         o.format = choice(a, value(), ['perftest', 'osu', 'json'] as const);
         break;
@@ -641,6 +648,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     provider: o.provider ?? 'auto',
     completion: o.completion ?? 'auto',
     crc: o.crc,
+    shm: o.shm,
     format: o.format ?? 'perftest',
     json: o.json,
     reportGbits: o.reportGbits ?? false,

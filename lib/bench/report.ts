@@ -56,6 +56,8 @@ export interface Report {
     provider: string;
     completion: 'auto' | 'loop' | 'thread' | 'manual';
     crc: 'on' | 'off' | 'default';
+    /** --shm: same-host shared memory asked for ('default': the provider's, or NETDIRECT_SHM). */
+    shm: 'on' | 'off' | 'default';
     qps: number;
     tx_depth: number;
     warmup_iterations: number;
@@ -79,6 +81,8 @@ export interface Report {
     /** The completion mode that ran (options.completion is the one asked for: 'auto' resolves to one of these). */
     completion?: 'loop' | 'thread' | 'manual';
     adapter?: string;
+    /** The transport the measured connection used: 'shm' (same host, docs/shm.md), 'tcp', or the provider's word. */
+    transport?: string;
     hardwareCrc32c?: boolean;
     crc32c?: string;
   };
@@ -150,6 +154,7 @@ export function newReport(o: BenchOptions, version: string, tcpMode: 'block' | '
       provider: o.provider,
       completion: o.completion,
       crc: o.crc ?? 'default',
+      shm: o.shm ?? 'default',
       qps: o.qps,
       tx_depth: o.txDepth,
       warmup_iterations: warmupOf({ iters: o.iters, duration: o.duration, test: o.test, warmup: o.warmup }),
@@ -259,6 +264,7 @@ export function perftestPrinter(report: Report, opts: PerftestPrintOptions): Pri
         ` rdma_cm QPs\t : ON (the ND v2 connector; -R/-z change nothing)`,
         ` Data ex. method : ND private data (remote memory) + TCP control`,
         ` MPA CRC32c      : ${report.options.crc === 'default' ? 'provider default' : report.options.crc.toUpperCase()}${e.hardwareCrc32c === undefined ? '' : e.hardwareCrc32c ? ` (hardware${e.crc32c ? `: ${e.crc32c}` : ''})` : ' (software)'}`,
+        ...(e.transport === undefined ? [] : [` Transport       : ${e.transport}${e.transport === 'shm' ? ' (same host, shared memory; no CRC)' : ''}`]),
       ];
       for (const b of compare) lines.push(` Baseline ${pad(b, 8)}: ${report.definitions[b]}`);
       if (compare.length) lines.push(` Ratio column    : ${report.definitions.ratio}`);
@@ -335,6 +341,7 @@ export function osuPrinter(report: Report): Printer {
       const lines = [
         `# ndbench (OSU format) ${report.verb} ${what} Test v${report.version}`,
         `# netdirect provider ${report.environment.provider ?? report.options.provider}, completion ${report.environment.completion ?? report.options.completion}, ` +
+          (report.environment.transport === undefined ? '' : `transport ${report.environment.transport}, `) +
           (lat ? `latency = ${report.definitions.latency}` : 'MB = 10^6 bytes'),
       ];
       for (const b of compare) lines.push(`# ${b}: ${report.definitions[b]}`);

@@ -243,6 +243,8 @@ function describeConnection(report: Report, side: NdSide, local: string): void {
   report.environment.provider = side.adapter.provider;
   report.environment.completion = side.adapter.completion;
   report.environment.adapter = local;
+  const transport = side.qps[0]?.transport;
+  if (transport !== undefined) report.environment.transport = transport;
   const c0 = side.connectors[0];
   report.connection = {
     local: { host: c0.localAddress.host, port: c0.localAddress.port, token: side.mr.remoteToken, address: '0x' + side.mr.address.toString(16).padStart(16, '0') },

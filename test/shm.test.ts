@@ -1,0 +1,205 @@
+// Same host through shared memory (docs/shm.md): which connections use it, the data path over it between two
+// processes, and a peer killed (kill -9) mid-transfer on either side, in the run's completion mode (this file is one
+// of vitest.config.mts's COMPLETION_SUITES; the 'shm' projects run the other data-moving suites over shm too).
+import { readdirSync } from 'node:fs';
+import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { NdError, openAdapter, type Adapter } from '../lib/index';
+import { MiB, Peer, TEST_ADDRESS, ndError, openLocal } from './helpers';
+import { driveManual } from './fixtures/manual-driver.mjs';
+
+const linux = process.platform === 'linux';
+
+async function pair(a: Adapter, b: Adapter) {
+  const cqa = a.createCompletionQueue({ depth: 256 });
+  const cqb = b.createCompletionQueue({ depth: 256 });
+  const listener = await b.listen({ host: TEST_ADDRESS, port: 0 });
+  const qpb = b.createQueuePair({ receiveCq: cqb, receiveDepth: 16, initiatorDepth: 16 });
+  const mrb = await b.allocateMemory(MiB, { remoteWrite: true, remoteRead: true });
+  const rx = qpb.receive(mrb.slice(0, 4096));
+  const accepted = listener.getConnectionRequest().then((c) => c.accept(qpb).then(() => c));
+  const qpa = a.createQueuePair({ receiveCq: cqa, receiveDepth: 16, initiatorDepth: 16 });
+  await a.connect(qpa, listener.address);
+  await accepted;
+  return { qpa, qpb, mrb, rx, listener };
+}
+
+/** Opens an adapter in the run's mode (driven when that is 'manual', as test/helpers.ts openLocal does). */
+async function open(options: { sharedMemory?: boolean } = {}): Promise<Adapter> {
+  const adapter = await openAdapter(TEST_ADDRESS, options);
+  driveManual(adapter);
+  return adapter;
+}
+
+describe.runIf(linux)('which connections go through shared memory', () => {
+  let saved: string | undefined;
+  beforeEach(() => {
+    saved = process.env.NETDIRECT_SHM;
+    delete process.env.NETDIRECT_SHM;
+  });
+  afterEach(() => {
+    if (saved === undefined) delete process.env.NETDIRECT_SHM;
+    else process.env.NETDIRECT_SHM = saved;
+  });
+
+  const cases: Array<[string, { sharedMemory?: boolean }, { sharedMemory?: boolean }, string | undefined, string]> = [
+    ['both ends ask', { sharedMemory: true }, { sharedMemory: true }, undefined, 'shm'],
+    ['the initiator does not', { sharedMemory: false }, { sharedMemory: true }, undefined, 'tcp'],
+    ['the responder does not', { sharedMemory: true }, { sharedMemory: false }, undefined, 'tcp'],
+    ['NETDIRECT_SHM=1, no option', {}, {}, '1', 'shm'],
+    ['NETDIRECT_SHM=0, no option', {}, {}, '0', 'tcp'],
+    ['NETDIRECT_SHM=0, the option on both ends', { sharedMemory: true }, { sharedMemory: true }, '0', 'shm'],
+  ];
+  for (const [name, oa, ob, env, want] of cases) {
+    it(`${name}: ${want}, and a Write, a Send and a Read move the same bytes`, async () => {
+      if (env !== undefined) process.env.NETDIRECT_SHM = env;
+      const a = await open(oa);
+      const b = await open(ob);
+      try {
+        const { qpa, qpb, mrb, rx } = await pair(a, b);
+        expect([qpa.transport, qpb.transport]).toEqual([want, want]);
+        const mra = await a.allocateMemory(MiB, { remoteWrite: true, remoteRead: true });
+        for (let i = 0; i < MiB; i++) mra.buffer[i] = (i * 7 + 3) & 0xff;
+        // A Write larger than one FPDU and the ring's free space at once, a Send, a Read back.
+        await qpa.write(mra.slice(0, 300_000), mrb.remote(), { offset: 8192 });
+        expect(Buffer.compare(mrb.buffer.subarray(8192, 8192 + 300_000), mra.buffer.subarray(0, 300_000))).toBe(0);
+        expect(mrb.buffer[8192 + 300_000]).toBe(0);
+        await qpa.send(mra.slice(5, 100));
+        expect((await rx).bytes).toBe(100);
+        expect(Buffer.compare(mrb.buffer.subarray(0, 100), mra.buffer.subarray(5, 105))).toBe(0);
+        await qpa.read(mra.slice(MiB / 2, 4096), mrb.remote(), { offset: 8192 });
+        expect(Buffer.compare(mra.buffer.subarray(MiB / 2, MiB / 2 + 4096), mra.buffer.subarray(0, 4096))).toBe(0);
+        // The target's checks decide what lands, as over TCP: a Write past the region's end fails on the initiator.
+        const past = { ...mrb.remote(), address: mrb.remote().address + BigInt(MiB - 8), length: 16 };
+        const before = Buffer.from(mrb.buffer.subarray(MiB - 8));
+        const err = await ndError(qpa.write(mra.slice(0, 16), past));
+        expect(err.code).toBe('ND_ACCESS_VIOLATION');
+        expect(Buffer.compare(mrb.buffer.subarray(MiB - 8), before)).toBe(0);
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+  }
+
+  it('sharedMemory must be a boolean', async () => {
+    const err = await ndError(openAdapter(TEST_ADDRESS, { sharedMemory: 'yes' as unknown as boolean }));
+    expect(err).toBeInstanceOf(NdError);
+    expect(err.code).toBe('ERR_ND_INVALID_ARGUMENT');
+  });
+
+  it('adapter.sharedMemory reports the setting', async () => {
+    const a = await openAdapter(TEST_ADDRESS, { sharedMemory: true });
+    const b = await openAdapter(TEST_ADDRESS, { sharedMemory: false });
+    expect([a.sharedMemory, b.sharedMemory]).toEqual([true, false]);
+    await a.close();
+    await b.close();
+    expect(a.sharedMemory).toBe(false);
+  });
+});
+
+/** Entries of /dev/shm: a same-host connection must leave none behind (its rings are a memfd). */
+function devShm(): string[] {
+  try {
+    return readdirSync('/dev/shm').sort();
+  } catch {
+    return [];
+  }
+}
+
+async function shmPeer(): Promise<Peer> {
+  const saved = process.env.NETDIRECT_SHM;
+  process.env.NETDIRECT_SHM = '1'; // inherited by the child: its adapter offers and accepts shared memory
+  try {
+    const p = new Peer();
+    await p.ready();
+    return p;
+  } finally {
+    if (saved === undefined) delete process.env.NETDIRECT_SHM;
+    else process.env.NETDIRECT_SHM = saved;
+  }
+}
+
+describe.runIf(linux)('two processes on one host', () => {
+  it('move data through shared memory both ways (qp.transport on both ends)', async () => {
+    const before = devShm();
+    const peer = await shmPeer();
+    const adapter = await openAdapter(TEST_ADDRESS, { sharedMemory: true });
+    driveManual(adapter);
+    try {
+      await peer.call('open');
+      const address = await peer.call('listen');
+      const target = (await peer.call('register', { name: 'target', size: 4 * MiB, access: { remoteRead: true, remoteWrite: true } })).remote;
+      await peer.call('register', { name: 'rx', size: 64 * 1024 });
+      const cq = adapter.createCompletionQueue({ depth: 256 });
+      const qp = adapter.createQueuePair({ receiveCq: cq, receiveDepth: 64, initiatorDepth: 64 });
+      const accepting = peer.call('accept', { receives: [{ tag: 'r', segs: [{ name: 'rx', offset: 0, length: 65536 }] }] });
+      await adapter.connect(qp, address);
+      await accepting;
+      expect(qp.transport).toBe('shm');
+      expect(await peer.call('transport')).toBe('shm');
+      const mr = await adapter.allocateMemory(4 * MiB, { remoteWrite: true, remoteRead: true });
+      const { fillSegments } = await import('./fixtures/pattern.mjs');
+      fillSegments(mr.buffer, [{ offset: 0, length: 4 * MiB }], 11);
+      // 64 Writes in flight at once: the ring fills and drains many times over.
+      await Promise.all(Array.from({ length: 64 }, (_, i) => qp.write(mr.slice(i * 65536, 65536), target, { offset: i * 65536 })));
+      expect(await peer.call('check', { name: 'target', segs: [{ offset: 0, length: 4 * MiB }], seed: 11 })).toBe(-1);
+      await qp.send(mr.slice(0, 65536));
+      const r = await peer.call('waitThenCheck', { tag: 'r', checks: [{ name: 'rx', segs: [{ offset: 0, length: 65536 }], seed: 11 }] });
+      expect([r.ok, r.bytes, r.mismatches]).toEqual([true, 65536, [-1]]);
+      // The peer writes back into us.
+      await peer.call('fill', { name: 'target', segs: [{ offset: 0, length: MiB }], seed: 12 });
+      await peer.call('post', { tag: 'w', op: 'write', segs: [{ name: 'target', offset: 0, length: MiB }], remote: mr.remote(), offset: 0 });
+      expect((await peer.call('wait', { tag: 'w' })).ok).toBe(true);
+      const { checkSegments } = await import('./fixtures/pattern.mjs');
+      expect(checkSegments(mr.buffer, [{ offset: 0, length: MiB }], 12)).toBe(-1);
+    } finally {
+      await adapter.close();
+      await peer.stop();
+    }
+    expect(devShm()).toEqual(before);
+  });
+
+  // kill -9 of either end mid-transfer: the other end's requests all settle, its disconnect notification comes,
+  // within bounds; nothing is left in /dev/shm.
+  for (const killed of ['target', 'initiator'] as const) {
+    it(`a ${killed} killed with SIGKILL mid-transfer: the other end settles everything and sees the disconnect`, async () => {
+      const before = devShm();
+      const target = await shmPeer();
+      const initiator = await shmPeer();
+      try {
+        await target.call('open');
+        const address = await target.call('listen');
+        const remote = (await target.call('register', { name: 't', size: 8 * MiB, access: { remoteWrite: true } })).remote;
+        await initiator.call('open');
+        await initiator.call('register', { name: 's', size: 8 * MiB });
+        const accepting = target.call('accept', {});
+        await initiator.call('connect', { host: address.host, port: address.port });
+        await accepting;
+        expect(await initiator.call('transport')).toBe('shm');
+        for (let i = 0; i < 64; i++) {
+          await initiator.call('post', { tag: `w${i}`, op: 'write', segs: [{ name: 's', offset: (i % 8) * MiB, length: MiB }], remote, offset: (i % 8) * MiB });
+        }
+        const victim = killed === 'target' ? target : initiator;
+        const survivor = killed === 'target' ? initiator : target;
+        const t0 = Date.now();
+        victim.child.kill('SIGKILL');
+        const exit = await victim.exited;
+        expect(exit.signal).toBe('SIGKILL');
+        if (survivor === initiator) {
+          // Every Write settles: done before the kill, or failed (ND_CANCELED, a connection error).
+          for (let i = 0; i < 64; i++) {
+            const r = await survivor.call('wait', { tag: `w${i}` });
+            if (!r.ok) expect(r.code).toMatch(/^ND_/);
+          }
+        }
+        await survivor.call('disconnected'); // connector.disconnected resolved
+        expect(Date.now() - t0).toBeLessThan(15_000);
+        expect(await survivor.call('ping')).toMatchObject({ pong: true });
+      } finally {
+        await target.stop();
+        await initiator.stop();
+      }
+      expect(devShm()).toEqual(before);
+    });
+  }
+});
