@@ -32,6 +32,8 @@ export interface NdConfig {
   completion: 'auto' | 'loop' | 'thread' | 'manual';
   provider: string;
   spinMicros?: number;
+  /** Manual write_lat: wait on the placed byte alone (options.ts --spin-on-data). */
+  spinOnData?: boolean;
   timeoutMs: number;
   /** -I: writes and sends of at most this many bytes go inline (0: none). */
   inline?: number;
@@ -460,11 +462,17 @@ async function writeLatClient(side: NdSide, a: PhaseArgs): Promise<Stats> {
       const signaled = ++unsignaled >= K;
       if (signaled) unsignaled = 0;
       qp.post('write', local, remote, { silent: !signaled, inline });
-      while (b[last] !== t) {
-        checked(cq.poll());
-        stall.check();
+      if (side.cfg.spinOnData) {
+        while (b[last] !== t) stall.check();
+      } else {
+        while (b[last] !== t) {
+          checked(cq.poll());
+          stall.check();
+        }
       }
       const t1 = now();
+      // Half a batch after the signaled Write: its completion is there, so this poll finds it and runs no progress.
+      if (side.cfg.spinOnData && unsignaled === K >> 1) checked(cq.poll());
       if (i >= 0) samples.push(Number(t1 - t0));
       meter.done = i + 1;
       if (L.timed && i >= 0 && t1 >= L.end) break;
@@ -508,12 +516,14 @@ async function writeLatServer(side: NdSide, size: number): Promise<void> {
     if (side.manual) {
       while (b[last] !== t) {
         if (b[stop] !== 0) return drainManual(side);
-        checked(cq.poll());
+        if (!side.cfg.spinOnData) checked(cq.poll());
         stall.check();
       }
       b[sendLast] = t;
       const signaled = ++unsignaled >= K;
       if (signaled) unsignaled = 0;
+      // Half a batch after the signaled Write: its completion is there, so this poll finds it and runs no progress.
+      if (side.cfg.spinOnData && unsignaled === K >> 1) checked(cq.poll());
       qp.post('write', local, remote, { silent: !signaled, inline });
     } else {
       while (b[last] !== t) {

@@ -75,6 +75,8 @@ export interface BenchOptions {
   tcpMode?: 'block' | 'spin';
   /** Poller spin window (AdapterOptions.spinMicros). */
   spinMicros?: number;
+  /** --spin-on-data: write_lat in manual mode waits by spinning on the placed byte alone (no cq.poll() in the wait). */
+  spinOnData?: boolean;
   /** Local address to bind/listen (server) — default: every address for control, 127.0.0.1-like for ND. */
   bind?: string;
   /** Overall timeout for any wait, seconds. */
@@ -158,6 +160,9 @@ export const USAGE = `usage: ndbench <test> [server-host] [options]     server: 
   --loopback               server and client on this machine, both from this one command
   --bind <address>         address to serve on / connect from (default: 127.0.0.1 for --loopback)
   --spin-micros <n>        poller thread busy-poll window before it sleeps (AdapterOptions.spinMicros)
+  --spin-on-data           write_lat --completion manual: both sides wait for the peer's Write by spinning on the
+                           placed byte alone, as perftest does (no cq.poll() while waiting; the CQ is polled once
+                           per moderation batch after the byte arrived): the provider places with its own thread
   --timeout <s>            give up on any wait after <s> seconds (default 60)
   --progress / --no-progress   progress line on stderr (default: when stderr is a terminal)
   -b, --bidirectional      *_bw: both sides post at once; figures are the sum of both directions (perftest -b)
@@ -442,6 +447,9 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
       case '--spin-micros':
         o.spinMicros = intArg(a, value(), 0, 10_000_000);
         break;
+      case '--spin-on-data':
+        o.spinOnData = true;
+        break;
       case '--timeout':
         o.timeout = numArg(a, value(), 0.1);
         o.timeoutGiven = true;
@@ -662,6 +670,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     txDepth: o.txDepth ?? 128,
     tcpMode: o.tcpMode,
     spinMicros: o.spinMicros,
+    spinOnData: o.spinOnData,
     bind: o.bind,
     timeout: o.timeout ?? 60,
     timeoutGiven: o.timeoutGiven ?? false,

@@ -73,6 +73,7 @@ function ndConfig(o: BenchOptions): NdConfig {
     completion: o.completion,
     provider: o.provider,
     spinMicros: o.spinMicros,
+    spinOnData: o.spinOnData,
     timeoutMs: o.timeout * 1000,
     inline: o.inline,
     rxDepth: o.rxDepth,
