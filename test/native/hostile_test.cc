@@ -2026,6 +2026,15 @@ void test_same_host() {
         e);
     run("shm: tail of the victim's ring moved ahead of its head, then a Read to answer", po,
         [](Conn& c) {
+          // Take what the victim sent so far first: reading later would publish our honest tail over the bad one.
+          uint8_t buf[4096];
+          for (auto quiet = Clock::now() + std::chrono::milliseconds(20); Clock::now() < quiet;) {
+            const ptrdiff_t n = c.link->recv(buf, sizeof buf);
+            if (n > 0) {
+              c.rx.insert(c.rx.end(), buf, buf + n);
+              quiet = Clock::now() + std::chrono::milliseconds(20);
+            }
+          }
           victim_tx_control(c)->tail.store(uint64_t{1} << 50);
           return frame(rreq_u(1, kRemoteFakeStag, 0, 16, ro_token(), g_mem->addr(kRoOff)), c.crc);
         },
