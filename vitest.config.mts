@@ -24,8 +24,9 @@ const COMPLETION_SUITES = [
 
 // The same suites once more with same-host shared memory on (docs/shm.md): NETDIRECT_SHM=1 reaches every adapter the
 // tests and their child processes open, so every connection between two of them moves its data through the rings
-// (test/shm.test.ts checks qp.transport says so). Linux only (elsewhere the provider stays on TCP); 'loop' (the
-// default) and 'manual' (the inline poller reading the ring), 'thread' through test/shm.test.ts in the thread project.
+// (test/shm.test.ts checks qp.transport says so). Linux only (elsewhere the provider stays on TCP); in each completion
+// mode: 'loop' (the default), 'thread' (the engine thread on the doorbells) and 'manual' (the inline poller reading
+// the ring).
 const SHM_ENV = { NETDIRECT_SHM: '1' };
 
 // The API suites once more against provider variance (docs/testing.md): the software provider answers, where ND v2
@@ -77,6 +78,7 @@ export default defineConfig({
       ...(process.platform === 'linux'
         ? [
             { extends: true, test: { name: 'shm', include: COMPLETION_SUITES, env: SHM_ENV } },
+            { extends: true, test: { name: 'shm-thread', include: COMPLETION_SUITES, env: { ...SHM_ENV, NETDIRECT_COMPLETION: 'thread' } } },
             { extends: true, test: { name: 'shm-manual', include: COMPLETION_SUITES, env: { ...SHM_ENV, NETDIRECT_COMPLETION: 'manual' } } },
           ]
         : []),

@@ -64,15 +64,15 @@ function freePort(): number {
   return 20000 + Math.floor(Math.random() * 12000);
 }
 
-/** Starts `size` ranks of `script` meeting at a rendezvous (rank 0 hosts it). */
-async function rendezvousJob(script: string, size: number, extra: NodeJS.ProcessEnv = {}): Promise<Ran[]> {
+/** Starts `size` ranks of `script` meeting at a rendezvous (rank 0 hosts it); `extra` adds to every rank's environment (or per rank). */
+async function rendezvousJob(script: string, size: number, extra: NodeJS.ProcessEnv | ((rank: number) => NodeJS.ProcessEnv) = {}): Promise<Ran[]> {
   const port = freePort();
   const secret = randomBytes(32).toString('hex');
   const runs = Array.from({ length: size }, (_, r) =>
     collect(
       spawnRank(process.execPath, [script], {
         cwd: root,
-        env: { ...process.env, NETDIRECT_RENDEZVOUS: `127.0.0.1:${port}`, NETDIRECT_RANK: String(r), NETDIRECT_SIZE: String(size), NETDIRECT_JOB_SECRET: secret, ...extra },
+        env: { ...process.env, NETDIRECT_RENDEZVOUS: `127.0.0.1:${port}`, NETDIRECT_RANK: String(r), NETDIRECT_SIZE: String(size), NETDIRECT_JOB_SECRET: secret, ...(typeof extra === 'function' ? extra(r) : extra) },
       }),
       60_000,
     ),
@@ -157,6 +157,16 @@ describe('PMI wire formats', () => {
 describe('jobs under the explicit rendezvous', () => {
   it('4 ranks: allreduce (sum/min/max/prod, small and large), broadcast, alltoall, window get and put+notify', async () => {
     expectAllChecks(reports(await rendezvousJob(rankScript, 4)), 4, 'rendezvous');
+  });
+  // docs/shm.md: a connection uses shared memory only when both ends allow it, so ranks 0 and 1 (NETDIRECT_SHM=1)
+  // talk through shared memory and every other pair over TCP, in one job.
+  it.runIf(process.platform === 'linux')('4 ranks, one pair on shared memory and the others on TCP: the same results', async () => {
+    const all = reports(await rendezvousJob(rankScript, 4, (r) => ({ NETDIRECT_SHM: r < 2 ? '1' : '0' })));
+    expectAllChecks(all, 4, 'rendezvous');
+    const byRank = all.sort((a, b) => a.rank - b.rank).map((r) => r.transports);
+    for (let r = 0; r < 4; r++) {
+      for (let p = 0; p < 4; p++) expect(byRank[r][p], `rank ${r} to ${p}`).toBe(r === p ? null : r < 2 && p < 2 ? 'shm' : 'tcp');
+    }
   });
   it('3 ranks (not a power of two) agree too', async () => {
     expectAllChecks(reports(await rendezvousJob(rankScript, 3)), 3, 'rendezvous');
