@@ -471,7 +471,7 @@ export class Adapter implements AsyncDisposable {
 
   /** Whether same-host connections set up from now on use shared memory (AdapterOptions.sharedMemory). */
   get sharedMemory(): boolean {
-    return this._state === 'open' && this._native.sharedMemory();
+    return this._ctx.state === 'open' && this._native.sharedMemory();
   }
 
   /** True until close() was called. */

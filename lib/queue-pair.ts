@@ -297,7 +297,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     if (this._state !== 'open') return this._transport;
     const t = this._native.transport();
     if (t !== undefined) this._transport = t;
-    else if (this._connector !== null && this._adapter.provider !== 'soft') this._transport = this._adapter.provider;
+    else if (this._connector !== null && this._ctx.native.provider !== 'soft') this._transport = this._ctx.native.provider;
     return this._transport;
   }
   private _transport: string | undefined = undefined;
