@@ -16,7 +16,7 @@
 // §3.5), which is all the collectives and send/recv need.
 
 import type { Adapter, CompletionQueue, MemoryRegion, QueuePair } from '../index.js';
-import { peerError, type JobError } from './errors.js';
+import { bounded, peerError, type JobError, type Limit } from './errors.js';
 
 export const SLOTS = 16;
 export const SLOT_BYTES = 32 * 1024;
@@ -178,7 +178,7 @@ export class Channel {
   }
 
   /** The next whole message with this tag (in this tag space) from this peer, with its sender's signature. */
-  recv(tag: number, space = SPACE_COLLECTIVE): Promise<Message> {
+  recv(tag: number, space = SPACE_COLLECTIVE, limit?: Limit, operation = 'recv'): Promise<Message> {
     if (this.failure) return Promise.reject(this.failure);
     const key = boxKey(space, tag);
     const b = this.box(key);
@@ -187,7 +187,14 @@ export class Channel {
       if (b.ready.length === 0 && b.partial.length === 0) this.boxes.delete(key);
       return Promise.resolve(m);
     }
-    return new Promise((resolve, reject) => b.waiters.push({ resolve, reject }));
+    let waiter!: { resolve: (m: Message) => void; reject: (e: Error) => void };
+    const got = new Promise<Message>((resolve, reject) => b.waiters.push((waiter = { resolve, reject })));
+    // A receive that gives up leaves the queue: the message, when it comes, goes to the next receive (none is lost).
+    return bounded(got, limit, operation, `no message from rank ${this.peer} with tag ${tag} came`, () => {
+      const i = b.waiters.indexOf(waiter);
+      if (i >= 0) b.waiters.splice(i, 1);
+      if (b.waiters.length === 0 && b.ready.length === 0 && b.partial.length === 0 && this.boxes.get(key) === b) this.boxes.delete(key);
+    });
   }
 
   /** The signature of the first message with this collective tag that arrived (whole or in part) and waits, if any. */

@@ -2,7 +2,7 @@
 // process (MPICH/Intel MPI Hydra over PMI-1, Slurm over PMI-2, Open MPI and MS-MPI through a rendezvous, or an
 // explicit rendezvous), connects every pair of ranks, and offers windows and collectives.
 
-export { join, Job, defaultAddress, type JoinOptions } from './job.js';
+export { join, Job, defaultAddress, type JoinOptions, type WaitOptions, type RecvOptions, type SendrecvOptions } from './job.js';
 export { Window, type WindowOptions, type PutOptions } from './window.js';
 export { detectLauncher, LAUNCHERS, type Detection } from './detect.js';
 export { startRendezvous, type RendezvousServer } from './rendezvous.js';

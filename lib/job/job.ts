@@ -610,16 +610,17 @@ export class Job implements AsyncDisposable {
    * the part received, `into.subarray(0, count)`, comes back; a message larger than `into` is consumed and
    * refused with ERR_ND_OUT_OF_RANGE, one of another element type with ERR_ND_JOB_MISMATCH.
    */
-  recv<T extends coll.NumericArray>(source: number, options: { tag?: number; into: T }): Promise<T>;
-  recv(source: number, options?: { tag?: number; into?: undefined }): Promise<coll.NumericArray>;
-  async recv(source: number, options: { tag?: number; into?: coll.NumericArray } = {}): Promise<coll.NumericArray> {
+  recv<T extends coll.NumericArray>(source: number, options: RecvOptions & { into: T }): Promise<T>;
+  recv(source: number, options?: RecvOptions & { into?: undefined }): Promise<coll.NumericArray>;
+  async recv(source: number, options: RecvOptions & { into?: coll.NumericArray } = {}): Promise<coll.NumericArray> {
     const tag = userTag(options?.tag, 'tag', 'recv');
     const into = options?.into;
     if (into !== undefined) checkTyped(into, 'recv');
+    const limit = waitLimit(options, 'recv');
     const ch = this._peer(source, 'recv');
     let m: Message;
     try {
-      m = await this._hold(ch === null ? this._self.take(tag) : ch.recv(tag, SPACE_USER));
+      m = await this._hold(ch === null ? this._self.take(tag, limit) : ch.recv(tag, SPACE_USER, limit));
     } catch (err) {
       throw this._failure ?? err;
     }
@@ -630,15 +631,16 @@ export class Job implements AsyncDisposable {
    * send(data, dest) and recv(source) at once (MPI_Sendrecv): the step of a ring or a shift, which cannot
    * deadlock however the ranks pair up. Resolves with what recv() resolves with.
    */
-  sendrecv<T extends coll.NumericArray>(data: coll.NumericArray, dest: number, source: number, options: { sendTag?: number; recvTag?: number; into: T }): Promise<T>;
-  sendrecv(data: coll.NumericArray, dest: number, source: number, options?: { sendTag?: number; recvTag?: number; into?: undefined }): Promise<coll.NumericArray>;
-  async sendrecv(data: coll.NumericArray, dest: number, source: number, options: { sendTag?: number; recvTag?: number; into?: coll.NumericArray } = {}): Promise<coll.NumericArray> {
+  sendrecv<T extends coll.NumericArray>(data: coll.NumericArray, dest: number, source: number, options: SendrecvOptions & { into: T }): Promise<T>;
+  sendrecv(data: coll.NumericArray, dest: number, source: number, options?: SendrecvOptions & { into?: undefined }): Promise<coll.NumericArray>;
+  async sendrecv(data: coll.NumericArray, dest: number, source: number, options: SendrecvOptions & { into?: coll.NumericArray } = {}): Promise<coll.NumericArray> {
     checkTyped(data, 'sendrecv');
     const sendTag = userTag(options?.sendTag, 'sendTag', 'sendrecv');
     const recvTag = userTag(options?.recvTag, 'recvTag', 'sendrecv');
     this._peer(dest, 'sendrecv');
     this._peer(source, 'sendrecv');
-    const [, got] = await Promise.all([this.send(data, dest, { tag: sendTag }), this.recv(source, { tag: recvTag, into: options?.into as coll.NumericArray })]);
+    const wait = { timeoutMs: options?.timeoutMs, signal: options?.signal };
+    const [, got] = await Promise.all([this.send(data, dest, { tag: sendTag }), this.recv(source, { tag: recvTag, into: options?.into as coll.NumericArray, ...wait })]);
     return got;
   }
 
@@ -910,19 +912,51 @@ class SelfBox {
     else this.boxes.set(tag, { ready: [m], waiters: [] });
   }
 
-  take(tag: number): Promise<Message> {
+  take(tag: number, limit?: Limit): Promise<Message> {
     if (this.failure) return Promise.reject(this.failure);
     let b = this.boxes.get(tag);
     const m = b?.ready.shift();
     if (m !== undefined) return Promise.resolve(m);
     if (b === undefined) this.boxes.set(tag, (b = { ready: [], waiters: [] }));
-    return new Promise((resolve, reject) => b.waiters.push({ resolve, reject }));
+    const box = b;
+    let waiter!: { resolve: (m: Message) => void; reject: (e: Error) => void };
+    const got = new Promise<Message>((resolve, reject) => box.waiters.push((waiter = { resolve, reject })));
+    return bounded(got, limit, 'recv', `no message from this rank with tag ${tag} came`, () => {
+      const i = box.waiters.indexOf(waiter);
+      if (i >= 0) box.waiters.splice(i, 1);
+    });
   }
 
   abort(err: Error): void {
     this.failure ??= err;
     for (const b of this.boxes.values()) for (const w of b.waiters.splice(0)) w.reject(err);
   }
+}
+
+/** How long recv() waits: for ever (MPI's way) unless a timeout or a signal is given. */
+export interface WaitOptions {
+  /** Give up after this many milliseconds (1..2^31-1): ERR_ND_JOB_TIMEOUT. The job goes on. */
+  timeoutMs?: number;
+  /** Give up when it aborts: ERR_ND_ABORTED. The job goes on. */
+  signal?: AbortSignal;
+}
+export interface RecvOptions extends WaitOptions {
+  tag?: number;
+}
+export interface SendrecvOptions extends WaitOptions {
+  sendTag?: number;
+  recvTag?: number;
+}
+
+function waitLimit(options: WaitOptions | undefined, operation: string): Limit | undefined {
+  const timeoutMs = options?.timeoutMs;
+  const signal = options?.signal;
+  if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 0x7fffffff)) {
+    throw new NdError('ERR_ND_OUT_OF_RANGE', 0, operation, `${operation}: timeoutMs must be an integer 1..${0x7fffffff}, got ${String(timeoutMs)}`);
+  }
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, operation, `${operation}: signal must be an AbortSignal`);
+  if (timeoutMs === undefined && signal === undefined) return undefined;
+  return limitOf(timeoutMs ?? 0x7fffffff, signal);
 }
 
 function checkOp(data: coll.NumericArray, op: unknown, operation: string): void {
