@@ -29,7 +29,7 @@ import { InFlight, RequestTable, unpin, type PendingRequest, type RequestOwner }
 import type { AdapterContext, AdapterState } from './context.js';
 import { K_ACCEPT, K_CONNECT, K_CQ_ERROR, K_RECEIVE, K_REGISTER, RECORD_WORDS } from './records.js';
 import { MAX_VIEW_LENGTH, SCRATCH_SGES, bufferRange, checkIndex, checkOptions, describe, formatBytes } from './validate.js';
-import { CompletionQueue, type RawCompletion } from './completion-queue.js';
+import { CompletionQueue, type CompletionArrays, type RawCompletion } from './completion-queue.js';
 import { QueuePair, type QueuePairOptions } from './queue-pair.js';
 import { MemoryRegion, accessFlags, type Access } from './memory-region.js';
 import { MemoryWindow } from './memory-window.js';
@@ -340,7 +340,7 @@ class AdapterCore implements AdapterContext, RequestOwner {
   }
 
   /** RequestOwner of overlapped calls: resolves with the success status, or rejects with what it means. */
-  complete(e: PendingRequest, status: number, _bytes: number, kind: number, _qpId: number, _out: RawCompletion[] | null): void {
+  complete(e: PendingRequest, status: number, _bytes: number, kind: number, _qpId: number, _out: RawCompletion[] | CompletionArrays | null): void {
     e.inflight?.end();
     unpin(e.pins);
     e.pins = null;
@@ -365,15 +365,15 @@ class AdapterCore implements AdapterContext, RequestOwner {
     }
   }
 
-  completeRecords(records: Uint32Array, out: RawCompletion[]): void {
-    const n = records.length - (records.length % RECORD_WORDS);
+  completeRecords(records: Uint32Array, out: RawCompletion[] | CompletionArrays, count?: number): void {
+    const n = count === undefined ? records.length - (records.length % RECORD_WORDS) : count * RECORD_WORDS;
     for (let i = 0; i < n; i += RECORD_WORDS) {
       this.dispatch(records[i], records[i + 1], records[i + 2], records[i + 3], records[i + 4], out);
     }
   }
 
   /** Hands request `id`'s completion to its owner. Raw completions go to `out`, or to their CQ's queue when null. */
-  dispatch(id: number, status: number, bytes: number, kind: number, qpId: number, out: RawCompletion[] | null): void {
+  dispatch(id: number, status: number, bytes: number, kind: number, qpId: number, out: RawCompletion[] | CompletionArrays | null): void {
     if (kind === K_CQ_ERROR) {
       this.cqFailed(id, status >>> 0);
       return;

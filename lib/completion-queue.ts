@@ -2,12 +2,12 @@
 // qp.post() requests become RawCompletion objects that cq.poll() returns. With completion 'thread' the poller
 // thread takes completions off the CQ and raw ones wait here until poll(); with 'manual' only poll() dequeues.
 
-import { ERR_ND_CLOSED, ERR_ND_OUT_OF_RANGE, misuse } from './errors.js';
+import { ERR_ND_CLOSED, ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, misuse } from './errors.js';
 import type { NativeCompletionQueue } from './native.js';
 import type { AdapterContext } from './context.js';
 import type { QueuePair } from './queue-pair.js';
-import type { RequestType } from './records.js';
-import { checkIndex } from './validate.js';
+import { RECORD_WORDS, REQUEST_TYPES, type RequestType } from './records.js';
+import { checkIndex, describe } from './validate.js';
 
 /** A completion of a request posted with qp.post(). */
 export interface RawCompletion {
@@ -37,6 +37,63 @@ export interface Completion {
 export interface SrqCompletion extends Completion {
   /** The queue pair the message arrived on (null if it was closed before the completion was read). */
   qp: QueuePair | null;
+}
+
+/**
+ * Completions as numbers, filled by cq.pollInto(): slot i of each array describes the i-th completion the last
+ * call returned. Allocated once by the caller and reused, so that polling allocates nothing per completion (in
+ * 'manual' mode, where pollInto() itself takes every completion off the CQ).
+ *
+ * @example
+ * ```ts
+ * import { CompletionArrays, openAdapter } from 'netdirect';
+ * const adapter = await openAdapter('127.0.0.1', { completion: 'manual' });
+ * const cq = adapter.createCompletionQueue();
+ * const done = new CompletionArrays(64);
+ * const n = cq.pollInto(done); // 0 here: nothing was posted
+ * for (let i = 0; i < n; i++) if (done.status[i] !== 0) console.log(`request ${done.context[i]} failed`);
+ * await adapter.close();
+ * ```
+ */
+export class CompletionArrays {
+  /** Completions one pollInto() call may return. */
+  readonly capacity: number;
+  /** The request's `context` (qp.post() or a batch) as an unsigned 32-bit number; 0 when it was not a number. */
+  readonly context: Uint32Array;
+  /** 0 (ND_SUCCESS) or the ND status the request failed with. */
+  readonly status: Uint32Array;
+  /** Bytes moved: received for a receive, the request's length for the others. */
+  readonly bytes: Uint32Array;
+  /** The request type, ND2_REQUEST_TYPE: 0 receive, 1 send, 4 read, 5 write (records.ts K_*). */
+  readonly type: Uint8Array;
+  /** @internal The records pollInto() reads from the addon (RECORD_WORDS per completion). */
+  readonly _records: Uint32Array;
+  /** @internal Completions written by the current call. */
+  _count = 0;
+
+  /**
+   * @param capacity - completions per call, 1..65536.
+   * @throws {@link NdError} ERR_ND_INVALID_ARGUMENT when it is not an integer; ERR_ND_OUT_OF_RANGE outside 1..65536.
+   */
+  constructor(capacity: number) {
+    checkIndex(capacity, 'capacity', 'CompletionArrays');
+    if (capacity < 1 || capacity > 65536) throw misuse(ERR_ND_OUT_OF_RANGE, 'CompletionArrays', `capacity must be 1..65536, got ${capacity}`);
+    this.capacity = capacity;
+    this.context = new Uint32Array(capacity);
+    this.status = new Uint32Array(capacity);
+    this.bytes = new Uint32Array(capacity);
+    this.type = new Uint8Array(capacity);
+    this._records = new Uint32Array(capacity * RECORD_WORDS);
+  }
+
+  /** @internal Appends one completion (the caller checked there is room). */
+  _put(context: unknown, status: number, bytes: number, kind: number): void {
+    const i = this._count++;
+    this.context[i] = typeof context === 'number' ? context >>> 0 : 0;
+    this.status[i] = status;
+    this.bytes[i] = bytes;
+    this.type[i] = kind;
+  }
 }
 
 /**
@@ -114,6 +171,47 @@ export class CompletionQueue implements AsyncDisposable {
     const records = this._native.poll(max - out.length);
     if (records.length !== 0) this._ctx.completeRecords(records, out);
     return out;
+  }
+
+  /**
+   * poll() without objects: writes up to `max` completions of qp.post() and batch requests into `out` (slot 0 on)
+   * and returns how many; settles the promise-API requests it dequeues on the way, as poll() does. Nothing is
+   * allocated per completion where pollInto() takes completions off the CQ itself ('manual' mode; in 'thread' and
+   * 'loop' mode the ones the addon already delivered come first, as poll() returns them).
+   *
+   * @param out - the arrays to fill (new CompletionArrays(capacity), reused between calls).
+   * @param max - the most completions to return, 0..out.capacity (default out.capacity).
+   * @returns the number of completions written; slots from that index on hold earlier calls' values.
+   * @throws {@link NdError} ERR_ND_CLOSED when the queue is closed; ERR_ND_INVALID_ARGUMENT when `out` is not a
+   *   CompletionArrays or `max` not an integer; ERR_ND_OUT_OF_RANGE when `max` exceeds out.capacity.
+   */
+  pollInto(out: CompletionArrays, max?: number): number {
+    const op = 'poll';
+    if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, op, 'completion queue is closed');
+    if (!(out instanceof CompletionArrays)) throw misuse(ERR_ND_INVALID_ARGUMENT, op, `out must be a CompletionArrays, got ${describe(out)}`);
+    let limit = out.capacity;
+    if (max !== undefined) {
+      checkIndex(max, 'max', op);
+      if (max > out.capacity) {
+        throw misuse(ERR_ND_OUT_OF_RANGE, op, `max ${max} exceeds the capacity of the arrays (${out.capacity}): make them larger, or ask for fewer`);
+      }
+      limit = max;
+    }
+    out._count = 0;
+    if (limit === 0) return 0;
+    const ready = this._ready;
+    if (ready.length > 0) {
+      const n = Math.min(ready.length, limit);
+      for (let i = 0; i < n; i++) {
+        const rc = ready[i];
+        out._put(rc.context, rc.status, rc.bytes, REQUEST_TYPES.indexOf(rc.type));
+      }
+      ready.splice(0, n);
+      if (out._count === limit) return limit;
+    }
+    const n = this._native.pollInto(out._records, limit - out._count);
+    if (n !== 0) this._ctx.completeRecords(out._records, out, n);
+    return out._count;
   }
 
   /** @internal Dequeues everything into the ready list (manual mode teardown). */

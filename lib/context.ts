@@ -5,7 +5,7 @@
 // lib/adapter.ts alone. Type-only imports: a leaf module (test/import-cycles.test.ts).
 
 import type { Adapter, AdapterInfo, CompletionMode } from './adapter.js';
-import type { RawCompletion } from './completion-queue.js';
+import type { CompletionArrays, RawCompletion } from './completion-queue.js';
 import type { Connector } from './connector.js';
 import type { NativeAdapter, NativeMemoryRegion } from './native.js';
 import type { QueuePair } from './queue-pair.js';
@@ -43,8 +43,8 @@ export interface AdapterContext {
     start: (id: number) => number,
     detail?: string | (() => string),
   ): Promise<number>;
-  /** Completion records cq.poll() dequeued: raw ones are appended to `out`, promise ones settled. */
-  completeRecords(records: Uint32Array, out: RawCompletion[]): void;
+  /** The first `count` records cq.poll() dequeued (default all): raw ones are appended to `out`, promise ones settled. */
+  completeRecords(records: Uint32Array, out: RawCompletion[] | CompletionArrays, count?: number): void;
   /** Settles every pending request of `owner` with `status` (its native object was released). */
   settleOwned(owner: RequestOwner, status: number): void;
   /** The queue pair a completion record names (its QueuePairContext), or null once it is gone. */

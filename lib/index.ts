@@ -13,7 +13,7 @@ export {
   type CompletionOption,
   type RequestType,
 } from './adapter.js';
-export { CompletionQueue, type Completion, type RawCompletion, type SrqCompletion } from './completion-queue.js';
+export { CompletionQueue, CompletionArrays, type Completion, type RawCompletion, type SrqCompletion } from './completion-queue.js';
 export {
   QueuePair,
   DEFAULT_MAX_QUEUED,

@@ -141,6 +141,8 @@ export interface NativeCompletionQueue {
   readonly depth: number;
   /** Dequeues up to max completions (IND2CompletionQueue::GetResults) and returns their records. */
   poll(max: number): Uint32Array;
+  /** As poll(), but writes the records into `records` (at most its length / RECORD_WORDS) and returns their count. */
+  pollInto(records: Uint32Array, max: number): number;
   resize(depth: number): void;
   /** CancelOverlappedRequests + Release. Idempotent. */
   close(): void;

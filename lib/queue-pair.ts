@@ -29,7 +29,7 @@ import {
 } from './errors.js';
 import type { NativeQueuePair } from './native.js';
 import type { AdapterContext } from './context.js';
-import { CompletionQueue, type Completion, type RawCompletion } from './completion-queue.js';
+import { CompletionArrays, CompletionQueue, type Completion, type RawCompletion } from './completion-queue.js';
 import { InFlight, ignore, pin, requestError, settleRequest, unpin, type PendingRequest, type Pins, type RequestOwner, type Returned } from './requests.js';
 import { K_BIND, K_INVALIDATE, K_READ, K_RECEIVE, K_SEND, K_WRITE, REQUEST_TYPES } from './records.js';
 import { SCRATCH_SGES, checkBoolean, checkIndex, checkOptions, describe, formatBytes } from './validate.js';
@@ -505,20 +505,8 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     try {
       this._checkPostable(op);
       // A batch never waits: its silent requests could not (see post()), and waiting would split it.
-      for (const [queue, count] of [[this._iq, b._initiator], [this._rq, b._receive]] as const) {
-        if (count === 0) continue;
-        if (queue.queued > 0 || queue.outstanding + count > queue.depth) {
-          throw new NdError(
-            'ND_NO_MORE_ENTRIES',
-            ND_NO_MORE_ENTRIES,
-            op,
-            `${op} failed: ND_NO_MORE_ENTRIES (0x8000001A): the batch has ${count} ${queue.queue} requests and the ${queue.queue} queue has ` +
-              `${Math.max(0, queue.depth - queue.outstanding)} free slots of depth ${queue.depth}` +
-              (queue.queued > 0 ? ` with ${queue.queued} requests waiting` : '') +
-              ': a batch is posted whole; poll completions first, or post smaller batches',
-          );
-        }
-      }
+      checkBatchFits(this._iq, b._initiator, op);
+      checkBatchFits(this._rq, b._receive, op);
       // A region may have been deregistered since its request was added.
       for (let i = 0; i < n; i++) checkPins(b._pins[i], op);
     } catch (err) {
@@ -827,7 +815,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
    * then gives the slot to the oldest waiting request; a failure puts the queue pair in the error state (the
    * provider flushes whatever follows), so the waiting requests are cancelled instead of posted.
    */
-  complete(e: PendingRequest, status: number, bytes: number, kind: number, _qpId: number, out: RawCompletion[] | null): void {
+  complete(e: PendingRequest, status: number, bytes: number, kind: number, _qpId: number, out: RawCompletion[] | CompletionArrays | null): void {
     if (e.kind === K_RECEIVE) {
       this._rq.outstanding--;
     } else {
@@ -839,9 +827,11 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     e.pins = null;
     const type = REQUEST_TYPES[kind] ?? REQUEST_TYPES[e.kind];
     const done = kind === K_RECEIVE || status !== 0 ? bytes : e.bytes;
-    if (e.raw) {
+    if (e.raw && out instanceof CompletionArrays) {
+      out._put(e.context, status, done, REQUEST_TYPES[kind] === undefined ? e.kind : kind);
+    } else if (e.raw) {
       const rc: RawCompletion = { type, status, bytes: done, context: e.context, qp: this };
-      if (out !== null) out.push(rc);
+      if (out !== null) (out as RawCompletion[]).push(rc);
       else (kind === K_RECEIVE ? this.receiveCq : this.initiatorCq)._ready.push(rc);
     } else if (status === 0) {
       e.resolve?.({ type, status: 0, bytes: done });
@@ -1111,6 +1101,20 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
 
 /** The entries of a batch being posted (QueuePair._postBatch), reused between batches. */
 const BATCH_ENTRIES: PendingRequest[] = [];
+
+/** Throws ND_NO_MORE_ENTRIES unless `count` requests of a batch fit the free slots of `queue` with nothing waiting. */
+function checkBatchFits(queue: SlotQueue, count: number, operation: string): void {
+  if (count === 0 || (queue.queued === 0 && queue.outstanding + count <= queue.depth)) return;
+  throw new NdError(
+    'ND_NO_MORE_ENTRIES',
+    ND_NO_MORE_ENTRIES,
+    operation,
+    `${operation} failed: ND_NO_MORE_ENTRIES (0x8000001A): the batch has ${count} ${queue.queue} requests and the ${queue.queue} queue has ` +
+      `${Math.max(0, queue.depth - queue.outstanding)} free slots of depth ${queue.depth}` +
+      (queue.queued > 0 ? ` with ${queue.queued} requests waiting` : '') +
+      ': a batch is posted whole; poll completions first, or post smaller batches',
+  );
+}
 
 /** Throws ERR_ND_CLOSED when a region a batched request uses was deregistered after it was added. */
 function checkPins(pins: Pins, operation: string): void {

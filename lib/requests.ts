@@ -3,7 +3,7 @@
 // (resolve/reject or the raw-post context), the operation name and the memory regions the request pins until
 // its completion (success, error or flush).
 
-import type { RawCompletion } from './completion-queue.js';
+import type { CompletionArrays, RawCompletion } from './completion-queue.js';
 import type { MemoryRegion } from './memory-region.js';
 import { ND_ACCESS_VIOLATION, ND_BUFFER_OVERFLOW, ND_CANCELED, ND_REMOTE_ERROR, NdError, asNdError, callerStack, hex32, statusError } from './errors.js';
 
@@ -45,7 +45,7 @@ export interface RequestOwner {
    * and qpId 0 at teardown), releases its entry and does what the freed slot allows. Raw completions go to `out`,
    * or to their CQ's ready list when it is null.
    */
-  complete(e: PendingRequest, status: number, bytes: number, kind: number, qpId: number, out: RawCompletion[] | null): void;
+  complete(e: PendingRequest, status: number, bytes: number, kind: number, qpId: number, out: RawCompletion[] | CompletionArrays | null): void;
 }
 
 /** A first-in first-out queue with O(1) shift (requests waiting for a free slot of a full queue). */

@@ -9,7 +9,7 @@ import { pin, requestError, settleRequest, unpin, type Returned } from './reques
 import { SlotQueue, Waiting, maxQueuedOf, neverPosted, type SlotOwner } from './waiting.js';
 import type { NativeSharedReceiveQueue } from './native.js';
 import type { AdapterContext } from './context.js';
-import type { RawCompletion, SrqCompletion } from './completion-queue.js';
+import type { CompletionArrays, RawCompletion, SrqCompletion } from './completion-queue.js';
 import type { QueuePair } from './queue-pair.js';
 import type { PendingRequest, RequestOwner } from './requests.js';
 import { K_RECEIVE, REQUEST_TYPES } from './records.js';
@@ -181,7 +181,7 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner, SlotOw
    * @internal RequestOwner: a receive completed (on the queue pair `qpId` names) or is settled at teardown. Its
    * slot goes to the oldest waiting receive.
    */
-  complete(e: PendingRequest, status: number, bytes: number, kind: number, qpId: number, _out: RawCompletion[] | null): void {
+  complete(e: PendingRequest, status: number, bytes: number, kind: number, qpId: number, _out: RawCompletion[] | CompletionArrays | null): void {
     this._slots.outstanding--;
     unpin(e.pins);
     e.pins = null;

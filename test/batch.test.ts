@@ -3,7 +3,7 @@
 // completion mode (asked for explicitly: raw completions come only from cq.poll(), which the test calls itself);
 // the variance projects (vitest.config.mts) run the file again against the provider's answers a vendor's may give.
 import { afterEach, describe, expect, it } from 'vitest';
-import { PostBatch, type Adapter, type CompletionQueue, type Connector, type QueuePair, type QueuePairOptions, type RawCompletion } from '../lib/index';
+import { CompletionArrays, PostBatch, type Adapter, type CompletionQueue, type Connector, type QueuePair, type QueuePairOptions, type RawCompletion } from '../lib/index';
 import { ndThrow, openLocal } from './helpers';
 
 const MODES = process.platform === 'win32' ? (['thread', 'manual'] as const) : (['loop', 'thread', 'manual'] as const);
@@ -169,6 +169,42 @@ describe.each(MODES)('batched posting, %s mode', (mode) => {
     if (every === 1) expect(contexts).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
     expect(qa.outstanding.initiator).toBe(0);
     expect(sink.inFlight).toBe(0);
+  });
+
+  it('cq.pollInto() fills caller-owned arrays: every completion of a batch once, with its numeric context, status, bytes and type', async () => {
+    const { a, b, cqA, qa } = await pair(mode, { initiatorDepth: 32 });
+    const src = await a.allocateMemory(32 * 8);
+    const dst = await b.allocateMemory(32 * 8, { remoteWrite: true });
+    const batch = qa.batch({ capacity: 32 });
+    for (let i = 0; i < 32; i++) batch.write(src.slice(i * 8, 8), dst.remote(), { offset: i * 8, context: 1000 + i });
+    batch.post();
+    // A promise request among them settles on the way and is not written.
+    const promised = qa.write(src.slice(0, 8), dst.remote());
+    const out = new CompletionArrays(8);
+    const seen: Array<[number, number, number, number]> = [];
+    const deadline = Date.now() + 10_000;
+    while (seen.length < 32 && Date.now() < deadline) {
+      const n = cqA.pollInto(out);
+      expect(n).toBeLessThanOrEqual(8);
+      for (let i = 0; i < n; i++) seen.push([out.context[i], out.status[i], out.bytes[i], out.type[i]]);
+      if (n === 0) await new Promise((r) => setImmediate(r));
+    }
+    seen.sort((x, y) => x[0] - y[0]);
+    expect(seen).toEqual(Array.from({ length: 32 }, (_, i) => [1000 + i, 0, 8, 5]));
+    let settled = false;
+    promised.finally(() => (settled = true)).catch(() => undefined);
+    while (!settled) {
+      expect(cqA.pollInto(out, 4)).toBe(0);
+      await new Promise((r) => setImmediate(r));
+    }
+    expect((await promised).bytes).toBe(8);
+    expect(qa.outstanding.initiator).toBe(0);
+    // Arrays too small for what is asked, or not arrays at all, or a closed queue: typed errors.
+    expect(ndThrow(() => cqA.pollInto(out, 9)).code).toBe('ERR_ND_OUT_OF_RANGE');
+    expect(ndThrow(() => cqA.pollInto({ capacity: 8 } as never)).code).toBe('ERR_ND_INVALID_ARGUMENT');
+    expect(ndThrow(() => new CompletionArrays(0)).code).toBe('ERR_ND_OUT_OF_RANGE');
+    await cqA.close();
+    expect(ndThrow(() => cqA.pollInto(out)).code).toBe('ERR_ND_CLOSED');
   });
 
   it('misuse gives typed errors: a batch larger than the free slots, a region deregistered before post(), a closed queue pair', async () => {

@@ -9,6 +9,7 @@ Napi::Function CompletionQueue::Define(Napi::Env env) {
                      {
                          TaggedAccessor<CompletionQueue, &CompletionQueue::GetDepth>("depth"),
                          InstanceMethod<&CompletionQueue::Poll>("poll"),
+                         InstanceMethod<&CompletionQueue::PollInto>("pollInto"),
                          InstanceMethod<&CompletionQueue::Resize>("resize"),
                          InstanceMethod<&CompletionQueue::Close>("close"),
                      });
@@ -51,11 +52,8 @@ Napi::Value CompletionQueue::GetDepth(const Napi::CallbackInfo& info) {
   return Napi::Number::New(info.Env(), depth_);
 }
 
-// poll(max): GetResults on the JS thread; the records have the onBatch layout.
-Napi::Value CompletionQueue::Poll(const Napi::CallbackInfo& info) {
-  CheckThis(info, this, "poll");
-  Napi::Env env = info.Env();
-  uint32_t max = ArgU32(info, 0);
+// Dequeues up to max results into pollBatch_, the onBatch record layout.
+void CompletionQueue::Gather(uint32_t max) {
   constexpr ULONG kChunk = 64;
   ND2_RESULT results[kChunk];
   Batch& batch = pollBatch_;
@@ -88,6 +86,14 @@ Napi::Value CompletionQueue::Poll(const Napi::CallbackInfo& info) {
     for (ULONG i = 0; i < n; ++i) Poller::AppendResult(results[i], &batch, state_);
   }
   adapter_->SubPending(batch.counted);
+}
+
+// poll(max): GetResults on the JS thread; the records have the onBatch layout.
+Napi::Value CompletionQueue::Poll(const Napi::CallbackInfo& info) {
+  CheckThis(info, this, "poll");
+  Napi::Env env = info.Env();
+  Gather(ArgU32(info, 0));
+  Batch& batch = pollBatch_;
   if (batch.words.empty()) {
     // Length 0: nothing to mutate, so one shared array serves every empty poll.
     if (empty_.IsEmpty()) empty_ = Napi::Persistent(Napi::Object(Napi::Uint32Array::New(env, 0)));
@@ -97,6 +103,27 @@ Napi::Value CompletionQueue::Poll(const Napi::CallbackInfo& info) {
   std::copy(batch.words.begin(), batch.words.end(), records.Data());
   if (batch.words.capacity() > 4096 * kRecordWords) batch.words = std::vector<uint32_t>();  // a huge poll(max)
   return records;
+}
+
+// pollInto(records, max) -> records written (lib/native.ts): at most max and what the array holds.
+Napi::Value CompletionQueue::PollInto(const Napi::CallbackInfo& info) {
+  const char* op = "poll";
+  CheckThis(info, this, op);
+  Napi::Env env = info.Env();
+  bool isTyped = false;
+  napi_is_typedarray(env, info[0], &isTyped);
+  napi_typedarray_type type = napi_int8_array;
+  size_t length = 0;
+  void* data = nullptr;
+  if (isTyped) napi_get_typedarray_info(env, info[0], &type, &length, &data, nullptr, nullptr);
+  if (!isTyped || type != napi_uint32_array || (data == nullptr && length != 0))
+    ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "records must be a Uint32Array");
+  const uint32_t max = std::min<uint32_t>(ArgU32(info, 1), static_cast<uint32_t>(std::min<size_t>(length / kRecordWords, UINT32_MAX)));
+  if (max == 0) return Napi::Number::New(env, 0);
+  Gather(max);
+  const std::vector<uint32_t>& words = pollBatch_.words;
+  std::copy(words.begin(), words.end(), static_cast<uint32_t*>(data));
+  return Napi::Number::New(env, static_cast<double>(words.size() / kRecordWords));
 }
 
 Napi::Value CompletionQueue::Resize(const Napi::CallbackInfo& info) {

@@ -31,6 +31,10 @@ class CompletionQueue : public Child, public Napi::ObjectWrap<CompletionQueue> {
  private:
   Napi::Value GetDepth(const Napi::CallbackInfo& info);
   Napi::Value Poll(const Napi::CallbackInfo& info);
+  // pollInto(records, max): the same records written into the caller's Uint32Array (no allocation); returns the count.
+  Napi::Value PollInto(const Napi::CallbackInfo& info);
+  // Dequeues up to max results into pollBatch_ (set-aside ones first, then GetResults; inline progress as poll()).
+  void Gather(uint32_t max);
   static Napi::Value PollBound(const Napi::CallbackInfo& info);  // `poll` bound to each instance
   Napi::Value Resize(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
