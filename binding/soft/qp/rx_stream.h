@@ -21,7 +21,7 @@
 #include <memory>
 
 #include "soft/wire/ddp_rdmap.h"
-#include "soft/shared_receive_queue.h"
+#include "soft/memory/local_sge.h"
 #include "soft/net/socket.h"
 
 namespace netdirect::soft {
