@@ -2,9 +2,9 @@
 // side of one connection (a request handed over by a listener: Accept or Reject), read limits and private
 // data of the peer, disconnect notification and graceful disconnect through the QP.
 //
-// Threading: ND methods run on any thread; sockets and the MPA channel are touched on the adapter's engine
-// thread only (tasks posted there). The state lives in a shared core that engine tasks keep alive and that
-// is always destroyed on the engine thread, so releasing the COM object never races with socket events.
+// The ND face: it checks the arguments and forwards to its state machine, ConnectorCore (cm/connector_core.h),
+// which engine tasks keep alive and which is always destroyed on the engine thread, so releasing the COM object
+// never races with socket events.
 #ifndef NETDIRECT_SOFT_CONNECTOR_H_
 #define NETDIRECT_SOFT_CONNECTOR_H_
 

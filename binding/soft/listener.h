@@ -3,7 +3,7 @@
 // accepted connection, a queue of such requests, and GetConnectionRequest handing the next one to a fresh
 // connector. Connections in setup (accepted, not yet handed to a connector) are bounded by Listen's backlog;
 // beyond it a connection is refused, and so is a request that waited half an initiator's Reply timeout
-// (docs/nd2.md "Listen backlog").
+// (docs/nd2.md "Listen backlog"). The ND face: its state machine is ListenerCore (cm/listener_core.h).
 #ifndef NETDIRECT_SOFT_LISTENER_H_
 #define NETDIRECT_SOFT_LISTENER_H_
 

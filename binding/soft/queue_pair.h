@@ -1,8 +1,9 @@
 // IND2QueuePair of the software provider: the iWARP data path (RDMAP over DDP over MPA FPDUs over TCP).
-// Split by job as Linux siw does: queue_pair.cc (posts, state, completions, teardown), qp_tx.cc (transmit),
-// rx_stream.h/.cc (RxStream: the receive stream — FPDU parsing, staging, CRC, checks, placement — testable on
-// byte buffers without a socket, test/native/rx_stream_test.cc), qp_rx.cc (the queue pair side of it: socket
-// readiness and the RxEvents it calls), terminate.cc (Terminate build/classify).
+// Split by job as Linux siw does (siw_verbs.c apart from siw_qp.c, siw_qp_tx.c, siw_qp_rx.c): queue_pair.cc (the ND
+// face: creation and the ND methods), qp/qp.cc (posting, state, completions, errors, attach, teardown), qp/qp_tx.cc
+// (transmit), qp/rx_stream.h/.cc (RxStream: the receive stream — FPDU parsing, staging, CRC, checks, placement —
+// testable on byte buffers without a socket, test/native/rx_stream_test.cc), qp/qp_rx.cc (the queue pair side of
+// it: socket readiness and the RxEvents it calls), wire/terminate.cc (Terminate build/classify).
 //
 // ---- Threads and locks -------------------------------------------------------------------------------
 // One mutex (mu_) guards the QP and all of its job structs (lock order and threads: docs/threads.md).
@@ -229,7 +230,7 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
     uint32_t pin;          // region STag pinned for the response (0 = none)
   };
 
-  // ---- queue_pair.cc ----
+  // ---- qp/qp.cc ----
   HRESULT check_post_locked();        // state / CQ health for initiator posts
   // Posts to a queue pair whose connection failed or closed (ND: later requests complete ND_CANCELED): true when
   // the request was completed so (sq: an initiator request, which a never-connected queue pair refuses instead).
@@ -286,7 +287,7 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>,
   void tx_internal_read_locked(uint64_t confirms);  // a zero-length Read Request of ours (RTR or confirmation)
   void send_terminate_locked(wire::TermCode code, const uint8_t* ulpdu, size_t avail, uint16_t ulpdu_len);
 
-  // ---- queue_pair.cc: inline progress (a GetResults caller of rcq_/icq_ found it empty) ----
+  // ---- qp/qp.cc: inline progress (a GetResults caller of rcq_/icq_ found it empty) ----
   // Same work as on_io(kRead) when mu_ is free; ConnectionEvents callbacks still run on the engine thread.
   void poll_progress() override;
   void polling_stopped() override;

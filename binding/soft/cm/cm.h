@@ -13,7 +13,7 @@
 //    Request after TCP accept (then drops the connection silently). Both are capped by the adapter's
 //    handshake deadline (handshake_timeout_from_env, docs/security.md "Handshake deadline"), which on the
 //    initiator also covers the TCP connect and on the responder, after Accept, the wait for the RTR
-//    (connector.cc).
+//    (connector_core.cc).
 //  * Every connection's socket detects a vanished peer (docs/liveness.md): keepalive while idle and a bound on
 //    unacknowledged data, both about NETDIRECT_SOFT_TCP_TIMEOUT_MS (default 30 s; 0 = the OS defaults, read once
 //    per process; set before connect, it bounds an unanswered connect too). The QP then fails and its pending

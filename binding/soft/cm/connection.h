@@ -1,5 +1,5 @@
-// The hand-off between connection management (connector.cc, listener.cc, cm.cc: TCP + MPA negotiation)
-// and the data path (queue_pair.cc, qp_tx.cc, qp_rx.cc). After MPA negotiation the connector attaches
+// The hand-off between connection management (connector_core.cc, listener_core.cc, cm.cc: TCP + MPA negotiation)
+// and the data path (qp/qp.cc, qp_tx.cc, qp_rx.cc). After MPA negotiation the connector attaches
 // the connected socket to the QP; from then on the QP owns the socket and reports back through
 // ConnectionEvents.
 #ifndef NETDIRECT_SOFT_CONNECTION_H_

@@ -245,7 +245,7 @@ void SoftQueuePair::rx_connection_failed(HRESULT status, bool peer_gone) {
 void SoftQueuePair::rx_terminate_received(const TerminateInfo& t) {
   if (rx_.awaiting_rtr() && terminate_declines_setup(t)) {
     // In place of its RTR the initiator declined the connection (MpaSetup::decline) or cannot meet our Reply's
-    // terms: the Accept fails ND_CONNECTION_REFUSED (connector.cc).
+    // terms: the Accept fails ND_CONNECTION_REFUSED (cm/connector_core.cc).
     fail_locked(ND_CONNECTION_REFUSED, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
     return;
   }

@@ -41,7 +41,7 @@ void SoftQueuePair::tx_set_want_write_locked(bool want) {
   mu_.assert_held();
   if (want == tx_.want_write || sock_ == net::kInvalidSocket) return;
   tx_.want_write = want;
-  // Nothing while an inline poller drives the connection (queue_pair.cc poll_progress): it retries the send. Same
+  // Nothing while an inline poller drives the connection (qp.cc poll_progress): it retries the send. Same
   // host: the full ring asked the peer to ring our doorbell when it frees space (shm/link.cc Link::send_iov).
   if (rx_inline_ || shm_) return;
   adapter_->engine().modify(sock_, this, sock_interest_locked());
@@ -272,7 +272,7 @@ bool SoftQueuePair::tx_next_message_locked() {
   if (sq_next_ < sq_tail_) {
     SqRequest& r = sq_at(sq_next_);
     if (r.local_status != ND_SUCCESS) {
-      // Its local SGEs failed their check at post time (queue_pair.cc post_sq_locked): it is never transmitted. It
+      // Its local SGEs failed their check at post time (qp.cc post_sq_locked): it is never transmitted. It
       // stalls the queue until every earlier request has completed — earlier Writes/Sends get their confirmation
       // Read now rather than at idle — and then fails with its status, ending the connection, as a local protection
       // error does on hardware (tx_fail_local_error_locked).
