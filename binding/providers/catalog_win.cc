@@ -8,6 +8,7 @@
 #ifdef _WIN32
 
 #include "providers/catalog_win.h"
+#include "providers/driver.h"
 
 #include <ws2spi.h>
 
@@ -441,6 +442,22 @@ HRESULT GetSystemProvider(const std::string& spec, NdPtr<IND2Provider>* provider
   *resolvedName = spec;
   return ND_SUCCESS;
 }
+
+namespace {
+
+void ListCatalog(std::vector<ProviderInfo>* out) {
+  std::vector<ProviderInfo> system = ListSystemProviders();
+  out->insert(out->end(), system.begin(), system.end());
+}
+
+// Every spec the built-in drivers before it did not claim: 'auto', a catalog name, a DLL name or path.
+bool ClaimsAny(const std::string& /*spec*/) { return true; }
+
+const ProviderDriver kCatalogDriver{20, ListCatalog, ClaimsAny, GetSystemProvider, nullptr};
+
+}  // namespace
+
+NETDIRECT_PROVIDER_DRIVER(kCatalogDriver);
 
 }  // namespace netdirect
 

@@ -1,5 +1,5 @@
 // Windows system ND v2 providers (catalog_win.cc): the Winsock catalog and provider DLLs loaded by path.
-// Only providers.cc calls these, and only in Windows builds.
+// Registered as the last discovery driver (providers/driver.h), in Windows builds only.
 #ifndef NETDIRECT_PROVIDERS_CATALOG_WIN_H_
 #define NETDIRECT_PROVIDERS_CATALOG_WIN_H_
 

@@ -1,5 +1,6 @@
-// Provider selection and adapter opening (NdOpenAdapter semantics). The shims above this file only ever see
-// the IND2Provider / IND2Adapter pointers it returns; which provider is behind them is decided here alone.
+// Provider selection and adapter opening (NdOpenAdapter semantics), Node-free (netdirect_providers). The shims
+// above this file only ever see the IND2Provider / IND2Adapter pointers it returns; which provider is behind them is
+// decided here alone, by the drivers registered with it (providers/driver.h).
 #ifndef NETDIRECT_PROVIDERS_H_
 #define NETDIRECT_PROVIDERS_H_
 
