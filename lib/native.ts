@@ -279,3 +279,71 @@ export interface NativeBinding {
   crc32cImplementation(): string;
   readonly Adapter: NativeAdapterConstructor;
 }
+
+// ---- ndbench's native loops (binding/bench/), for lib/bench/ alone -------------------------------------------
+
+/** ndBenchRun's parameters (binding/bench/bench_nd.cc): the C++ loop drives these objects of one adapter. */
+export interface NativeNdBenchParams {
+  role: 'client' | 'server';
+  test: string;
+  qp: NativeQueuePair;
+  cq: NativeCompletionQueue;
+  region: NativeMemoryRegion;
+  size: number;
+  sendOffset: number;
+  stop: number;
+  stopSource: number;
+  drainSource: number;
+  remoteAddress: bigint | number;
+  remoteToken: number;
+  moderation: number;
+  inline: boolean;
+  timeoutMs: number;
+  iters: number;
+  warmup: number;
+  durationMs: number;
+}
+
+/** tcpBenchRun's parameters (binding/bench/bench_tcp.cc): a server passes the fd of tcpBenchListen, a client host and port. */
+export interface NativeTcpBenchParams {
+  role: 'client' | 'server';
+  pattern: 'pingpong' | 'stream';
+  sender: boolean;
+  size: number;
+  replySize: number;
+  iters: number;
+  warmup: number;
+  durationMs: number;
+  spin: boolean;
+  timeoutMs: number;
+  fd?: number;
+  host?: string;
+  port?: number;
+}
+
+export interface NativeTcpBenchResult {
+  /** Ping-pong round trips, ns. */
+  samples: Float64Array;
+  iterations: number;
+  bytes: number;
+  elapsedNs: number;
+}
+
+/** The bench functions of the addon; optional, so that a build without them is reported, not crashed on. */
+export interface NativeBenchBinding {
+  /** Runs the phase on the JS thread; the client gets its round trips (ns), the server undefined. */
+  ndBenchRun?(params: NativeNdBenchParams): { samples: Float64Array } | undefined;
+  tcpBenchListen?(host: string, port: number): { fd: number; port: number };
+  tcpBenchRun?(params: NativeTcpBenchParams): Promise<NativeTcpBenchResult>;
+  tcpBenchClose?(fd: number): void;
+}
+
+/**
+ * The addon for lib/bench/, loaded on first use rather than at import (ndbench parses its options and prints its
+ * help without it), or, for bench_tcp.cc built alone as its own addon (NETDIRECT_BENCH_TCP_STANDALONE), the module
+ * `override` names (NETDIRECT_BENCH_TCP_ADDON).
+ */
+export function loadBenchBinding(override?: string): NativeBenchBinding {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return (override ? require(override) : require('./binding.js').binding) as NativeBenchBinding;
+}

@@ -7,6 +7,7 @@
 
 import * as net from 'node:net';
 import { once } from 'node:events';
+import { loadBenchBinding, type NativeBenchBinding, type NativeTcpBenchParams } from '../native.js';
 import type { Baseline, TestName } from './options.js';
 import { bandwidthStats, latencyStats, type Stats } from './stats.js';
 
@@ -45,20 +46,14 @@ export function statsOf(p: PhaseParams, r: RawResult): Stats {
 
 // ---- native TCP ------------------------------------------------------------------------------------------
 
-interface TcpAddon {
-  tcpBenchListen(host: string, port: number): { fd: number; port: number };
-  tcpBenchRun(params: Record<string, unknown>): Promise<RawResult & { samples: Float64Array }>;
-  tcpBenchClose(fd: number): void;
-}
+type TcpAddon = Required<Pick<NativeBenchBinding, 'tcpBenchListen' | 'tcpBenchRun' | 'tcpBenchClose'>>;
 
 let tcpAddon: TcpAddon | undefined;
 
 /** The addon's tcpBench* functions (NETDIRECT_BENCH_TCP_ADDON may name a separately built .node). */
 export function loadTcpAddon(): TcpAddon {
   if (tcpAddon) return tcpAddon;
-  const override = process.env.NETDIRECT_BENCH_TCP_ADDON;
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const mod = override ? require(override) : require('../binding.js').binding;
+  const mod = loadBenchBinding(process.env.NETDIRECT_BENCH_TCP_ADDON);
   if (typeof mod?.tcpBenchRun !== 'function') {
     throw new Error(
       '--compare tcp: this build of the netdirect addon has no tcpBenchRun (binding/bench/bench_tcp.cc is not registered in ' +
@@ -69,7 +64,7 @@ export function loadTcpAddon(): TcpAddon {
   return tcpAddon;
 }
 
-function tcpParams(p: PhaseParams, role: 'server' | 'client'): Record<string, unknown> {
+function tcpParams(p: PhaseParams, role: 'server' | 'client'): NativeTcpBenchParams {
   const pat = patternOf(p);
   return {
     role,

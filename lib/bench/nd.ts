@@ -9,6 +9,7 @@
 // event loop (setImmediate) while it waits, as a Node program would.
 
 import type { Adapter, CompletionQueue, Connector, Listener, MemoryRegion, QueuePair, RawCompletion, RemoteMemory } from '../index.js';
+import { loadBenchBinding, type NativeBenchBinding, type NativeNdBenchParams } from '../native.js';
 import type { TestName } from './options.js';
 import { bandwidthStats, latencyStats, peakFromMarks, type Stats } from './stats.js';
 import { formatBytes } from '../validate.js';
@@ -348,13 +349,10 @@ export async function serverPhase(side: NdSide, test: TestName, size: number): P
 
 // ---- --compare native: the same phase driven by a C++ loop (binding/bench/bench_nd.cc) ------------------------------
 
-interface NativeBench {
-  ndBenchRun(params: Record<string, unknown>): { samples: Float64Array } | undefined;
-}
+type NativeBench = Required<Pick<NativeBenchBinding, 'ndBenchRun'>>;
 
 function nativeBench(): NativeBench {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const b = require('../binding.js').binding as Partial<NativeBench>;
+  const b = loadBenchBinding();
   if (typeof b?.ndBenchRun !== 'function') {
     throw new Error('--compare native: this build of the netdirect addon has no ndBenchRun (binding/bench/bench_nd.cc); rebuild with `npm run build:native`');
   }
@@ -362,7 +360,13 @@ function nativeBench(): NativeBench {
 }
 
 /** What the C++ loop needs: the first QP's native objects and the offsets of this file's layout. */
-function nativeParams(side: NdSide, role: 'client' | 'server', test: TestName, size: number, timeoutMs: number): Record<string, unknown> {
+function nativeParams(
+  side: NdSide,
+  role: 'client' | 'server',
+  test: TestName,
+  size: number,
+  timeoutMs: number,
+): Omit<NativeNdBenchParams, 'iters' | 'warmup' | 'durationMs'> {
   const remote = side.remotes[0];
   return {
     role,
