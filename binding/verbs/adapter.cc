@@ -142,25 +142,12 @@ HRESULT VerbsAdapter::init(UINT64 index) {
       !watch(epfd_, ctx_->async_fd)) {
     return ND_INSUFFICIENT_RESOURCES;
   }
-  thread_ = std::thread([this] { run_thread(); });
+  thread_.need();
   return ND_SUCCESS;
 }
 
 VerbsAdapter::~VerbsAdapter() {
-  if (thread_.joinable()) {
-    {
-      std::lock_guard<std::mutex> lock(thread_mu_);
-      stopping_ = true;
-    }
-    thread_cv_.notify_all();
-    const uint64_t one = 1;
-    (void)!write(wakefd_, &one, sizeof(one));
-    if (thread_.get_id() == std::this_thread::get_id()) {
-      thread_.detach();  // cannot happen while children hold the adapter; defensive
-    } else {
-      thread_.join();
-    }
-  }
+  thread_.close();  // (detached, defensively, if this runs on it: cannot happen while children hold the adapter)
   ndkit::release_overlapped_files(this);
   if (ec_ != nullptr) lib_->destroy_event_channel(ec_);
   if (cc_ != nullptr) lib_->destroy_comp_channel(cc_);
@@ -170,27 +157,28 @@ VerbsAdapter::~VerbsAdapter() {
   if (failfd_ >= 0) close(failfd_);
 }
 
-void VerbsAdapter::run_thread() {
+void VerbsAdapter::run_rounds(const std::atomic<bool>& stop) {
   epoll_event evs[4];
   // The wake-up eventfd is watched by the thread's own epoll set only: the consumer's loop watches epfd_.
   const int own = epoll_create1(EPOLL_CLOEXEC);
   if (own < 0) return;
   watch(own, epfd_);
   watch(own, wakefd_);
-  for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(thread_mu_);
-      thread_cv_.wait(lock, [this] { return stopping_ || !external_; });
-      if (stopping_) break;
-    }
+  while (!stop.load()) {
     const int n = epoll_wait(own, evs, 4, kThreadTickMs);
     if (n < 0 && errno != EINTR) break;
     uint64_t drained = 0;
     (void)!read(wakefd_, &drained, sizeof(drained));
-    std::lock_guard<std::mutex> lock(progress_mu_);
+    if (stop.load()) break;
+    std::lock_guard<ndkit::CheckedMutex> lock(progress_mu_);
     progress_round();
   }
   close(own);
+}
+
+void VerbsAdapter::wake() {
+  const uint64_t one = 1;
+  (void)!write(wakefd_, &one, sizeof(one));
 }
 
 uint32_t VerbsAdapter::progress_round() {
@@ -207,7 +195,7 @@ uint32_t VerbsAdapter::end_failed_connections() {
   if (read(failfd_, &n, sizeof(n)) != static_cast<ssize_t>(sizeof(n)) || n == 0) return 0;
   // progress_mu_ held: a QP's connector is alive while it is set (~VerbsConnector clears it under progress_mu_),
   // and the connector holds a reference on the QP.
-  std::lock_guard<std::mutex> lock(qps_mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(qps_mu_);
   uint32_t work = 0;
   for (auto& [num, qp] : qps_) {
     if (qp->failed.load() && qp->connector != nullptr) {
@@ -293,21 +281,13 @@ HRESULT VerbsAdapter::GetDescriptor(UINT64* pDescriptor) {
 }
 
 HRESULT VerbsAdapter::SetExternalDriver(BOOL external) {
-  {
-    std::lock_guard<std::mutex> lock(thread_mu_);
-    external_ = external != FALSE;
-  }
-  thread_cv_.notify_all();
-  if (external) {  // wake the thread out of epoll_wait so that it parks
-    const uint64_t one = 1;
-    (void)!write(wakefd_, &one, sizeof(one));
-  }
+  thread_.set_external(external != FALSE);  // TRUE: the thread is stopped and joined first
   return ND_SUCCESS;
 }
 
 HRESULT VerbsAdapter::Progress(ULONG flags, ULONG* pWork) {
   if ((flags & ~ND_PROGRESS_DEFER_TRANSMIT) != 0) return ND_INVALID_PARAMETER_1;
-  std::lock_guard<std::mutex> lock(progress_mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(progress_mu_);
   const uint32_t work = progress_round();
   if (pWork != nullptr) *pWork = work;
   return ND_SUCCESS;
@@ -372,22 +352,23 @@ HRESULT VerbsAdapter::Query(ND2_ADAPTER_INFO* pInfo, ULONG* pcbInfo) {
 
 
 void VerbsAdapter::add_qp(uint32_t num, VerbsQueuePair* qp) {
-  std::lock_guard<std::mutex> lock(qps_mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(qps_mu_);
   qps_[num] = qp;
 }
 
 void VerbsAdapter::remove_qp(uint32_t num) {
-  std::lock_guard<std::mutex> lock(qps_mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(qps_mu_);
   qps_.erase(num);
 }
 
 VerbsQueuePair* VerbsAdapter::find_qp_locked(uint32_t num) {
+  qps_mu_.assert_held();
   auto it = qps_.find(num);
   return it == qps_.end() ? nullptr : it->second;
 }
 
 uint32_t VerbsAdapter::add_srq(VerbsSharedReceiveQueue* srq) {
-  std::lock_guard<std::mutex> lock(qps_mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(qps_mu_);
   uint32_t id = next_srq_id_;
   while (id == 0 || id >= (1u << (64 - kWrSrqShift)) || srqs_.count(id) != 0) {
     id = id + 1 >= (1u << (64 - kWrSrqShift)) ? 1 : id + 1;  // 24 bits of wr_id carry the id
@@ -398,11 +379,12 @@ uint32_t VerbsAdapter::add_srq(VerbsSharedReceiveQueue* srq) {
 }
 
 void VerbsAdapter::remove_srq(uint32_t id) {
-  std::lock_guard<std::mutex> lock(qps_mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(qps_mu_);
   srqs_.erase(id);
 }
 
 VerbsSharedReceiveQueue* VerbsAdapter::find_srq_locked(uint32_t id) {
+  qps_mu_.assert_held();
   auto it = srqs_.find(id);
   return it == srqs_.end() ? nullptr : it->second;
 }

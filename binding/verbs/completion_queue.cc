@@ -49,7 +49,7 @@ HRESULT VerbsCompletionQueue::create(VerbsAdapter* adapter, HANDLE file, ULONG d
 VerbsCompletionQueue::~VerbsCompletionQueue() {
   if (cq_ != nullptr) {
     // Under the progress lock: no event for this CQ is being dispatched, and those read are acknowledged.
-    std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+    std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
     adapter_->lib().destroy_cq(cq_);
   }
   adapter_->Release();
@@ -58,7 +58,7 @@ VerbsCompletionQueue::~VerbsCompletionQueue() {
 HRESULT VerbsCompletionQueue::CancelOverlappedRequests() {
   std::vector<OVERLAPPED*> w;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     w.swap(waiters_);
     waiter_types_.clear();
   }
@@ -75,7 +75,7 @@ HRESULT VerbsCompletionQueue::GetNotifyAffinity(USHORT*, KAFFINITY*) { return ND
 
 HRESULT VerbsCompletionQueue::Resize(ULONG queueDepth) {
   if (queueDepth == 0) return ND_INVALID_PARAMETER_1;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (adapter_->lib().resize_cq(cq_, static_cast<int>(queueDepth)) != 0) {
     const int e = errno;
     return e == EINVAL ? ND_INVALID_PARAMETER_1 : status_of_errno(e);
@@ -88,7 +88,7 @@ HRESULT VerbsCompletionQueue::Notify(ULONG type, OVERLAPPED* pOverlapped) {
     return ND_INVALID_PARAMETER_1;
   }
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_2;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (failed_) return ND_BUFFER_OVERFLOW;
   if (type != ND_CQ_NOTIFY_ERRORS) {
     if (!stash_.empty()) return ND_SUCCESS;
@@ -108,7 +108,7 @@ HRESULT VerbsCompletionQueue::Notify(ULONG type, OVERLAPPED* pOverlapped) {
 void VerbsCompletionQueue::on_event() {
   std::vector<OVERLAPPED*> fire;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     std::vector<OVERLAPPED*> keep;
     std::vector<ULONG> keep_types;
     for (size_t i = 0; i < waiters_.size(); ++i) {
@@ -128,7 +128,7 @@ void VerbsCompletionQueue::on_event() {
 void VerbsCompletionQueue::on_error() {
   std::vector<OVERLAPPED*> fire;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     failed_ = true;
     fire.swap(waiters_);
     waiter_types_.clear();
@@ -137,7 +137,7 @@ void VerbsCompletionQueue::on_error() {
 }
 
 void VerbsCompletionQueue::drain_to_stash() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   ND2_RESULT found[kPollBatch];
   for (;;) {
     const ULONG n = poll_locked(found, kPollBatch);
@@ -148,14 +148,14 @@ void VerbsCompletionQueue::drain_to_stash() {
 
 void VerbsCompletionQueue::append_and_fire(const std::vector<ND2_RESULT>& extra) {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     for (const auto& r : extra) stash_.push_back(r);
   }
   on_event();
 }
 
 bool VerbsCompletionQueue::translate(const ibv_wc& wc, ND2_RESULT* r) {
-  std::lock_guard<std::mutex> lock(adapter_->qps_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->qps_mu());
   VerbsQueuePair* qp = adapter_->find_qp_locked(wc.qp_num);
   if (wc.wr_id & kWrSrq) {  // a shared receive queue's receive, consumed by the QP wc.qp_num
     VerbsSharedReceiveQueue* srq = adapter_->find_srq_locked(static_cast<uint32_t>(wc.wr_id >> kWrSrqShift));
@@ -182,6 +182,7 @@ bool VerbsCompletionQueue::translate(const ibv_wc& wc, ND2_RESULT* r) {
 }
 
 ULONG VerbsCompletionQueue::poll_locked(ND2_RESULT* out, ULONG n) {
+  mu_.assert_held();
   ULONG got = 0;
   while (got < n) {
     ibv_wc wc[kPollBatch];
@@ -198,7 +199,7 @@ ULONG VerbsCompletionQueue::poll_locked(ND2_RESULT* out, ULONG n) {
 
 ULONG VerbsCompletionQueue::GetResults(ND2_RESULT results[], ULONG nResults) {
   if (results == nullptr || nResults == 0) return 0;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   ULONG got = 0;
   while (got < nResults && !stash_.empty()) {
     results[got++] = stash_.front();

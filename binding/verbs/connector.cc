@@ -46,7 +46,7 @@ HRESULT VerbsConnector::create(VerbsAdapter* adapter, HANDLE file, VerbsConnecto
 
 VerbsConnector::~VerbsConnector() {
   {
-    std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+    std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
     if (id_ != nullptr) adapter_->lib().destroy_id(id_);  // disconnects a connected id
     id_ = nullptr;
     if (qp_ != nullptr && qp_->connector == this) qp_->connector = nullptr;
@@ -62,6 +62,7 @@ void VerbsConnector::complete(OVERLAPPED** ov, HRESULT status) {
 }
 
 HRESULT VerbsConnector::ensure_id_locked() {
+  adapter_->progress_mu().assert_held();
   if (id_ != nullptr) return ND_SUCCESS;
   if (adapter_->lib().create_id(adapter_->events(), &id_, static_cast<CmHandler*>(this), RDMA_PS_TCP) != 0) {
     id_ = nullptr;
@@ -71,7 +72,7 @@ HRESULT VerbsConnector::ensure_id_locked() {
 }
 
 HRESULT VerbsConnector::CancelOverlappedRequests() {
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   complete(&connect_ov_, ND_CANCELED);
   complete(&accept_ov_, ND_CANCELED);
   complete(&disconnect_ov_, ND_CANCELED);
@@ -87,7 +88,7 @@ HRESULT VerbsConnector::GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait)
 
 HRESULT VerbsConnector::Bind(const struct sockaddr* pAddress, ULONG cbAddress) {
   if (!valid_sockaddr(pAddress, cbAddress)) return ND_INVALID_ADDRESS;
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   if (state_ != State::kIdle) return ND_INVALID_DEVICE_STATE;
   HRESULT hr = ensure_id_locked();
   if (FAILED(hr)) return hr;
@@ -107,7 +108,7 @@ HRESULT VerbsConnector::Connect(IUnknown* pQueuePair, const struct sockaddr* pDe
   if (cbPrivateData > adapter_->max_private_data()) return ND_INVALID_BUFFER_SIZE;
   if (cbPrivateData != 0 && pPrivateData == nullptr) return ND_INVALID_PARAMETER_6;
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_8;
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   if (state_ != State::kIdle && state_ != State::kBound) return ND_CONNECTION_ACTIVE;
   HRESULT hr = ensure_id_locked();
   if (FAILED(hr)) return hr;
@@ -129,12 +130,14 @@ HRESULT VerbsConnector::Connect(IUnknown* pQueuePair, const struct sockaddr* pDe
 }
 
 void VerbsConnector::fail_connect_locked(HRESULT status) {
+  adapter_->progress_mu().assert_held();
   state_ = State::kFailed;
   complete(&connect_ov_, status);
   complete(&accept_ov_, status);
 }
 
 void VerbsConnector::start_connect_locked() {
+  adapter_->progress_mu().assert_held();
   if (id_->verbs != adapter_->context()) {
     fail_connect_locked(ND_NETWORK_UNREACHABLE);  // the route leaves through another device
     return;
@@ -162,6 +165,7 @@ void VerbsConnector::save_conn_param(const rdma_cm_event& ev) {
 }
 
 void VerbsConnector::end_after_failure_locked() {
+  adapter_->progress_mu().assert_held();
   if (disconnect_sent_ || disconnected_ || id_ == nullptr) return;
   if (state_ != State::kEstablished && state_ != State::kConnected) return;
   disconnect_sent_ = true;
@@ -170,6 +174,7 @@ void VerbsConnector::end_after_failure_locked() {
 }
 
 void VerbsConnector::on_disconnected_locked() {
+  adapter_->progress_mu().assert_held();
   disconnected_ = true;
   state_ = State::kDisconnected;
   if (qp_ != nullptr) qp_->sweep();  // outstanding requests complete ND_CANCELED
@@ -228,7 +233,7 @@ void VerbsConnector::on_cm_event(const rdma_cm_event& ev) {
 
 HRESULT VerbsConnector::CompleteConnect(OVERLAPPED* pOverlapped) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_1;
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   if (state_ == State::kConnected) {  // IB/RoCE: RTR, RTS, then the RTU
     HRESULT hr = qp_->modify_by_cm(id_, IBV_QPS_RTR);
     if (SUCCEEDED(hr)) hr = qp_->modify_by_cm(id_, IBV_QPS_RTS);
@@ -257,7 +262,7 @@ HRESULT VerbsConnector::Accept(IUnknown* pQueuePair, ULONG inboundReadLimit, ULO
   if (cbPrivateData > adapter_->max_private_data()) return ND_INVALID_BUFFER_SIZE;
   if (cbPrivateData != 0 && pPrivateData == nullptr) return ND_INVALID_PARAMETER_4;
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_6;
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   if (state_ != State::kRequested) return ND_CONNECTION_INVALID;
   if (adapter_->transport() != Transport::kIwarp) {
     HRESULT hr = qp->modify_by_cm(id_, IBV_QPS_RTR);
@@ -285,7 +290,7 @@ HRESULT VerbsConnector::Accept(IUnknown* pQueuePair, ULONG inboundReadLimit, ULO
 
 HRESULT VerbsConnector::Reject(const VOID* pPrivateData, ULONG cbPrivateData) {
   if (cbPrivateData > adapter_->max_private_data()) return ND_INVALID_BUFFER_SIZE;
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   // The initiator declines after its Connect completed, before CompleteConnect (docs/nd2.md §3.6). IB/RoCE
   // (kConnected, the peer's REP in): the CM answers with a REJ and the peer's Accept fails ND_CONNECTION_REFUSED.
   // iWARP: the kernel established the connection before Connect completed and the peer's Accept has succeeded;
@@ -306,7 +311,7 @@ HRESULT VerbsConnector::Reject(const VOID* pPrivateData, ULONG cbPrivateData) {
 }
 
 HRESULT VerbsConnector::GetReadLimits(ULONG* pInboundReadLimit, ULONG* pOutboundReadLimit) {
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   if (state_ == State::kIdle || state_ == State::kBound || state_ == State::kResolving) return ND_CONNECTION_INVALID;
   if (pInboundReadLimit != nullptr) *pInboundReadLimit = peer_ird_;
   if (pOutboundReadLimit != nullptr) *pOutboundReadLimit = peer_ord_;
@@ -315,7 +320,7 @@ HRESULT VerbsConnector::GetReadLimits(ULONG* pInboundReadLimit, ULONG* pOutbound
 
 HRESULT VerbsConnector::GetPrivateData(VOID* pPrivateData, ULONG* pcbPrivateData) {
   if (pcbPrivateData == nullptr) return ND_INVALID_PARAMETER_2;
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   const ULONG have = static_cast<ULONG>(in_pdata_.size());
   if (pPrivateData == nullptr || *pcbPrivateData < have) {
     *pcbPrivateData = have;
@@ -327,20 +332,20 @@ HRESULT VerbsConnector::GetPrivateData(VOID* pPrivateData, ULONG* pcbPrivateData
 }
 
 HRESULT VerbsConnector::GetLocalAddress(struct sockaddr* pAddress, ULONG* pcbAddress) {
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   if (id_ == nullptr) return ND_INVALID_DEVICE_STATE;
   return copy_sockaddr(rdma_get_local_addr(id_), pAddress, pcbAddress);
 }
 
 HRESULT VerbsConnector::GetPeerAddress(struct sockaddr* pAddress, ULONG* pcbAddress) {
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   if (id_ == nullptr || state_ == State::kIdle || state_ == State::kBound) return ND_CONNECTION_INVALID;
   return copy_sockaddr(rdma_get_peer_addr(id_), pAddress, pcbAddress);
 }
 
 HRESULT VerbsConnector::NotifyDisconnect(OVERLAPPED* pOverlapped) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_1;
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   if (disconnected_) {
     ndkit::mark_done(pOverlapped, ND_SUCCESS);
     return ND_SUCCESS;
@@ -353,7 +358,7 @@ HRESULT VerbsConnector::NotifyDisconnect(OVERLAPPED* pOverlapped) {
 
 HRESULT VerbsConnector::Disconnect(OVERLAPPED* pOverlapped) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_1;
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   if (disconnected_) {
     ndkit::mark_done(pOverlapped, ND_SUCCESS);
     return ND_SUCCESS;
@@ -379,7 +384,7 @@ HRESULT VerbsListener::create(VerbsAdapter* adapter, HANDLE file, VerbsListener*
 }
 
 VerbsListener::~VerbsListener() {
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   for (auto& in : incoming_) {
     adapter_->lib().reject(in.id, nullptr, 0);
     adapter_->lib().destroy_id(in.id);
@@ -393,7 +398,7 @@ VerbsListener::~VerbsListener() {
 }
 
 HRESULT VerbsListener::CancelOverlappedRequests() {
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   for (auto& w : waiting_) {
     ndkit::complete_overlapped(file_, w.second, ND_CANCELED);
     w.first->Release();
@@ -409,7 +414,7 @@ HRESULT VerbsListener::GetOverlappedResult(OVERLAPPED* pOverlapped, BOOL bWait) 
 
 HRESULT VerbsListener::Bind(const struct sockaddr* pAddress, ULONG cbAddress) {
   if (!valid_sockaddr(pAddress, cbAddress)) return ND_INVALID_ADDRESS;
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   if (id_ != nullptr) return ND_INVALID_DEVICE_STATE;
   if (adapter_->lib().create_id(adapter_->events(), &id_, static_cast<CmHandler*>(this), RDMA_PS_TCP) != 0) {
     id_ = nullptr;
@@ -425,7 +430,7 @@ HRESULT VerbsListener::Bind(const struct sockaddr* pAddress, ULONG cbAddress) {
 }
 
 HRESULT VerbsListener::Listen(ULONG backlog) {
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   if (id_ == nullptr || listening_) return ND_INVALID_DEVICE_STATE;
   if (adapter_->lib().listen(id_, backlog == 0 ? 16 : static_cast<int>(std::min<ULONG>(backlog, 1024))) != 0) {
     return status_of_errno(errno);
@@ -435,7 +440,7 @@ HRESULT VerbsListener::Listen(ULONG backlog) {
 }
 
 HRESULT VerbsListener::GetLocalAddress(struct sockaddr* pAddress, ULONG* pcbAddress) {
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   if (id_ == nullptr) return ND_INVALID_DEVICE_STATE;
   return copy_sockaddr(rdma_get_local_addr(id_), pAddress, pcbAddress);
 }
@@ -444,7 +449,7 @@ HRESULT VerbsListener::GetConnectionRequest(IUnknown* pConnector, OVERLAPPED* pO
   auto* c = from_unknown<VerbsConnector, IND2Connector>(pConnector);
   if (c == nullptr || c->adapter() != adapter_) return ND_INVALID_PARAMETER_1;
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_2;
-  std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
   if (!listening_) return ND_INVALID_DEVICE_STATE;
   c->AddRef();
   ndkit::mark_pending(pOverlapped);
@@ -454,6 +459,7 @@ HRESULT VerbsListener::GetConnectionRequest(IUnknown* pConnector, OVERLAPPED* pO
 }
 
 void VerbsListener::hand_over_locked() {
+  adapter_->progress_mu().assert_held();
   while (!incoming_.empty() && !waiting_.empty()) {
     Incoming in = std::move(incoming_.front());
     incoming_.pop_front();

@@ -49,7 +49,7 @@ HRESULT VerbsMemoryRegion::Register(const VOID* pBuffer, SIZE_T cbBuffer, ULONG 
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_4;
   const uint64_t base = reinterpret_cast<uintptr_t>(pBuffer);
   if (base + cbBuffer < base) return ND_ACCESS_VIOLATION;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (mr_ != nullptr) return ND_INVALID_DEVICE_STATE;
   // ND binds a window to any region: where the device has windows, every region allows binding (verbs asks for
   // it at registration, IBV_ACCESS_MW_BIND).
@@ -63,7 +63,7 @@ HRESULT VerbsMemoryRegion::Register(const VOID* pBuffer, SIZE_T cbBuffer, ULONG 
 
 HRESULT VerbsMemoryRegion::Deregister(OVERLAPPED* pOverlapped) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_1;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (mr_ == nullptr) return ND_INVALID_DEVICE_STATE;
   if (adapter_->lib().dereg_mr(mr_) != 0) return status_of_errno(errno);
   mr_ = nullptr;
@@ -72,17 +72,17 @@ HRESULT VerbsMemoryRegion::Deregister(OVERLAPPED* pOverlapped) {
 }
 
 UINT32 VerbsMemoryRegion::GetLocalToken() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   return mr_ != nullptr ? mr_->lkey : 0;
 }
 
 ibv_mr* VerbsMemoryRegion::mr() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   return mr_;
 }
 
 UINT32 VerbsMemoryRegion::GetRemoteToken() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   return mr_ != nullptr ? mr_->rkey : 0;
 }
 

@@ -1,6 +1,7 @@
 // The ND v2 objects of the verbs provider (docs/verbs.md): each wraps the rdma-core object of the same role.
 //
-// Threads and locks. One progress thread per adapter (or the consumer's event loop, through INDProgress) waits
+// Threads and locks (docs/threads.md). One progress thread per adapter, `nd-verbs` (ndkit's ProgressDriver, as the
+// software provider's `nd-engine`; or the consumer's event loop, through INDProgress, which stops it) waits
 // on the adapter's epoll descriptor, which watches the adapter's completion channel and rdma_cm event channel,
 // and runs Progress(): CQ events fire the CQ's armed Notify requests, rdma_cm events advance connectors and
 // listeners. Progress runs under the adapter's progress lock (VerbsAdapter::progress_mu_), and every object that
@@ -12,7 +13,6 @@
 #define NETDIRECT_VERBS_OBJECTS_H_
 
 #include <atomic>
-#include <condition_variable>
 #include <deque>
 #include <mutex>
 #include <string>
@@ -23,6 +23,7 @@
 #include "nd/netdirect_ext.h"
 #include "ndkit/checked_mutex.h"
 #include "ndkit/object.h"
+#include "ndkit/progress_driver.h"
 #include "verbs/lib.h"
 
 namespace netdirect::verbs {
@@ -73,7 +74,9 @@ const char* transport_name(Transport t);
 HRESULT status_of_wc(enum ibv_wc_status s);
 HRESULT status_of_errno(int err);
 
-class VerbsAdapter final : public ComObject<IND2Adapter>, public INDProgress {
+class VerbsAdapter final : public ComObject<IND2Adapter>,
+                           public INDProgress,
+                           private ndkit::ProgressDriver::Rounds {
  public:
   // `index`: the device's position in rdma_get_devices() (the adapter id the provider hands out).
   static HRESULT open(UINT64 index, VerbsAdapter** out);
@@ -119,7 +122,7 @@ class VerbsAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   ULONG max_private_data() const;
   // Adapter.info's MaxTransferLength: the port's max_msg_sz.
   size_t max_transfer() const { return max_msg_ != 0 ? max_msg_ : (size_t{1} << 31); }
-  std::mutex& progress_mu() { return progress_mu_; }
+  ndkit::CheckedMutex& progress_mu() { return progress_mu_; }
   // qp_num -> queue pair, for completions (wc.qp_num).
   void add_qp(uint32_t num, VerbsQueuePair* qp);
   void remove_qp(uint32_t num);
@@ -131,14 +134,15 @@ class VerbsAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   uint32_t add_srq(VerbsSharedReceiveQueue* srq);
   void remove_srq(uint32_t id);
   VerbsSharedReceiveQueue* find_srq_locked(uint32_t id);
-  std::mutex& qps_mu() { return qps_mu_; }
+  ndkit::CheckedMutex& qps_mu() { return qps_mu_; }
   const ibv_device_attr& attr() const { return attr_; }
 
  private:
   VerbsAdapter() = default;
   ~VerbsAdapter() override;
   HRESULT init(UINT64 index);
-  void run_thread();
+  void run_rounds(const std::atomic<bool>& stop) override;  // the thread nd-verbs (ProgressDriver::Rounds)
+  void wake() override;                                      // ends the thread's wait (wakefd_)
   uint32_t progress_round();  // with progress_mu_ held
   uint32_t drain_cq_events();
   uint32_t drain_cm_events();
@@ -153,19 +157,15 @@ class VerbsAdapter final : public ComObject<IND2Adapter>, public INDProgress {
   ibv_comp_channel* cc_ = nullptr;
   rdma_event_channel* ec_ = nullptr;
   int epfd_ = -1;
-  int wakefd_ = -1;  // eventfd: wakes the progress thread to stop
+  int wakefd_ = -1;  // eventfd: wakes the progress thread (to stop, or to see a consumer take over)
   int failfd_ = -1;  // eventfd in epfd_: a QP's request failed (note_qp_failure)
   Transport transport_ = Transport::kIwarp;
   ibv_device_attr attr_{};
   uint32_t max_msg_ = 0;
   uint32_t max_inline_ = 0;
-  std::mutex progress_mu_;
-  std::thread thread_;
-  std::mutex thread_mu_;
-  std::condition_variable thread_cv_;
-  bool external_ = false;
-  bool stopping_ = false;
-  std::mutex qps_mu_;
+  ndkit::CheckedMutex progress_mu_;
+  ndkit::ProgressDriver thread_{"nd-verbs", this};  // started by init(), closed first by ~VerbsAdapter
+  ndkit::CheckedMutex qps_mu_;
   std::unordered_map<uint32_t, VerbsQueuePair*> qps_;
   std::unordered_map<uint32_t, VerbsSharedReceiveQueue*> srqs_;
   uint32_t next_srq_id_ = 1;
@@ -203,7 +203,7 @@ class VerbsCompletionQueue final : public ComObject<IND2CompletionQueue> {
   VerbsAdapter* adapter_;
   HANDLE file_;
   ibv_cq* cq_ = nullptr;
-  std::mutex mu_;
+  ndkit::CheckedMutex mu_;
   std::deque<ND2_RESULT> stash_;  // polled while arming a notification, handed out first by GetResults
   std::vector<OVERLAPPED*> waiters_;
   std::vector<ULONG> waiter_types_;
@@ -226,7 +226,7 @@ class VerbsMemoryRegion final : public ComObject<IND2MemoryRegion> {
   explicit VerbsMemoryRegion(VerbsAdapter* adapter) : adapter_(adapter) { adapter_->AddRef(); }
   ~VerbsMemoryRegion() override;
   VerbsAdapter* adapter_;
-  std::mutex mu_;
+  ndkit::CheckedMutex mu_;
   ibv_mr* mr_ = nullptr;
 };
 
@@ -251,14 +251,14 @@ class VerbsMemoryWindow final : public ComObject<IND2MemoryWindow> {
   // The region of the last bind (referenced until the next bind or the window's end): an invalidate names it.
   void set_region(VerbsMemoryRegion* mr);
   VerbsMemoryRegion* region();
-  std::mutex& post_mu() { return mu_; }
+  ndkit::CheckedMutex& post_mu() { return mu_; }
 
  private:
   explicit VerbsMemoryWindow(VerbsAdapter* adapter) : adapter_(adapter) { adapter_->AddRef(); }
   ~VerbsMemoryWindow() override;
   VerbsAdapter* adapter_;
   ibv_mw* mw_ = nullptr;
-  std::mutex mu_;
+  ndkit::CheckedMutex mu_;
   VerbsMemoryRegion* region_ = nullptr;
 };
 
@@ -294,7 +294,7 @@ class VerbsSharedReceiveQueue final : public ComObject<IND2SharedReceiveQueue> {
   ibv_srq* srq_ = nullptr;
   uint32_t id_ = 0;
   ULONG max_sge_ = 0;
-  std::mutex mu_;
+  ndkit::CheckedMutex mu_;
   ULONG capacity_ = 0;   // ND depth: receives that may be outstanding
   ULONG threshold_ = 0;  // 0: no notification
   ULONG count_ = 0;      // posted and not yet completed
@@ -362,7 +362,7 @@ class VerbsQueuePair final : public ComObject<IND2QueuePair> {
   VerbsConnector* connector = nullptr;  // the connector that holds this QP (progress_mu_)
 
  private:
-  std::mutex slots_mu_;
+  ndkit::CheckedMutex slots_mu_;
   std::vector<Slot> slots_;          // [0, sq) send slots, [sq, sq+rq) receive slots
   std::vector<uint32_t> free_send_, free_recv_;
 };

@@ -99,7 +99,7 @@ void VerbsQueuePair::sweep() {
   if (icq_ != rcq_) icq_->drain_to_stash();
   std::vector<ND2_RESULT> sends, recvs;
   {
-    std::lock_guard<std::mutex> lock(slots_mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(slots_mu_);
     for (size_t i = 0; i < slots_.size(); ++i) {
       Slot& s = slots_[i];
       if (!s.live) continue;
@@ -122,7 +122,7 @@ HRESULT VerbsQueuePair::Flush() {
 }
 
 bool VerbsQueuePair::alloc_slot(bool send, void* ctx, ND2_REQUEST_TYPE type, bool silent, uint64_t* wr_id) {
-  std::lock_guard<std::mutex> lock(slots_mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(slots_mu_);
   std::vector<uint32_t>& free = send ? free_send_ : free_recv_;
   if (free.empty()) return false;
   const uint32_t i = free.back();
@@ -133,7 +133,7 @@ bool VerbsQueuePair::alloc_slot(bool send, void* ctx, ND2_REQUEST_TYPE type, boo
 }
 
 Slot VerbsQueuePair::take_slot(uint64_t wr_id) {
-  std::lock_guard<std::mutex> lock(slots_mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(slots_mu_);
   const uint32_t i = static_cast<uint32_t>(wr_id);
   if (i >= slots_.size()) return Slot{};
   Slot s = slots_[i];
@@ -238,7 +238,7 @@ HRESULT VerbsQueuePair::post_bind(void* ctx, ND2_REQUEST_TYPE type, VerbsMemoryW
   b.bind_info.length = length;
   b.bind_info.mw_access_flags = static_cast<unsigned int>(access);
   // The window's rkey changes when the bind is posted (ibv_bind_mw(3)); one post at a time per window.
-  std::lock_guard<std::mutex> lock(mw->post_mu());
+  std::lock_guard<ndkit::CheckedMutex> lock(mw->post_mu());
   const int err = errno_of(ibv_bind_mw(qp_, mw->mw(), &b));
   if (err != 0) {
     take_slot(b.wr_id);

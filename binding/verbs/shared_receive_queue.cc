@@ -40,7 +40,7 @@ VerbsSharedReceiveQueue::~VerbsSharedReceiveQueue() {
   if (id_ != 0) adapter_->remove_srq(id_);
   if (srq_ != nullptr) {
     // Under the progress lock: an asynchronous event naming this SRQ is never dispatched after this.
-    std::lock_guard<std::mutex> lock(adapter_->progress_mu());
+    std::lock_guard<ndkit::CheckedMutex> lock(adapter_->progress_mu());
     adapter_->lib().destroy_srq(srq_);
   }
   for (OVERLAPPED* ov : waiters_) ndkit::complete_overlapped(file_, ov, ND_CANCELED);
@@ -50,7 +50,7 @@ VerbsSharedReceiveQueue::~VerbsSharedReceiveQueue() {
 HRESULT VerbsSharedReceiveQueue::CancelOverlappedRequests() {
   std::vector<OVERLAPPED*> w;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     w.swap(waiters_);
   }
   for (OVERLAPPED* ov : w) ndkit::complete_overlapped(file_, ov, ND_CANCELED);
@@ -65,6 +65,7 @@ HRESULT VerbsSharedReceiveQueue::GetOverlappedResult(OVERLAPPED* pOverlapped, BO
 HRESULT VerbsSharedReceiveQueue::GetNotifyAffinity(USHORT*, KAFFINITY*) { return ND_NOT_SUPPORTED; }
 
 void VerbsSharedReceiveQueue::check_threshold_locked(std::vector<OVERLAPPED*>* fire) {
+  mu_.assert_held();
   if (waiters_.empty() || threshold_ == 0 || count_ >= threshold_) return;
   fire->insert(fire->end(), waiters_.begin(), waiters_.end());
   waiters_.clear();
@@ -75,7 +76,7 @@ HRESULT VerbsSharedReceiveQueue::Modify(ULONG queueDepth, ULONG notifyThreshold)
   if (queueDepth > static_cast<ULONG>(adapter_->attr().max_srq_wr)) return ND_INVALID_PARAMETER_1;
   std::vector<OVERLAPPED*> fire;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     const ULONG depth = queueDepth != 0 ? queueDepth : capacity_;
     const ULONG threshold = notifyThreshold != 0 ? notifyThreshold : threshold_;
     if (depth < count_) return ND_BUFFER_OVERFLOW;
@@ -105,7 +106,7 @@ HRESULT VerbsSharedReceiveQueue::Modify(ULONG queueDepth, ULONG notifyThreshold)
 
 HRESULT VerbsSharedReceiveQueue::Notify(OVERLAPPED* pOverlapped) {
   if (pOverlapped == nullptr) return ND_INVALID_PARAMETER_1;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (threshold_ != 0 && count_ < threshold_) {
     ndkit::mark_done(pOverlapped, ND_SUCCESS);
     return ND_SUCCESS;
@@ -129,7 +130,7 @@ HRESULT VerbsSharedReceiveQueue::Notify(OVERLAPPED* pOverlapped) {
 void VerbsSharedReceiveQueue::on_limit() {
   std::vector<OVERLAPPED*> fire;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     fire.swap(waiters_);
   }
   for (OVERLAPPED* ov : fire) ndkit::complete_overlapped(file_, ov, ND_SUCCESS);
@@ -142,7 +143,7 @@ HRESULT VerbsSharedReceiveQueue::Receive(VOID* requestContext, const ND2_SGE sge
   ULONG n = 0;
   size_t total = 0;
   if (!copy_sges(sge, nSge, true, list, &n, &total)) return ND_DATA_OVERRUN;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (count_ >= capacity_ || free_.empty()) return ND_NO_MORE_ENTRIES;
   const uint32_t i = free_.back();
   ibv_recv_wr wr{};
@@ -165,7 +166,7 @@ Slot VerbsSharedReceiveQueue::take_slot(uint64_t wr_id) {
   std::vector<OVERLAPPED*> fire;
   Slot s;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     const uint32_t i = static_cast<uint32_t>(wr_id);
     if (i >= slots_.size() || !slots_[i].live) return Slot{};
     s = slots_[i];

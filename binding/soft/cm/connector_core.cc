@@ -34,7 +34,7 @@ HRESULT ConnectorCore::bind(const sockaddr* addr, ULONG len) {
   net::Address a;
   HRESULT hr = net::address_from(addr, len, &a);
   if (FAILED(hr)) return hr;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (bound_ || st_ != St::kIdle) return STATUS_ADDRESS_ALREADY_ASSOCIATED;
   if (!a.is_any() && !adapter_->serves(a)) return ND_INVALID_ADDRESS;
   return open_socket(a);
@@ -46,14 +46,17 @@ HRESULT ConnectorCore::connect(SoftQueuePair* qp, const net::Address& dest, ULON
   // this Connect fails synchronously.
   HRESULT hr = qp->begin_connect();
   if (FAILED(hr)) return hr;
-  hr = connect_locked(qp, dest, inbound, outbound, pd, cb, ov);
+  {
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+    hr = connect_locked(qp, dest, inbound, outbound, pd, cb, ov);
+  }
   if (hr != ND_PENDING) qp->abort_connect();
   return hr;
 }
 
 HRESULT ConnectorCore::connect_locked(SoftQueuePair* qp, const net::Address& dest, ULONG inbound, ULONG outbound,
                                       const void* pd, ULONG cb, OVERLAPPED* ov) {
-  std::lock_guard<std::mutex> lock(mu_);
+  mu_.assert_held();
   if (st_ != St::kIdle) return ND_CONNECTION_ACTIVE;
   if (bound_ && local_.family() != dest.family()) return ND_INVALID_ADDRESS;
   if (!bound_) {
@@ -96,7 +99,7 @@ HRESULT ConnectorCore::connect_locked(SoftQueuePair* qp, const net::Address& des
 }
 
 HRESULT ConnectorCore::complete_connect(OVERLAPPED* ov) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (st_ != St::kConnected) return ND_CONNECTION_INVALID;
   if (broken_) {
     st_ = St::kClosed;
@@ -114,14 +117,17 @@ HRESULT ConnectorCore::accept(SoftQueuePair* qp, ULONG inbound, ULONG outbound, 
                               OVERLAPPED* ov) {
   HRESULT hr = qp->begin_connect();  // before our lock, as in connect()
   if (FAILED(hr)) return hr;
-  hr = accept_locked(qp, inbound, outbound, pd, cb, ov);
+  {
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+    hr = accept_locked(qp, inbound, outbound, pd, cb, ov);
+  }
   if (hr != ND_PENDING) qp->abort_connect();
   return hr;
 }
 
 HRESULT ConnectorCore::accept_locked(SoftQueuePair* qp, ULONG inbound, ULONG outbound, const void* pd, ULONG cb,
                                      OVERLAPPED* ov) {
-  std::lock_guard<std::mutex> lock(mu_);
+  mu_.assert_held();
   if (st_ != St::kIncoming) {
     return st_ == St::kIdle || st_ == St::kAwaitingRequest ? ND_CONNECTION_INVALID : ND_CONNECTION_ACTIVE;
   }
@@ -141,7 +147,7 @@ HRESULT ConnectorCore::accept_locked(SoftQueuePair* qp, ULONG inbound, ULONG out
 }
 
 HRESULT ConnectorCore::reject(const void* pd, ULONG cb) {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
   auto self = shared_from_this();
   if (st_ == St::kIncoming) {
     st_ = St::kClosed;
@@ -167,7 +173,7 @@ HRESULT ConnectorCore::reject(const void* pd, ULONG cb) {
 }
 
 HRESULT ConnectorCore::get_read_limits(ULONG* in, ULONG* out) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (!have_peer_) return ND_CONNECTION_INVALID;
   if (in != nullptr) *in = peer_inbound_;
   if (out != nullptr) *out = peer_outbound_;
@@ -175,7 +181,7 @@ HRESULT ConnectorCore::get_read_limits(ULONG* in, ULONG* out) {
 }
 
 HRESULT ConnectorCore::get_private_data(void* buf, ULONG* len) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (!have_peer_) return ND_CONNECTION_INVALID;
   const ULONG need = static_cast<ULONG>(peer_pd_.size());
   if ((buf != nullptr || need == 0) && *len >= need && variance::overflow_first(need, len, limits::kMaxPrivateData))
@@ -188,7 +194,7 @@ HRESULT ConnectorCore::get_private_data(void* buf, ULONG* len) {
 }
 
 HRESULT ConnectorCore::get_local_address(sockaddr* out, ULONG* len) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   switch (st_) {
     case St::kConnecting: case St::kConnected: case St::kCompleting: case St::kIncoming:
     case St::kAccepting: case St::kEstablished: case St::kDisconnecting:
@@ -199,7 +205,7 @@ HRESULT ConnectorCore::get_local_address(sockaddr* out, ULONG* len) {
 }
 
 HRESULT ConnectorCore::get_peer_address(sockaddr* out, ULONG* len) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   switch (st_) {
     case St::kConnected: case St::kCompleting: case St::kIncoming: case St::kAccepting:
     case St::kEstablished: case St::kDisconnecting:
@@ -210,7 +216,7 @@ HRESULT ConnectorCore::get_peer_address(sockaddr* out, ULONG* len) {
 }
 
 HRESULT ConnectorCore::notify_disconnect(OVERLAPPED* ov) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   switch (st_) {
     case St::kConnected:
       if (broken_) return ND_SUCCESS;  // already ended: no notification follows
@@ -227,7 +233,7 @@ HRESULT ConnectorCore::notify_disconnect(OVERLAPPED* ov) {
 }
 
 HRESULT ConnectorCore::disconnect(OVERLAPPED* ov) {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
   auto self = shared_from_this();
   if (attached_) {
     if (disconnect_done_) return ND_SUCCESS;
@@ -249,7 +255,7 @@ HRESULT ConnectorCore::disconnect(OVERLAPPED* ov) {
 }
 
 HRESULT ConnectorCore::cancel() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   auto self = shared_from_this();
   const bool abort_setup = connect_ov_ != nullptr || complete_ov_ != nullptr || accept_ov_ != nullptr;
   complete(connect_ov_, ND_CANCELED);
@@ -266,7 +272,7 @@ HRESULT ConnectorCore::cancel() {
 }
 
 void ConnectorCore::released() {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
   complete(connect_ov_, ND_CANCELED);
   complete(complete_ov_, ND_CANCELED);
   complete(accept_ov_, ND_CANCELED);
@@ -285,20 +291,20 @@ void ConnectorCore::released() {
 }
 
 HRESULT ConnectorCore::reserve() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (st_ != St::kIdle || bound_) return ND_CONNECTION_ACTIVE;
   st_ = St::kAwaitingRequest;
   return ND_SUCCESS;
 }
 
 void ConnectorCore::unreserve() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (st_ == St::kAwaitingRequest) st_ = St::kIdle;
 }
 
 // engine thread
 void ConnectorCore::adopt(std::unique_ptr<cm::Channel> ch) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   ch->set_owner(this);
   const cm::MpaSetup& s = ch->setup();
   peer_pd_ = s.peer_private_data();
@@ -312,7 +318,7 @@ void ConnectorCore::adopt(std::unique_ptr<cm::Channel> ch) {
 }
 
 void ConnectorCore::on_channel_event(cm::Channel* ch, cm::MpaEvent ev) {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
   if (ch != channel_.get()) return;
   const cm::MpaSetup& s = ch->setup();
   switch (st_) {
@@ -397,7 +403,7 @@ void ConnectorCore::on_channel_event(cm::Channel* ch, cm::MpaEvent ev) {
 }
 
 void ConnectorCore::on_rtr_received() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   disarm_deadline();
   if (st_ == St::kAccepting) {
     st_ = St::kEstablished;
@@ -406,7 +412,7 @@ void ConnectorCore::on_rtr_received() {
 }
 
 void ConnectorCore::on_connection_closed(HRESULT status) {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   disarm_deadline();
   if (st_ == St::kDisconnecting || st_ == St::kClosed) return;  // our own Disconnect reports
   // Before its RTR the initiator declined (its Terminate: the QP reports ND_CONNECTION_REFUSED) or went away.
@@ -447,7 +453,7 @@ void ConnectorCore::complete_all(std::vector<OVERLAPPED*>& list, HRESULT status)
 
 // engine thread
 void ConnectorCore::do_complete_connect() {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
   if (st_ != St::kCompleting) return;  // cancelled
   if (!channel_ || channel_->closed() || broken_) {
     st_ = St::kClosed;
@@ -504,7 +510,7 @@ void ConnectorCore::disarm_deadline() {
 // engine thread
 void ConnectorCore::on_deadline() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     deadline_timer_ = 0;
     if (st_ == St::kAccepting) {
       complete(accept_ov_, ND_IO_TIMEOUT);
@@ -522,7 +528,7 @@ void ConnectorCore::on_deadline() {
 void ConnectorCore::enter_gate() {
   std::weak_ptr<ConnectorCore> weak = weak_from_this();
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     gate_dest_ = peer_.to_string();
   }
   const bool now = adapter_->connect_gate().admit(gate_dest_, [weak] {
@@ -530,14 +536,14 @@ void ConnectorCore::enter_gate() {
     return self != nullptr && self->start_setup();
   });
   if (now) return;
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (st_ == St::kConnecting && !holds_slot_) arm_deadline(adapter_->handshake_timeout_ms());
 }
 
 bool ConnectorCore::start_setup() {
   uint32_t left;
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     if (st_ != St::kConnecting || !channel_) return false;
     disarm_deadline();  // the wait's timer: the channel's own takes over
     const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -559,7 +565,7 @@ void ConnectorCore::leave_gate() {
 
 // engine thread
 void ConnectorCore::do_accept(ULONG inbound, ULONG outbound, const std::vector<uint8_t>& pd) {
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
   if (st_ != St::kAccepting) return;  // cancelled
   arm_deadline(adapter_->handshake_timeout_ms());
   if (!channel_ || channel_->closed() || broken_) {
@@ -584,7 +590,7 @@ void ConnectorCore::do_accept(ULONG inbound, ULONG outbound, const std::vector<u
 
 // engine thread, from the QP
 void ConnectorCore::on_disconnected() {
-  std::lock_guard<std::mutex> lock(mu_);
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   st_ = St::kClosed;
   disconnect_done_ = true;
   complete(disconnect_ov_, ND_SUCCESS);
@@ -592,7 +598,7 @@ void ConnectorCore::on_disconnected() {
   complete_all(notify_ovs_, ND_SUCCESS);
 }
 
-void ConnectorCore::decline_and_wait(std::unique_lock<std::mutex>& lock, bool then_abandon) {
+void ConnectorCore::decline_and_wait(std::unique_lock<ndkit::CheckedMutex>& lock, bool then_abandon) {
   Declining d = post_decline(then_abandon);
   lock.unlock();
   d.wait();
@@ -622,12 +628,12 @@ void ConnectorCore::decline() {
 // engine thread: cancel, release or the handshake deadline
 void ConnectorCore::abandon() {
   {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     disarm_deadline();
   }
   channel_.reset();  // abortive close of a setup in progress (no lock: Engine::remove)
   leave_gate();
-  std::unique_lock<std::mutex> lock(mu_);
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
   if (qp_ == nullptr) return;
   if (!attached_) {
     lock.unlock();

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "ndkit/checked_mutex.h"
 #include "soft/cm/cm.h"
 #include "soft/cm/connection.h"
 #include "soft/engine/engine.h"
@@ -43,11 +44,13 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   HRESULT connect(SoftQueuePair* qp, const net::Address& dest, ULONG inbound, ULONG outbound, const void* pd,
                   ULONG cb, OVERLAPPED* ov);
 
+  // mu_ held (connect() claims the QP first, then takes it).
   HRESULT connect_locked(SoftQueuePair* qp, const net::Address& dest, ULONG inbound, ULONG outbound,
                          const void* pd, ULONG cb, OVERLAPPED* ov);
   HRESULT complete_connect(OVERLAPPED* ov);
   HRESULT accept(SoftQueuePair* qp, ULONG inbound, ULONG outbound, const void* pd, ULONG cb, OVERLAPPED* ov);
 
+  // mu_ held (accept() claims the QP first, then takes it).
   HRESULT accept_locked(SoftQueuePair* qp, ULONG inbound, ULONG outbound, const void* pd, ULONG cb,
                         OVERLAPPED* ov);
   HRESULT reject(const void* pd, ULONG cb);
@@ -131,7 +134,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   static constexpr int kDeclineWaitMs = 500;
 
   // `lock` holds mu_: posts the decline, lets go of mu_, and waits as Declining says.
-  void decline_and_wait(std::unique_lock<std::mutex>& lock, bool then_abandon);
+  void decline_and_wait(std::unique_lock<ndkit::CheckedMutex>& lock, bool then_abandon);
   Declining post_decline(bool then_abandon);  // mu_ held
 
   // Engine thread: an initiator that accepted the peer's Reply declines the connection: a Terminate in place of
@@ -140,7 +143,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   void abandon();  // engine thread: cancel, release or the handshake deadline
   SoftAdapter* adapter_;
   HANDLE file_;
-  std::mutex mu_;
+  ndkit::CheckedMutex mu_;
   St st_ = St::kIdle;
   bool bound_ = false;
   net::Socket sock_ = net::kInvalidSocket;  // bound, not yet connecting

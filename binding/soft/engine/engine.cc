@@ -3,10 +3,6 @@
 
 #include "ndkit/object.h"
 
-#if defined(__linux__)
-#include <pthread.h>
-#endif
-
 namespace netdirect::soft {
 
 namespace {
@@ -17,8 +13,7 @@ constexpr int kTaskPassesPerRound = 4;  // tasks posted by tasks run in the same
 Engine::Engine() = default;
 
 Engine::~Engine() {
-  closing_.store(true);
-  stop_thread();
+  thread_.close();
   // Tasks posted before the end still run (they release references), with this thread as the last driver.
   std::lock_guard<std::mutex> lock(round_mu_);
   const std::thread::id prev = driver_.exchange(std::this_thread::get_id());
@@ -201,47 +196,20 @@ void Engine::flush() {
   driver_.store(prev);
 }
 
-void Engine::run() {
-#if defined(__linux__)
-  pthread_setname_np(pthread_self(), "nd-engine");  // tells the threads apart in /proc, top and perf
-#endif
+void Engine::run_rounds(const std::atomic<bool>& stop) {
   std::lock_guard<std::mutex> lock(round_mu_);
   driver_.store(std::this_thread::get_id());
-  while (!stop_.load()) round(-1);
+  while (!stop.load()) round(-1);
   driver_.store(std::thread::id());
-}
-
-void Engine::need_driver() {
-  if (thread_running_.load(std::memory_order_acquire) || external_.load(std::memory_order_relaxed)) return;
-  std::lock_guard<std::mutex> lock(thread_mu_);
-  if (thread_running_.load() || external_.load() || closing_.load()) return;
-  try {
-    thread_ = std::thread([this] { run(); });
-  } catch (...) {
-    return;  // no thread: progress waits for the next need (or an external driver)
-  }
-  thread_running_.store(true, std::memory_order_release);
-}
-
-void Engine::stop_thread() {
-  std::lock_guard<std::mutex> lock(thread_mu_);
-  if (!thread_.joinable()) return;
-  stop_.store(true);
-  wake();
-  thread_.join();
-  stop_.store(false);
-  thread_running_.store(false);
 }
 
 HRESULT Engine::set_external_driver(bool external) {
   if (external) {
     if (descriptor() < 0) return ND_NOT_SUPPORTED;
     if (in_engine_thread()) return ND_INVALID_DEVICE_STATE;
-    external_.store(true);
-    stop_thread();
+    thread_.set_external(true);
     return ND_SUCCESS;
   }
-  external_.store(false);
   deferring_thread_.store(std::thread::id(), std::memory_order_relaxed);
   {
     // A consumer that stops driving before its flush(): the deferred work runs as ordinary tasks.
@@ -249,7 +217,7 @@ HRESULT Engine::set_external_driver(bool external) {
     for (auto& fn : deferred_) tasks_.push_back(std::move(fn));
     deferred_.clear();
   }
-  need_driver();  // whatever is registered or queued goes on without the consumer
+  thread_.set_external(false);  // whatever is registered or queued goes on without the consumer
   wake();
   return ND_SUCCESS;
 }

@@ -3,8 +3,8 @@
 // Read Requests, continues blocked transmissions, runs connection-setup timers and posted tasks.
 //
 // Who drives it: progress runs in rounds (wait for readiness, dispatch handlers, run due tasks and timers), and
-// any one thread at a time may run them. By default the engine's own thread does, started when the adapter
-// first needs progress. A consumer that has a loop of its own (the addon's event-loop mode, through
+// any one thread at a time may run them. By default the engine's own thread does (`nd-engine`, ndkit's
+// ProgressDriver, as for the verbs provider), started when the adapter first needs progress. A consumer that has a loop of its own (the addon's event-loop mode, through
 // INDProgress in nd/netdirect_ext.h) takes over with set_external_driver(true): the thread stops, the consumer
 // watches descriptor() and calls progress() when it is readable or next_timeout_ms() has passed, so a
 // completion reaches it with no thread hop. set_external_driver(false) hands progress back to the thread.
@@ -23,12 +23,13 @@
 #include <unordered_set>
 #include <vector>
 
+#include "ndkit/progress_driver.h"
 #include "soft/engine/poll_set.h"
 #include "soft/net/socket.h"
 
 namespace netdirect::soft {
 
-class Engine {
+class Engine final : private ndkit::ProgressDriver::Rounds {
  public:
   static constexpr uint32_t kRead = PollSet::kRead;
   static constexpr uint32_t kWrite = PollSet::kWrite;
@@ -89,7 +90,7 @@ class Engine {
   // drives with progress(). false: the thread takes over again. ND_NOT_SUPPORTED where the poll set has no
   // descriptor to watch.
   HRESULT set_external_driver(bool external);
-  bool external_driver() const { return external_.load(std::memory_order_relaxed); }
+  bool external_driver() const { return thread_.external(); }
   // Readable while a round has something to do (sockets, wake-ups); -1 where the OS offers none.
   intptr_t descriptor() const { return poll_ ? poll_->descriptor() : -1; }
   // One round on the calling thread without waiting. Returns the number of socket events, tasks and timers it
@@ -110,22 +111,15 @@ class Engine {
 
  private:
   uint32_t round(int timeout_ms);  // one wait + dispatch + tasks + due timers; caller holds round_mu_
-  void run();                      // the engine thread
-  void need_driver();              // starts the thread unless an external driver has the engine
-  void stop_thread();
-  void wake();
+  void run_rounds(const std::atomic<bool>& stop) override;  // the engine thread (ProgressDriver::Rounds)
+  void need_driver() { thread_.need(); }  // starts the thread unless an external driver has the engine
+  void wake() override;
   uint32_t run_tasks();
   uint32_t run_timers(int* next_ms);  // runs due timers; *next_ms: until the next one (-1 none, 0 tasks wait)
 
   std::unique_ptr<PollSet> poll_;
   std::atomic<std::thread::id> driver_{};  // the thread running rounds now (see in_engine_thread)
   std::mutex round_mu_;                    // held by whoever runs a round: one driver at a time
-  std::mutex thread_mu_;                   // guards thread_ start/stop
-  std::thread thread_;
-  std::atomic<bool> thread_running_{false};
-  std::atomic<bool> external_{false};
-  std::atomic<bool> closing_{false};  // the engine is being destroyed: no new thread
-  std::atomic<bool> stop_{false};  // the thread leaves its loop (engine destroyed, or an external driver took over)
   std::recursive_mutex dispatch_mu_;   // held while handlers run; remove() waits on it
   std::unordered_set<Handler*> live_;  // guarded by dispatch_mu_
   std::mutex task_mu_;
@@ -138,6 +132,9 @@ class Engine {
   uint64_t next_timer_id_ = 1;                                         // guarded by task_mu_
   std::atomic<std::thread::id> deferring_thread_{};  // between progress(true) and flush() (deferring())
   std::vector<std::function<void()>> deferred_;       // that thread only (defer / flush / set_external_driver)
+  // The engine thread `nd-engine` and its hand-over (ProgressDriver::thread_mu_ is the lock docs/threads.md calls
+  // the engine's thread lock). Last: destroyed first, though ~Engine has closed it already.
+  ndkit::ProgressDriver thread_{"nd-engine", this};
 };
 
 }  // namespace netdirect::soft

@@ -135,6 +135,7 @@ uint32_t StagTable::slot_of_locked(uint32_t stag) const {
 }
 
 StagTable::Entry* StagTable::live_entry_locked(uint32_t stag, Kind kind) {
+  mu_.assert_held();
   const uint32_t slot = slot_of_locked(stag);
   if (slot == kNoSlot) return nullptr;
   Entry& e = entries_[slot];
