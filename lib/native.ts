@@ -343,7 +343,7 @@ export interface NativeBenchBinding {
  * help without it), or, for bench_tcp.cc built alone as its own addon (NETDIRECT_BENCH_TCP_STANDALONE), the module
  * `override` names (NETDIRECT_BENCH_TCP_ADDON).
  */
-export function loadBenchBinding(override?: string): NativeBenchBinding {
+export function loadBenchBinding(override?: string): NativeBenchBinding & Partial<NativeBinding> {
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  return (override ? require(override) : require('./binding.js').binding) as NativeBenchBinding;
+  return (override ? require(override) : require('./binding.js').binding) as NativeBenchBinding & Partial<NativeBinding>;
 }

@@ -6,8 +6,9 @@
 // and runs Progress(): CQ events fire the CQ's armed Notify requests, rdma_cm events advance connectors and
 // listeners. Progress runs under the adapter's progress lock (VerbsAdapter::progress_mu_), and every object that
 // rdma_cm or a completion channel can name (connector, listener, CQ) takes the same lock to unregister and
-// destroy its rdma-core object: an event is therefore never dispatched to a freed object. Lock order:
-// progress_mu_ before an object's own mu_; the adapter's QP table lock (qps_mu_) last. Data-path calls
+// destroy its rdma-core object: an event is therefore never dispatched to a freed object. Lock order
+// (docs/threads.md): progress_mu_ before an object's own mu_; a CQ's mu_ before the adapter's QP table lock
+// (qps_mu_), which comes before a QP's slots_mu_ and an SRQ's mu_. Data-path calls
 // (Send/Write/Read/Receive, GetResults) never take progress_mu_.
 #ifndef NETDIRECT_VERBS_OBJECTS_H_
 #define NETDIRECT_VERBS_OBJECTS_H_

@@ -8,6 +8,7 @@
 import { fork } from 'node:child_process';
 import { existsSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
+import { loadBenchBinding } from '../native.js';
 import { Control, listenControl, type Message } from './control.js';
 import { baselineClient, baselineServer, patternOf, statsOf, type PhaseParams, type RawResult } from './baselines.js';
 import {
@@ -389,8 +390,7 @@ export async function runClient(o: BenchOptions, io: RunIo = defaultIo): Promise
     const report = newReport(o, packageVersion(), tcpMode(o));
     describeConnection(report, side, local);
     try {
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      const b = require('../binding.js').binding;
+      const b = loadBenchBinding();
       report.environment.hardwareCrc32c = b.hardwareCrc32c?.();
       report.environment.crc32c = b.crc32cImplementation?.();
     } catch {

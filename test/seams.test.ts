@@ -1,0 +1,148 @@
+// Every layer reaches the next one only through its seam (docs/architecture.md): a static scan of the includes of
+// binding/ and of lib/bench's imports, no build. The build enforces one of these rules itself (the providers get no
+// Node include path, CMakeLists.txt); the others only this test does. A rule that fails names the file, the line it
+// includes and the folders that layer may include.
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import * as path from 'node:path';
+import { describe, expect, it } from 'vitest';
+
+const ROOT = path.resolve(__dirname, '..');
+const BINDING = path.join(ROOT, 'binding');
+
+function filesUnder(dir: string, exts: RegExp): string[] {
+  const out: string[] = [];
+  for (const name of readdirSync(dir)) {
+    const full = path.join(dir, name);
+    if (statSync(full).isDirectory()) out.push(...filesUnder(full, exts));
+    else if (exts.test(name)) out.push(full);
+  }
+  return out;
+}
+
+/** binding/-relative path -> the quoted and the angle-bracket includes it makes (comments stripped). */
+function includes(): Map<string, { quoted: string[]; system: string[] }> {
+  const map = new Map<string, { quoted: string[]; system: string[] }>();
+  for (const file of filesUnder(BINDING, /\.(cc|h)$/)) {
+    const code = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
+    // A quoted include resolves next to the file first (nd/'s headers name each other so), then from binding/.
+    const here = path.dirname(file);
+    const quoted = [...code.matchAll(/^\s*#\s*include\s+"([^"]+)"/gm)].map((m) =>
+      existsSync(path.join(here, m[1])) ? path.relative(BINDING, path.join(here, m[1])).split(path.sep).join('/') : m[1],
+    );
+    const system = [...code.matchAll(/^\s*#\s*include\s+<([^>]+)>/gm)].map((m) => m[1]);
+    map.set(path.relative(BINDING, file).split(path.sep).join('/'), { quoted, system });
+  }
+  return map;
+}
+
+// The ND faces of the software provider: its IND2* objects at the root of soft/.
+const SOFT_FACES = ['adapter', 'completion_queue', 'connector', 'listener', 'memory_region', 'memory_window', 'provider',
+  'queue_pair', 'shared_receive_queue'].map((n) => `soft/${n}.h`);
+// The queue pair's units that stand on byte buffers (test/native/rx_stream_test.cc, the fuzzers).
+const QP_UNITS = /^soft\/qp\/(rx_stream|tx_context)\.(cc|h)$/;
+
+interface Rule {
+  /** Which files (binding/-relative) the rule covers. */
+  files: RegExp;
+  /** What they may include ("quoted", binding/-relative): a folder prefix ending in '/' or a whole path. */
+  may: string[];
+  why: string;
+}
+
+const RULES: Rule[] = [
+  { files: /^nd\//, may: ['nd/'], why: 'the ND v2 ABI stands alone' },
+  { files: /^ndkit\//, may: ['nd/', 'ndkit/'], why: 'what any provider needs; knows no provider' },
+  { files: /^soft\/wire\//, may: ['nd/', 'soft/wire/'], why: 'codecs on byte buffers' },
+  { files: /^soft\/net\//, may: ['nd/', 'ndkit/', 'soft/net/'], why: 'the socket seam' },
+  { files: /^soft\/memory\//, may: ['nd/', 'ndkit/', 'soft/memory/', 'soft/limits.h'], why: 'STag table and local SGEs' },
+  { files: /^soft\/engine\//, may: ['nd/', 'ndkit/', 'soft/engine/', 'soft/net/'], why: 'progress over a poll set' },
+  {
+    files: QP_UNITS,
+    may: ['nd/', 'ndkit/', 'soft/wire/', 'soft/net/', 'soft/memory/', 'soft/qp/', 'soft/limits.h', 'soft/trace.h', 'soft/env.h'],
+    why: 'the receive stream and transmit context are testable on byte buffers: no ND face, engine or adapter',
+  },
+  {
+    files: /^soft\/cm\/.*\.h$/,
+    may: ['nd/', 'ndkit/', 'soft/wire/', 'soft/net/', 'soft/engine/', 'soft/shm/', 'soft/cm/', 'soft/limits.h'],
+    why: "connection management's interfaces name no ND face (the .cc files drive them)",
+  },
+  {
+    files: /^soft\//,
+    may: ['nd/', 'ndkit/', 'soft/'],
+    why: 'the software provider knows ND v2 and sockets, never the addon, discovery or another provider',
+  },
+  { files: /^verbs\//, may: ['nd/', 'ndkit/', 'verbs/'], why: 'the verbs provider knows ND v2 and rdma-core only' },
+  {
+    files: /^providers\//,
+    may: ['nd/', 'ndkit/', 'providers/', 'soft/provider.h', 'verbs/provider.h'],
+    why: "discovery reaches a provider through its entry header only",
+  },
+  { files: /^delivery\//, may: ['nd/', 'ndkit/', 'delivery/'], why: 'delivery sits below the wrappers' },
+  {
+    files: /^addon\//,
+    may: ['nd/', 'ndkit/', 'addon/', 'delivery/', 'providers/providers.h'],
+    why: 'the wrappers see only ND v2 interfaces: never which provider is behind them',
+  },
+  { files: /^bench\//, may: ['nd/', 'ndkit/', 'addon/', 'delivery/'], why: "ndbench's loops drive the wrappers' ND objects" },
+];
+
+const NODE_HEADERS = /^(napi\.h|node_api\.h|node\.h|uv\.h|js_native_api\.h)$/;
+const NODE_FOLDERS = /^(addon|delivery|bench)\//;
+
+const allowed = (may: string[], inc: string) => may.some((m) => (m.endsWith('/') ? inc.startsWith(m) : inc === m));
+
+describe('binding/: each layer includes only what is below its seam', () => {
+  const all = includes();
+
+  it('finds the tree (a rename that empties a layer must fail here, not pass silently)', () => {
+    for (const folder of ['addon/', 'delivery/', 'providers/', 'bench/', 'ndkit/', 'nd/', 'soft/qp/', 'soft/cm/', 'verbs/']) {
+      expect([...all.keys()].some((f) => f.startsWith(folder)), folder).toBe(true);
+    }
+  });
+
+  for (const rule of RULES) {
+    it(`${rule.files.source}: ${rule.why}`, () => {
+      const bad: string[] = [];
+      for (const [file, { quoted }] of all) {
+        // A file follows the first rule that covers it (the qp units and cm headers before the rest of soft/).
+        if (RULES.find((r) => r.files.test(file)) !== rule) continue;
+        for (const inc of quoted) if (!allowed(rule.may, inc)) bad.push(`${file} includes "${inc}"`);
+      }
+      expect(bad, `may include only ${rule.may.join(', ')}`).toEqual([]);
+    });
+  }
+
+  it('the qp units include no ND face of the software provider', () => {
+    const bad: string[] = [];
+    for (const [file, { quoted }] of all) {
+      if (QP_UNITS.test(file)) for (const inc of quoted) if (SOFT_FACES.includes(inc)) bad.push(`${file} includes "${inc}"`);
+    }
+    expect(bad).toEqual([]);
+  });
+
+  it('only the addon (addon/, delivery/, bench/) includes Node-API or libuv', () => {
+    const bad: string[] = [];
+    for (const [file, { system }] of all) {
+      if (NODE_FOLDERS.test(file)) continue;
+      for (const inc of system) if (NODE_HEADERS.test(inc)) bad.push(`${file} includes <${inc}>`);
+    }
+    expect(bad).toEqual([]);
+  });
+
+  it('every file is covered by a rule', () => {
+    expect([...all.keys()].filter((f) => !RULES.some((r) => r.files.test(f)))).toEqual([]);
+  });
+});
+
+describe('lib/bench/ reaches the addon through lib/native.ts only', () => {
+  it('no lib/bench module imports or requires lib/binding', () => {
+    const bad: string[] = [];
+    for (const file of filesUnder(path.join(ROOT, 'lib', 'bench'), /\.ts$/)) {
+      const code = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/^\s*\/\/.*$/gm, '');
+      if (/(from\s+|require\(\s*|import\(\s*)['"]\.\.\/binding(\.js)?['"]/.test(code)) {
+        bad.push(path.relative(ROOT, file));
+      }
+    }
+    expect(bad).toEqual([]);
+  });
+});
