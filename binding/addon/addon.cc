@@ -283,10 +283,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   // The providers compiled into this addon, whether or not this machine can run them (listProviders() says that):
   // lets lib/ and the install script tell "not built" from "no rdma-core" or "no device".
   Napi::Array built = Napi::Array::New(env);
-  built.Set(built.Length(), Napi::String::New(env, "soft"));
-#ifdef NETDIRECT_HAVE_VERBS
-  built.Set(built.Length(), Napi::String::New(env, "verbs"));
-#endif
+  for (const std::string& name : BuiltProviders()) built.Set(built.Length(), Napi::String::New(env, name));
   exports.Set("builtProviders", built);
   exports.Set("listAddresses", Napi::Function::New(env, ListAddresses, "listAddresses"));
   exports.Set("hardwareCrc32c", Napi::Function::New(env, HardwareCrc32c, "hardwareCrc32c"));

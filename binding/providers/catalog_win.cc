@@ -453,7 +453,7 @@ void ListCatalog(std::vector<ProviderInfo>* out) {
 // Every spec the built-in drivers before it did not claim: 'auto', a catalog name, a DLL name or path.
 bool ClaimsAny(const std::string& /*spec*/) { return true; }
 
-const ProviderDriver kCatalogDriver{20, ListCatalog, ClaimsAny, GetSystemProvider, nullptr};
+const ProviderDriver kCatalogDriver{20, nullptr, ListCatalog, ClaimsAny, GetSystemProvider, nullptr};
 
 }  // namespace
 

@@ -18,6 +18,8 @@ namespace netdirect {
 struct ProviderDriver {
   // Listing order (listProviders(), and which driver is asked first for a spec): lower first.
   int order = 0;
+  // A built-in provider's name (BuiltProviders, the addon's builtProviders); nullptr for the system catalog.
+  const char* builtin = nullptr;
   // Appends what this driver offers to a listing (nothing when it has nothing usable here).
   void (*list)(std::vector<ProviderInfo>* out) = nullptr;
   // True when `spec` ('auto', '', a name or a path) is this driver's to resolve.

@@ -46,6 +46,14 @@ std::vector<ProviderInfo> ListProviders() {
   return list;
 }
 
+std::vector<std::string> BuiltProviders() {
+  std::vector<std::string> names;
+  for (const ProviderDriver* d : Drivers()) {
+    if (d->builtin != nullptr) names.emplace_back(d->builtin);
+  }
+  return names;
+}
+
 HRESULT GetProvider(const std::string& spec, NdPtr<IND2Provider>* provider, std::string* resolvedName,
                     std::string* why) {
   for (const ProviderDriver* d : Drivers()) {

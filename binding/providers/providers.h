@@ -22,6 +22,9 @@ struct ProviderInfo {
 
 std::vector<ProviderInfo> ListProviders();
 
+// The built-in providers compiled in ('soft', and 'verbs' where built), whether or not they can run here.
+std::vector<std::string> BuiltProviders();
+
 // Resolves `spec` ('auto', 'soft', a listed provider name or a DLL path) to a provider instance.
 // On failure returns the status and fills *why with a sentence a person can act on.
 HRESULT GetProvider(const std::string& spec, NdPtr<IND2Provider>* provider, std::string* resolvedName,

@@ -37,7 +37,7 @@ HRESULT Get(const std::string& /*spec*/, NdPtr<IND2Provider>* provider, std::str
   return ND_SUCCESS;
 }
 
-const ProviderDriver kSoftDriver{0, List, Claims, Get, nullptr};
+const ProviderDriver kSoftDriver{0, kSoftName, List, Claims, Get, nullptr};
 
 }  // namespace
 

@@ -75,7 +75,7 @@ bool Prefer(const sockaddr* address, ULONG addressLength, NdPtr<IND2Provider>* p
   return true;
 }
 
-const ProviderDriver kVerbsDriver{10, List, Claims, Get, Prefer};
+const ProviderDriver kVerbsDriver{10, kVerbsName, List, Claims, Get, Prefer};
 
 }  // namespace
 

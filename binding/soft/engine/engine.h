@@ -4,11 +4,11 @@
 //
 // Who drives it: progress runs in rounds (wait for readiness, dispatch handlers, run due tasks and timers), and
 // any one thread at a time may run them. By default the engine's own thread does (`nd-engine`, ndkit's
-// ProgressDriver, as for the verbs provider), started when the adapter first needs progress. A consumer that has a loop of its own (the addon's event-loop mode, through
-// INDProgress in nd/netdirect_ext.h) takes over with set_external_driver(true): the thread stops, the consumer
-// watches descriptor() and calls progress() when it is readable or next_timeout_ms() has passed, so a
-// completion reaches it with no thread hop. set_external_driver(false) hands progress back to the thread.
-// Progress never depends on anyone polling a CQ.
+// ProgressDriver, as for the verbs provider), started when the adapter first needs progress. A consumer that has
+// a loop of its own (the addon's event-loop mode, through INDProgress in nd/netdirect_ext.h) takes over with
+// set_external_driver(true): the thread stops, the consumer watches descriptor() and calls progress() when it is
+// readable or next_timeout_ms() has passed, so a completion reaches it with no thread hop.
+// set_external_driver(false) hands progress back to the thread. Progress never depends on anyone polling a CQ.
 #ifndef NETDIRECT_SOFT_ENGINE_H_
 #define NETDIRECT_SOFT_ENGINE_H_
 
