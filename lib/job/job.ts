@@ -439,7 +439,7 @@ export class Job implements AsyncDisposable {
     unclosed.delete(this);
     if (this._failure === null) for (const c of this._channels) c?.sendControl('exit', `rank ${this.rank} exited (code ${code}) without calling job.close()`);
     // Nothing asynchronous runs after 'exit': in event-loop completion mode an empty cq.poll() drives the
-    // provider once (binding/completion_queue.cc), which transmits what was just posted — the exit message, or
+    // provider once (binding/addon/completion_queue.cc), which transmits what was just posted — the exit message, or
     // the abort message a failed job posted in the same turn as the program's process.exit().
     for (const c of this._channels) {
       try {
