@@ -5,7 +5,11 @@
 //   - connects with netdirect as "rank 1", with the private data the job used before (magic, rank, FNV-1a of the
 //     job id, which it computes from mpiexec's pid) and with the present layout and a made-up proof: each must be
 //     refused;
-//   - holds ATTACK_HOLD silent TCP connections (a slowloris), reopened when dropped, until it exits.
+//   - holds ATTACK_HOLD silent TCP connections (a slowloris) from 127.0.0.1, reopened when dropped, until it exits.
+//     From another source address than the forged connects: the listener keeps at most 128 half-open setups per
+//     address (docs/security.md), so forged connects among 300 holders from one address could be reset by that cap
+//     before the rank reads their private data (seen under the sanitizer tier's slower start), leaving the rank's own
+//     refusal untested.
 // Runs until SIGTERM (or ATTACK_MS milliseconds), then prints one JSON line: { listeners, attempts, refused,
 // accepted, other, held }.
 import { readdirSync, readFileSync, readlinkSync } from 'node:fs';
@@ -58,7 +62,7 @@ const holders = new Set();
 let running = true;
 
 function hold(port) {
-  const s = net.connect({ port, host: address });
+  const s = net.connect({ port, host: address, localAddress: '127.0.0.1' });
   holders.add(s);
   s.on('error', () => undefined);
   s.on('connect', () => out.held++);
