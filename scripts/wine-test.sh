@@ -123,16 +123,30 @@ cp "$ROOT/package.json" "$ROOT/tsconfig.json" "$ROOT/README.md" "$STAGE/"  # REA
 mkdir -p "$STAGE/prebuilds/win32-x64"
 cp "$PREBUILT/netdirect.node" "$PREBUILT/netdirect_soft.dll" "$STAGE/prebuilds/win32-x64/"
 # A config that imports nothing: 'vitest/config' would resolve outside the win32 node_modules.
+# Two projects, as vitest.config.mts runs each completion mode on Linux: 'default' (every suite, 'auto', which is
+# 'thread' on Windows) and 'loop' (the suites that move data and settle requests, NETDIRECT_COMPLETION=loop: CQ
+# notifications on libuv's own completion port, docs/windows-event-loop.md). NETDIRECT_WINE_PROJECTS=default|loop
+# runs one.
 cat >"$STAGE/vitest.windows.config.mjs" <<'EOF'
+const exclude = ['**/node_modules/**', 'test/interop/**', ...(process.env.NETDIRECT_WINE_EXCLUDE || '').split(',').filter(Boolean)];
+const COMPLETION_SUITES = [
+  'test/data.test.ts', 'test/access.test.ts', 'test/lifecycle.test.ts', 'test/lifetime.test.ts', 'test/misc.test.ts',
+  'test/poller.test.ts', 'test/keepalive.test.ts', 'test/posting.test.ts', 'test/srq.test.ts', 'test/handshake.test.ts',
+  'test/cq-overrun.test.ts',
+];
+const want = (process.env.NETDIRECT_WINE_PROJECTS || 'default,loop').split(',');
 export default {
   test: {
-    include: ['test/**/*.test.ts'],
-    exclude: ['**/node_modules/**', 'test/interop/**', ...(process.env.NETDIRECT_WINE_EXCLUDE || '').split(',').filter(Boolean)],
+    exclude,
     pool: 'forks',
     testTimeout: 60_000,
     hookTimeout: 60_000,
     teardownTimeout: 10_000,
     watch: false,
+    projects: [
+      { extends: true, test: { name: 'default', include: ['test/**/*.test.ts'] } },
+      { extends: true, test: { name: 'loop', include: COMPLETION_SUITES, env: { NETDIRECT_COMPLETION: 'loop' } } },
+    ].filter((p) => want.includes(p.test.name)),
   },
 };
 EOF

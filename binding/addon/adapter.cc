@@ -132,6 +132,15 @@ Adapter::Adapter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Adapter>(inf
     napi_get_typedarray_info(env, scratch, &type, &scratchLength_, &data, &buffer, &byteOffset);
     scratchData_ = static_cast<const double*>(data);
     mode_ = modeArg == kModeManual ? kModeManual : kModeThread;
+#ifdef _WIN32
+    // 'loop' on Windows only when asked for: 'auto' stays 'thread' (docs/windows-event-loop.md says why).
+    if (modeArg == kModeLoop) {
+      std::string why;
+      if (!StartWinLoop(env, &why))
+        ThrowNdError(env, "ND_NOT_SUPPORTED", ND_NOT_SUPPORTED, op, "completion 'loop' is not available: " + why);
+      mode_ = kModeLoop;
+    }
+#else
     std::string loopWhy;
     if (modeArg == kModeLoop || modeArg == kModeAuto) {
       UINT64 fd = 0;
@@ -150,13 +159,19 @@ Adapter::Adapter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Adapter>(inf
       if (modeArg == kModeLoop && mode_ != kModeLoop)
         ThrowNdError(env, "ND_NOT_SUPPORTED", ND_NOT_SUPPORTED, op, "completion 'loop' is not available: " + loopWhy);
     }
+#endif
     // The poller's own busy window is thread mode's; in loop mode the loop spins (SpinFromNow) and the poller,
     // run by the loop, keeps every CQ armed.
     poller_.reset(new Poller(&Adapter::Deliver, this, mode_ == kModeThread ? spinMicros : 0, mode_ != kModeManual));
     const char* pollerWhy = nullptr;
-    if (!poller_->Start(file_, mode_ != kModeLoop, &pollerWhy))
+#ifdef _WIN32
+    const bool loopDrivesPoller = false;  // Windows: the poller thread keeps the overlapped requests in every mode
+#else
+    const bool loopDrivesPoller = mode_ == kModeLoop;
+#endif
+    if (!poller_->Start(file_, !loopDrivesPoller, &pollerWhy))
       ThrowNdError(env, "ND_INSUFFICIENT_RESOURCES", ND_INSUFFICIENT_RESOURCES, op, pollerWhy);
-    if (mode_ == kModeLoop) {
+    if (loopDrivesPoller) {
       const char* why = nullptr;
       if (!StartLoop(env, &why))
         ThrowNdError(env, "ND_INSUFFICIENT_RESOURCES", ND_INSUFFICIENT_RESOURCES, op,
@@ -167,9 +182,21 @@ Adapter::Adapter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Adapter>(inf
       tsfn_ = Tsfn::New(env, info[5].As<Napi::Function>(), "netdirect.completions", 0, 1, this);
       tsfnLive_ = true;
       tsfn_.Unref(env);  // nothing pending yet: an idle adapter does not keep the process alive
+#ifdef _WIN32
+      if (winLoop_ != nullptr) {  // CQ batches arrive from libuv's callback: delivered as loop mode delivers
+        onBatch_ = Napi::Persistent(info[5].As<Napi::Function>());
+        asyncContext_.reset(new Napi::AsyncContext(env, "netdirect.completions"));
+      }
+#endif
     }
   } catch (...) {
     StopLoop();
+#ifdef _WIN32
+    if (winLoop_ != nullptr) winLoop_->Detach();
+    winLoop_ = nullptr;
+    if (cqFile_ != nullptr) CloseHandle(cqFile_);
+    cqFile_ = nullptr;
+#endif
     poller_.reset();
     if (tsfnLive_) tsfn_.Abort();
     tsfnLive_ = false;
@@ -440,6 +467,52 @@ void Adapter::OnLoopReady(void* ctx) {
   self->loop_->SetTimeout(ms == INFINITE ? -1 : static_cast<int>(ms));
 }
 
+#ifdef _WIN32
+// ---- Windows event-loop mode (delivery/loop_win.h) ---------------------------------------------------------
+
+bool Adapter::StartWinLoop(Napi::Env env, std::string* why) {
+  // A second overlapped file for the CQs: a file is associated with one port, and libuv's may see nothing but
+  // Notify packets whose OVERLAPPED sits in a uv_async_t (docs/windows-event-loop.md).
+  HRESULT hr = nd_->CreateOverlappedFile(&cqFile_);
+  if (FAILED(hr)) {
+    cqFile_ = nullptr;
+    *why = "the provider refused a second overlapped file (" + std::string(NdStatusName(hr) ? NdStatusName(hr) : "error") + ")";
+    return false;
+  }
+  if (!SetFileCompletionNotificationModes(cqFile_, FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE)) {
+    *why = "the CQs' overlapped file refuses FILE_SKIP_COMPLETION_PORT_ON_SUCCESS";
+    CloseHandle(cqFile_);
+    cqFile_ = nullptr;
+    return false;
+  }
+  winLoop_ = WinLoop::Create(env, cqFile_, &Adapter::DeliverFromWinLoop, this, why);
+  if (winLoop_ == nullptr) {
+    CloseHandle(cqFile_);
+    cqFile_ = nullptr;
+    return false;
+  }
+  return true;
+}
+
+// From libuv's callback on the JS thread, outside any JS scope. Raw Node-API for the scope: while a worker is
+// being terminated every call fails, and a throwing wrapper would turn that into a fatal error.
+void Adapter::DeliverFromWinLoop(void* ctx, Batch* batch) {
+  auto* self = static_cast<Adapter*>(ctx);
+  if (self->closed_) return;
+  napi_env env = self->Env();
+  napi_handle_scope scope;
+  if (napi_open_handle_scope(env, &scope) != napi_ok) return;
+  napi_value fn = nullptr;
+  if (napi_get_reference_value(env, self->onBatch_, &fn) == napi_ok && fn != nullptr) {
+    try {
+      self->OnBatch(Napi::Env(env), Napi::Function(env, fn), batch);
+    } catch (...) {
+    }
+  }
+  napi_close_handle_scope(env, scope);
+}
+#endif
+
 // ---- teardown --------------------------------------------------------------------------------------------
 
 void Adapter::Teardown(bool envExit) {
@@ -456,6 +529,13 @@ void Adapter::Teardown(bool envExit) {
   }
   if (poller_) poller_->Stop();  // waits (bounded) for cancelled requests, so their memory may go now
   poller_.reset();
+#ifdef _WIN32
+  // The CQs' handles close once their cancelled Notify packets are back (WinLoop frees itself then).
+  if (winLoop_ != nullptr) winLoop_->Detach();
+  winLoop_ = nullptr;
+  if (cqFile_ != nullptr) CloseHandle(cqFile_);
+  cqFile_ = nullptr;
+#endif
   deferred_.clear();
   if (tsfnLive_) {
     tsfn_.Abort();  // queued batches are dropped (CallJs with env == nullptr)
@@ -568,7 +648,11 @@ Napi::Value Adapter::Stats(const Napi::CallbackInfo& info) {
   Napi::Object o = Napi::Object::New(env);
   o.Set("batches", Napi::Number::New(env, static_cast<double>(batches_)));
   o.Set("completions", Napi::Number::New(env, static_cast<double>(completions_)));
-  o.Set("wakeups", Napi::Number::New(env, poller_ ? static_cast<double>(poller_->wakeups()) : 0.0));
+  double wakeups = poller_ ? static_cast<double>(poller_->wakeups()) : 0.0;
+#ifdef _WIN32
+  if (winLoop_ != nullptr) wakeups += static_cast<double>(winLoop_->wakeups());
+#endif
+  o.Set("wakeups", Napi::Number::New(env, wakeups));
   o.Set("pending", Napi::Number::New(env, static_cast<double>(pending_)));
   o.Set("spinRounds", Napi::Number::New(env, static_cast<double>(spinRounds_)));
   return o;
@@ -595,7 +679,7 @@ Napi::Value Adapter::CreateCompletionQueue(const Napi::CallbackInfo& info) {
   const char* op = "createCompletionQueue";
   RequireOpen(info, op);
   CompletionQueue::Init init{{kChildCompletionQueue, this, Value()}, {}, ArgU32(info, 0), ArgU32(info, 1)};
-  HRESULT hr = nd_->CreateCompletionQueue(IID_IND2CompletionQueue, file_, init.depth, 0, 0, init.cq.put());
+  HRESULT hr = nd_->CreateCompletionQueue(IID_IND2CompletionQueue, cqFile(), init.depth, 0, 0, init.cq.put());
   if (FAILED(hr)) ThrowNdStatus(info.Env(), hr, op);
   return NewChild(GetAddonData(info.Env())->completionQueueCtor, &init);
 }

@@ -12,6 +12,7 @@
 
 #include "addon/addon.h"
 #include "delivery/event_loop.h"
+#include "delivery/loop_win.h"
 #include "nd/nd2.h"
 #include "ndkit/nd_ptr.h"
 #include "delivery/poller.h"
@@ -152,6 +153,16 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   bool closed() const { return closed_; }
   IND2Adapter* nd() const { return nd_.get(); }
   HANDLE file() const { return file_; }
+  // The overlapped file CQs are created on: in Windows event-loop mode a second one, on libuv's port (loop_win.h).
+  HANDLE cqFile() const {
+#ifdef _WIN32
+    if (cqFile_ != nullptr) return cqFile_;
+#endif
+    return file_;
+  }
+#ifdef _WIN32
+  WinLoop* winLoop() const { return winLoop_; }
+#endif
   Poller* poller() const { return poller_.get(); }
   bool manual() const { return mode_ == kModeManual; }
   bool loopMode() const { return mode_ == kModeLoop; }
@@ -215,6 +226,10 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   bool StartLoop(Napi::Env env, const char** why);
   void StopLoop();
   static bool Deliver(void* ctx, Batch* batch);
+#ifdef _WIN32
+  bool StartWinLoop(Napi::Env env, std::string* why);
+  static void DeliverFromWinLoop(void* ctx, Batch* batch);
+#endif
   static void EnvCleanup(void* arg);
   void OnBatch(Napi::Env env, Napi::Function callback, Batch* batch);
   void Teardown(bool envExit);
@@ -250,6 +265,12 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   // Event-loop mode:
   NdPtr<INDProgress> progress_;  // the provider's progress, driven by this thread (nullptr: none to drive)
   std::unique_ptr<LoopWatch> loop_;
+#ifdef _WIN32
+  // Windows event-loop mode: CQ notifications on libuv's port (loop_win.h); overlapped requests keep the poller
+  // thread and the thread-safe function.
+  WinLoop* winLoop_ = nullptr;  // frees itself after Detach()
+  HANDLE cqFile_ = nullptr;
+#endif
   // Busy-polling in event-loop mode (AdapterOptions.spinMicros; 0: off): after a post or a delivered batch the
   // loop keeps polling the provider, without blocking, until spinUntilNs_ (steady clock), or until nothing is
   // pending. A reply that comes back within the window is found without a wake-up from epoll.

@@ -25,6 +25,16 @@ CompletionQueue::CompletionQueue(const Napi::CallbackInfo& info)
   Napi::Object self = info.This().As<Napi::Object>();
   TagObject(self, kTag);
   BindHotMethod<&CompletionQueue::PollBound>(info.Env(), self, "poll", this);
+#ifdef _WIN32
+  if (init->adapter->winLoop() != nullptr) {
+    // Windows event-loop mode: armed on libuv's port (delivery/loop_win.h).
+    if (!init->adapter->winLoop()->AddCq(state_))
+      ThrowNdError(info.Env(), "ND_INSUFFICIENT_RESOURCES", ND_INSUFFICIENT_RESOURCES, "createCompletionQueue",
+                   "uv_async_init failed for the CQ's event-loop handle");
+    Attach(init);
+    return;
+  }
+#endif
   Attach(init);
   adapter_->poller()->AddCq(state_);  // manual mode: watched for errors only (poller.h)
 }
@@ -39,6 +49,11 @@ CompletionQueue::~CompletionQueue() {
 
 void CompletionQueue::ReleaseNd(bool /*teardown*/) {
   state_->closed.store(true);
+#ifdef _WIN32
+  if (adapter_->winLoop() != nullptr) {
+    adapter_->winLoop()->RemoveCq(state_);  // cancels its Notify; the handle closes when the packet is back
+  } else
+#endif
   adapter_->poller()->RemoveCq(state_);  // the poller cancels its Notify, drains once more (not in manual mode), lets go
   state_->Unref();
   state_ = nullptr;
