@@ -45,12 +45,14 @@ export interface AdapterOptions {
    * variable when the option is absent):
    * - 'loop': the JS thread's event loop watches the provider and settles requests itself, with no thread hop —
    *   the way Node's own sockets work. Needs a provider that can be driven from the loop (the built-in one on
-   *   Linux). A JS thread that blocks (a synchronous spin on memory) also stalls the adapter's progress: yield to
+   *   Linux). On Windows, any provider, asked for explicitly: CQ notifications complete on libuv's completion port
+   *   (docs/windows-event-loop.md; refused with the reason outside the libuv versions checked). A JS thread that blocks (a synchronous spin on memory) also stalls the adapter's progress: yield to
    *   the loop, or call cq.poll(), which drives the provider when the CQ is empty.
    * - 'thread': a poller thread waits for completions and hands them to the JS thread in batches; the provider
    *   progresses on its own thread. Works with every provider.
    * - 'manual': only cq.poll() dequeues completions (promises settle inside poll()); for busy-polling loops.
-   * - 'auto': 'loop' where the provider offers it, else 'thread'. `adapter.completion` tells which was chosen.
+   * - 'auto': 'loop' where the provider offers it, else 'thread' (on Windows: 'thread'). `adapter.completion` tells
+   *   which was chosen.
    */
   completion?: CompletionOption;
   /**
