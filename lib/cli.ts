@@ -5,7 +5,8 @@
 
 import { randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
-import { packageRoot } from './binding.js';
+import * as path from 'node:path';
+import { binding, packageRoot } from './binding.js';
 import { listAddresses, listProviders, openAdapter } from './discovery.js';
 import { NdError, hex32 } from './errors.js';
 import type { AdapterInfo } from './adapter.js';
@@ -29,6 +30,11 @@ const USAGE = `usage: netdirect <command>
                        when it is on another subnet); --facts: print the gathered facts as JSON (for bug reports);
                        --from <facts.json>: diagnose saved facts instead of this machine
                        exit code: 0 no check failed (ok/warn/skip only), 1 a check failed, 2 usage error
+  provider list | install [--dll <path>] | uninstall
+                       Windows: netdirect's software provider (netdirect_soft.dll, beside the addon unless --dll)
+                       in the Winsock catalog as an ND v2 provider (WSCInstallProvider64_32, as vendor installers
+                       do), so ND applications (MS-MPI, the SDK's tools) find it; install and uninstall need an
+                       Administrator and read the catalog back. list: the catalog's ND v2 providers.
   ping -s|-c ...       rping-compatible ping (rdma-core rping's protocol), both roles: netdirect ping -h
   --version, -V        the version of netdirect`;
 
@@ -111,6 +117,45 @@ async function info(args: string[]): Promise<void> {
   }
 }
 
+/** {6E657464-6972-6563-7473-6F6674000000}: netdirect's software provider (binding/soft/provider.h). */
+const SOFT_PROVIDER_GUID = '{6E657464-6972-6563-7473-6F6674000000}';
+
+function softDllPath(): string {
+  const addon = process.env.NETDIRECT_ADDON_PATH || (require('node-gyp-build') as { resolve(dir: string): string }).resolve(packageRoot());
+  return path.join(path.dirname(addon), 'netdirect_soft.dll');
+}
+
+function providerCommand(args: string[]): number {
+  const [sub, ...rest] = args;
+  switch (sub) {
+    case 'list': {
+      if (rest.length > 0) throw new UsageError(`provider list takes no arguments, got ${rest.map((a) => JSON.stringify(a)).join(' ')}`);
+      const system = listProviders().filter((p) => p.kind === 'system');
+      if (system.length === 0) console.log('no ND v2 provider in the Winsock catalog');
+      for (const p of system) {
+        const ours = p.guid?.toUpperCase() === SOFT_PROVIDER_GUID ? '  (netdirect software provider)' : '';
+        console.log(`${p.name}  ${p.guid ?? ''}  ${p.path ?? ''}${ours}`);
+      }
+      return 0;
+    }
+    case 'install': {
+      const dll = option(rest, '--dll') ?? softDllPath();
+      if (rest.length > 0) throw new UsageError(`provider install: unknown argument ${JSON.stringify(rest[0])}`);
+      const how = binding.catalogInstall(path.resolve(dll)) as string;
+      console.log(`netdirect provider install: ${path.resolve(dll)} ${SOFT_PROVIDER_GUID}: ${how}`);
+      return 0;
+    }
+    case 'uninstall': {
+      if (rest.length > 0) throw new UsageError(`provider uninstall takes no arguments, got ${rest.map((a) => JSON.stringify(a)).join(' ')}`);
+      const how = binding.catalogUninstall() as string;
+      console.log(`netdirect provider uninstall: ${SOFT_PROVIDER_GUID}: ${how}`);
+      return 0;
+    }
+    default:
+      throw new UsageError(sub === undefined ? 'provider needs list, install or uninstall' : `provider: unknown subcommand ${JSON.stringify(sub)}`);
+  }
+}
+
 async function doctorCommand(args: string[]): Promise<number> {
   const rest = [...args];
   const peers: string[] = [];
@@ -162,6 +207,8 @@ export async function main(argv: string[]): Promise<number> {
         return 0;
       case 'doctor':
         return await doctorCommand(args);
+      case 'provider':
+        return providerCommand(args);
       case 'ping':
         if (args.includes('-h') || args.includes('--help')) {
           console.log(PING_USAGE);

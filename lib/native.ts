@@ -271,6 +271,10 @@ export interface NativeBinding {
   listProviders(): NativeProviderInfo[];
   /** The providers compiled into the addon ('soft', and 'verbs' where rdma-core's headers were at build time). */
   readonly builtProviders: readonly string[];
+  /** Registers the software provider's DLL (netdirect_soft.dll) in the Winsock catalog as an ND v2 provider; what was done. */
+  catalogInstall(dllPath: string): string;
+  /** Removes it from the catalog; what was done. */
+  catalogUninstall(): string;
   /** Addresses served by a provider (NdQueryAddressList for one provider). */
   listAddresses(provider: string): string[];
   /** True when the software provider's CRC32c uses the CPU's crc32 instruction. */

@@ -34,6 +34,44 @@ describe('netdirect CLI', () => {
     expect(json.provider).toBe((process.platform === 'win32' && process.env.NETDIRECT_PROVIDER) || 'soft');
   });
 
+  it('provider: list, install and uninstall of netdirect_soft.dll in the Winsock catalog; misuse is a usage error', () => {
+    expect(cli('provider').status).toBe(2);
+    const bad = cli('provider', 'frobnicate');
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toMatch(/provider: unknown subcommand "frobnicate"/);
+    expect(cli('provider', 'list', 'x').status).toBe(2);
+    const list = cli('provider', 'list');
+    expect(list.status, list.stderr).toBe(0);
+    const install = cli('provider', 'install');
+    const uninstall = cli('provider', 'uninstall');
+    if (process.platform !== 'win32') {
+      expect(install.status).toBe(1);
+      expect(install.stderr).toMatch(/Winsock catalog exists on Windows only \[ERR_ND_NOT_SUPPORTED\]|ND_NOT_SUPPORTED/);
+      expect(uninstall.status).toBe(1);
+      return;
+    }
+    const missing = cli('provider', 'install', '--dll', path.join(root, 'no-such-provider.dll'));
+    expect(missing.status).toBe(1);
+    expect(missing.stderr).toMatch(/no-such-provider\.dll is not a file/);
+    if (process.env.NETDIRECT_UNDER_WINE) {
+      // Wine's ws2_32: WSCInstallProvider returns 0 and records nothing (no WSCInstallProvider64_32 export), so the
+      // read-back fails the install with the reason; uninstall finds nothing to remove (docs/nd2.md §6.3).
+      expect(install.status).toBe(1);
+      expect(install.stderr).toMatch(/WSCInstallProvider .*reported success but the catalog has no entry/);
+      expect(uninstall.status, uninstall.stderr).toBe(0);
+      expect(uninstall.stdout).toMatch(/not registered/);
+      expect(list.stdout).toMatch(/no ND v2 provider in the Winsock catalog/);
+    } else {
+      // A real Windows: registered and removed again when run as Administrator, refused with the reason otherwise.
+      if (install.status === 0) {
+        expect(cli('provider', 'list').stdout).toMatch(/netdirect software provider/);
+        expect(uninstall.status, uninstall.stderr).toBe(0);
+      } else {
+        expect(install.stderr).toMatch(/Administrator|failed/);
+      }
+    }
+  });
+
   it('doctor and ping misuse are usage errors (exit 2; doctor itself: test/doctor.test.ts)', () => {
     const d = cli('doctor', '--frobnicate');
     expect(d.status).toBe(2);

@@ -20,6 +20,9 @@
 #include "addon/memory_region.h"
 #include "addon/memory_window.h"
 #include "providers/providers.h"
+#ifdef _WIN32
+#include "providers/catalog_win.h"
+#endif
 #include "addon/queue_pair.h"
 #include "delivery/records.h"
 #include "addon/shared_receive_queue.h"
@@ -199,6 +202,37 @@ Napi::Value ListProvidersJs(const Napi::CallbackInfo& info) {
   return out;
 }
 
+// catalogInstall(dllPath) / catalogUninstall(): netdirect_soft.dll in the Winsock catalog (catalog_win.cc);
+// returns what was done, throws NdError with the reason (ND_NOT_SUPPORTED off Windows and where the catalog does
+// not keep the entry, as under Wine).
+Napi::Value CatalogInstall(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* op = "providerInstall";
+  std::string path = ArgString(info, 0, op, "dllPath");
+#ifdef _WIN32
+  std::string how, why;
+  HRESULT hr = InstallSoftProvider(path, &how, &why);
+  if (FAILED(hr)) ThrowNdError(env, NdStatusName(hr) ? NdStatusName(hr) : "ND_UNSUCCESSFUL", hr, op, why);
+  return Napi::String::New(env, how);
+#else
+  (void)path;
+  ThrowNdError(env, "ND_NOT_SUPPORTED", ND_NOT_SUPPORTED, op, "the Winsock catalog exists on Windows only");
+#endif
+}
+
+Napi::Value CatalogUninstall(const Napi::CallbackInfo& info) {
+  Napi::Env env = info.Env();
+  const char* op = "providerUninstall";
+#ifdef _WIN32
+  std::string how, why;
+  HRESULT hr = UninstallSoftProvider(&how, &why);
+  if (FAILED(hr)) ThrowNdError(env, NdStatusName(hr) ? NdStatusName(hr) : "ND_UNSUCCESSFUL", hr, op, why);
+  return Napi::String::New(env, how);
+#else
+  ThrowNdError(env, "ND_NOT_SUPPORTED", ND_NOT_SUPPORTED, op, "the Winsock catalog exists on Windows only");
+#endif
+}
+
 Napi::Value ListAddresses(const Napi::CallbackInfo& info) {
   Napi::Env env = info.Env();
   const char* op = "listAddresses";
@@ -286,6 +320,8 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   for (const std::string& name : BuiltProviders()) built.Set(built.Length(), Napi::String::New(env, name));
   exports.Set("builtProviders", built);
   exports.Set("listAddresses", Napi::Function::New(env, ListAddresses, "listAddresses"));
+  exports.Set("catalogInstall", Napi::Function::New(env, CatalogInstall, "catalogInstall"));
+  exports.Set("catalogUninstall", Napi::Function::New(env, CatalogUninstall, "catalogUninstall"));
   exports.Set("hardwareCrc32c", Napi::Function::New(env, HardwareCrc32c, "hardwareCrc32c"));
   exports.Set("crc32cImplementation", Napi::Function::New(env, Crc32cImplementation, "crc32cImplementation"));
   exports.Set("Adapter", data->adapterCtor.Value());

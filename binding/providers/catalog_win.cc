@@ -459,6 +459,125 @@ const ProviderDriver kCatalogDriver{20, nullptr, ListCatalog, ClaimsAny, GetSyst
 
 NETDIRECT_PROVIDER_DRIVER(kCatalogDriver);
 
+// ---- registering netdirect_soft.dll (netdirect provider install|uninstall) --------------------------------
+//
+// As vendor ND v2 installers do (docs/nd2.md §6; the SDK's docs/NetworkDirectSPI.md): one WSAPROTOCOL_INFOW per
+// address family, with the ND service and provider flags, iVersion ND_VERSION_2, iSocketType -1, iProtocol 0 and
+// the provider's GUID, through WSCInstallProvider64_32 (64-bit and 32-bit catalogs under one catalog id) where
+// ws2_32 exports it, else WSCInstallProvider. A reported success is not trusted: the catalog is read back, and
+// an entry that did not appear fails with the reason (Wine's WSCInstallProvider returns 0 and records nothing).
+
+namespace {
+
+using InstallFn = int(WSPAPI*)(LPGUID, const WCHAR*, LPWSAPROTOCOL_INFOW, DWORD, LPINT);
+using DeinstallFn = int(WSPAPI*)(LPGUID, LPINT);
+
+FARPROC Ws2Proc(const char* name) {
+  HMODULE ws2 = GetModuleHandleW(L"ws2_32.dll");
+  return ws2 == nullptr ? nullptr : GetProcAddress(ws2, name);
+}
+
+bool SoftInCatalog(std::wstring* path) {
+  std::string why;
+  for (const CatalogEntry& e : EnumerateCatalog(&why)) {
+    if (IsEqualGUID(e.id, NETDIRECT_SOFT_PROVIDER_ID)) {
+      if (path != nullptr) *path = e.path;
+      return true;
+    }
+  }
+  return false;
+}
+
+}  // namespace
+
+HRESULT InstallSoftProvider(const std::string& dllPath, std::string* how, std::string* why) {
+  if (!WinsockReady()) {
+    *why = "WSAStartup failed";
+    return ND_UNSUCCESSFUL;
+  }
+  const std::wstring path = Wide(dllPath);
+  const DWORD attrs = GetFileAttributesW(path.c_str());
+  if (attrs == INVALID_FILE_ATTRIBUTES || (attrs & FILE_ATTRIBUTE_DIRECTORY) != 0) {
+    *why = dllPath + " is not a file";
+    return ND_INVALID_PARAMETER;
+  }
+  std::wstring existing;
+  if (SoftInCatalog(&existing)) {
+    if (_wcsicmp(existing.c_str(), path.c_str()) == 0) {
+      *how = "already registered";
+      return ND_SUCCESS;
+    }
+    *why = "the catalog already has netdirect's provider at " + Utf8(existing) +
+           "; run 'netdirect provider uninstall' first";
+    return ND_INVALID_PARAMETER;
+  }
+  WSAPROTOCOL_INFOW infos[2] = {};
+  const int families[2] = {AF_INET, AF_INET6};
+  for (int i = 0; i < 2; ++i) {
+    WSAPROTOCOL_INFOW& p = infos[i];
+    p.dwServiceFlags1 = kNdServiceFlags;
+    p.dwProviderFlags = kNdProviderFlags;
+    p.ProviderId = NETDIRECT_SOFT_PROVIDER_ID;
+    p.ProtocolChain.ChainLen = BASE_PROTOCOL;
+    p.iVersion = ND_VERSION_2;
+    p.iAddressFamily = families[i];
+    p.iMaxSockAddr = static_cast<int>(sizeof(sockaddr_in6));
+    p.iMinSockAddr = static_cast<int>(families[i] == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6));
+    p.iSocketType = -1;
+    p.iProtocol = 0;
+    p.iProtocolMaxOffset = 0;
+    p.iNetworkByteOrder = BIGENDIAN;
+    p.iSecurityScheme = SECURITY_PROTOCOL_NONE;
+    wcsncpy(p.szProtocol, families[i] == AF_INET ? L"netdirect software iWARP (ND v2, IPv4)" : L"netdirect software iWARP (ND v2, IPv6)",
+            WSAPROTOCOL_LEN);
+  }
+  auto install64_32 = reinterpret_cast<InstallFn>(reinterpret_cast<void*>(Ws2Proc("WSCInstallProvider64_32")));
+  InstallFn install = install64_32 != nullptr ? install64_32 : &WSCInstallProvider;
+  *how = install64_32 != nullptr ? "WSCInstallProvider64_32" : "WSCInstallProvider (ws2_32 has no WSCInstallProvider64_32)";
+  GUID id = NETDIRECT_SOFT_PROVIDER_ID;
+  INT err = 0;
+  if (install(&id, path.c_str(), infos, 2, &err) != 0) {
+    *why = std::string(install64_32 != nullptr ? "WSCInstallProvider64_32" : "WSCInstallProvider") + " failed (Winsock error " +
+           std::to_string(err) + (err == WSAEACCES || err == WSANO_RECOVERY ? "; run as Administrator" : "") + ")";
+    return ND_UNSUCCESSFUL;
+  }
+  if (!SoftInCatalog(nullptr)) {
+    *why = *how + " reported success but the catalog has no entry for {6E657464-6972-6563-7473-6F6674000000} "
+           "afterwards (Wine's ws2_32 implements it as a stub that records nothing)";
+    return ND_NOT_SUPPORTED;
+  }
+  return ND_SUCCESS;
+}
+
+HRESULT UninstallSoftProvider(std::string* how, std::string* why) {
+  if (!WinsockReady()) {
+    *why = "WSAStartup failed";
+    return ND_UNSUCCESSFUL;
+  }
+  if (!SoftInCatalog(nullptr)) {
+    *how = "not registered";
+    return ND_SUCCESS;
+  }
+  GUID id = NETDIRECT_SOFT_PROVIDER_ID;
+  INT err = 0;
+  if (WSCDeinstallProvider(&id, &err) != 0) {
+    *why = "WSCDeinstallProvider failed (Winsock error " + std::to_string(err) +
+           (err == WSAEACCES || err == WSANO_RECOVERY ? "; run as Administrator" : "") + ")";
+    return ND_UNSUCCESSFUL;
+  }
+  *how = "WSCDeinstallProvider";
+  // The 32-bit catalog's entry (WSCInstallProvider64_32 made one there too).
+  if (auto deinstall32 = reinterpret_cast<DeinstallFn>(reinterpret_cast<void*>(Ws2Proc("WSCDeinstallProvider32")))) {
+    err = 0;
+    if (deinstall32(&id, &err) == 0) *how += " + WSCDeinstallProvider32";
+  }
+  if (SoftInCatalog(nullptr)) {
+    *why = "WSCDeinstallProvider reported success but the catalog still lists netdirect's provider";
+    return ND_UNSUCCESSFUL;
+  }
+  return ND_SUCCESS;
+}
+
 }  // namespace netdirect
 
 #endif  // _WIN32

@@ -7,6 +7,9 @@ import { ALLOWED_BLOCKED, ENABLED_DISABLED, Findings, GPO_BOOLEAN, ND_TECHNOLOGY
 import { type DoctorCheck, type DoctorFacts, type LocalNetworkFact } from './facts.js';
 import { dllPathOf } from './gather.js';
 
+/** netdirect's software provider in the catalog (binding/soft/provider.h NETDIRECT_SOFT_PROVIDER_ID). */
+const SOFT_PROVIDER_GUID = '{6E657464-6972-6563-7473-6F6674000000}';
+
 function providerChecks(facts: DoctorFacts): DoctorCheck[] {
   const title = 'ND v2 provider in the Winsock catalog';
   if (!Array.isArray(facts.providers)) {
@@ -32,6 +35,8 @@ function providerChecks(facts: DoctorFacts): DoctorCheck[] {
       '# Then check: netdirect list   (a provider of kind "system" with its DLL path)',
       "# Until then netdirect can load a provider DLL by path: openAdapter(address, { provider: '<dll path>' }) or",
       "# NETDIRECT_PROVIDER=<dll path>; provider: 'soft' is netdirect's built-in software iWARP provider.",
+      "# Without RDMA hardware: 'netdirect provider install' (as Administrator) registers netdirect's software",
+      '# iWARP provider (netdirect_soft.dll) in the catalog, for any ND application (MS-MPI, the SDK tools).',
     ];
     out.push(check('nd-provider', title, 'fail', detail.join('\n'), fix.join('\n')));
     out.push(check('nd-provider-dll', 'ND v2 provider DLL present', 'skip', 'no catalog provider to check'));
@@ -41,7 +46,13 @@ function providerChecks(facts: DoctorFacts): DoctorCheck[] {
         'nd-provider',
         title,
         'ok',
-        system.map((p) => `${p.name}${p.guid ? ` ${p.guid}` : ''}: ${p.path ?? '(no DLL path)'}`).join('\n'),
+        system
+          .map(
+            (p) =>
+              `${p.name}${p.guid ? ` ${p.guid}` : ''}: ${p.path ?? '(no DLL path)'}` +
+              (p.guid?.toUpperCase() === SOFT_PROVIDER_GUID ? " (netdirect's software provider: 'netdirect provider install')" : ''),
+          )
+          .join('\n'),
       ),
     );
     const files = new Findings();
