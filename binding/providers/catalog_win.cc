@@ -461,7 +461,7 @@ NETDIRECT_PROVIDER_DRIVER(kCatalogDriver);
 
 // ---- registering netdirect_soft.dll (netdirect provider install|uninstall) --------------------------------
 //
-// As vendor ND v2 installers do (docs/nd2.md §6; the SDK's docs/NetworkDirectSPI.md): one WSAPROTOCOL_INFOW per
+// As vendor ND v2 installers do (docs/nd2.md §6; NetworkDirectSPI.md in microsoft/NetworkDirect): one WSAPROTOCOL_INFOW per
 // address family, with the ND service and provider flags, iVersion ND_VERSION_2, iSocketType -1, iProtocol 0 and
 // the provider's GUID, through WSCInstallProvider64_32 (64-bit and 32-bit catalogs under one catalog id) where
 // ws2_32 exports it, else WSCInstallProvider. A reported success is not trusted: the catalog is read back, and
