@@ -13,8 +13,9 @@ afterAll(async () => {
 
 // 'loop' mode makes the overrun certain: the 64 Sends below leave inline while the JS thread posts them, and the
 // server's completions are only taken when that thread next runs the event loop, by which time all 64 are in (the
-// software provider reads them in one round; a device places them as they arrive). Elsewhere (Windows offers no
-// 'loop') a poller thread may keep up with a small CQ. 'manual' makes it certain too: the application polls, and
+// software provider reads them in one round; a device places them as they arrive). On Windows, where 'loop' only
+// moves the CQ's notification onto the event loop (the provider's engine thread still places each Send as it
+// arrives, and each Notify packet drains the CQ) and 'thread' has a poller thread, a small CQ may keep up. 'manual' makes it certain too: the application polls, and
 // this one does not; the poller watches each CQ for errors only (Notify ND_CQ_NOTIFY_ERRORS) and reports the overrun.
 const MODES = process.platform === 'win32' ? (['manual'] as const) : (['loop', 'manual'] as const);
 
