@@ -20,9 +20,6 @@
 #include "addon/memory_region.h"
 #include "addon/memory_window.h"
 #include "providers/providers.h"
-#ifdef _WIN32
-#include "providers/catalog_win.h"
-#endif
 #include "addon/queue_pair.h"
 #include "delivery/records.h"
 #include "addon/shared_receive_queue.h"

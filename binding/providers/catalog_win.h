@@ -17,12 +17,6 @@ std::vector<ProviderInfo> ListSystemProviders();
 HRESULT GetSystemProvider(const std::string& spec, NdPtr<IND2Provider>* provider, std::string* resolvedName,
                           std::string* why);
 
-// Registers dllPath as netdirect's ND v2 provider (NETDIRECT_SOFT_PROVIDER_ID) in the Winsock catalog / removes it,
-// then reads the catalog back. *how names the call made ("already registered", "not registered" when nothing
-// was to do); a failure's *why says what to do.
-HRESULT InstallSoftProvider(const std::string& dllPath, std::string* how, std::string* why);
-HRESULT UninstallSoftProvider(std::string* how, std::string* why);
-
 }  // namespace netdirect
 
 #endif  // _WIN32

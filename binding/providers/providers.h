@@ -46,6 +46,14 @@ const char* SoftCrc32cImplementation();  // NdSoftCrc32cImplementation
 
 std::string GuidString(const GUID& g);
 
+#ifdef _WIN32
+// Windows (providers/catalog_win.cc): registers dllPath as netdirect's ND v2 provider (NETDIRECT_SOFT_PROVIDER_ID)
+// in the Winsock catalog / removes it, then reads the catalog back. *how names the call made ("already
+// registered", "not registered" when nothing was to do); a failure's *why says what to do.
+HRESULT InstallSoftProvider(const std::string& dllPath, std::string* how, std::string* why);
+HRESULT UninstallSoftProvider(std::string* how, std::string* why);
+#endif
+
 }  // namespace netdirect
 
 #endif  // NETDIRECT_PROVIDERS_H_
