@@ -114,7 +114,10 @@ export async function pmiSocket(env: NodeJS.ProcessEnv, launcher: string, timeou
     } catch (err) {
       throw refuse(`is not open in this process (${(err as NodeJS.ErrnoException).code ?? (err as Error).message})`, err);
     }
-    if (!stat.isSocket()) {
+    // On Windows a descriptor the parent passed (a socketpair or pipe of node's spawn, which is all a PMI_FD can be
+    // there) is a named pipe that fstat reports as none of these kinds: libuv opens it as a pipe, and the socket
+    // below fails if it cannot (test/job.test.ts runs the PMI-2 socketpair case in the Windows tier).
+    if (!stat.isSocket() && process.platform !== 'win32') {
       const kind = stat.isFIFO() ? 'a pipe' : stat.isFile() ? 'a file' : stat.isCharacterDevice() ? 'a terminal or device' : stat.isDirectory() ? 'a directory' : 'an eventfd, epoll or other descriptor';
       throw refuse(`is ${kind} in this process, not the launcher's socket`);
     }
