@@ -108,7 +108,8 @@ export function bufferRange(
 /** Why a Buffer that covers only part of its ArrayBuffer is refused, and what to register instead. */
 function partialBufferMessage(buffer: Buffer, backing: ArrayBuffer): string {
   const what = `this Buffer (${buffer.byteLength} bytes at offset ${buffer.byteOffset}) is a view of part of a ${backing.byteLength}-byte ArrayBuffer`;
-  if (backing.byteLength === Buffer.poolSize) {
+  // The pool's ArrayBuffer is Buffer.poolSize bytes up to Node 24, 64 more since Node 26 (alignment): ask the pool itself.
+  if (backing.byteLength === Buffer.poolSize || backing.byteLength === Buffer.allocUnsafe(1).buffer.byteLength) {
     return (
       `${what}, Node's shared Buffer pool (Buffer.from, Buffer.allocUnsafe and Buffer.concat use it for small buffers): ` +
       'registering it would expose and pin unrelated data to the peer; register a dedicated buffer instead: ' +
