@@ -184,7 +184,7 @@ export async function openAdapter(addressOrOptions?: string | AdapterSelection, 
       if (peer !== undefined && (typeof peer !== 'string' || peer.length === 0)) {
         throw misuse(ERR_ND_INVALID_ARGUMENT, op, `peer must be the peer's address or host name, got ${describe(peer)}`);
       }
-      address = peer !== undefined ? await localAddressFor(peer, op) : await firstLocalAddress(providerOf(options.provider, op), op);
+      address = peer !== undefined ? await localAddressFor(peer, op) : firstLocalAddress(providerOf(options.provider, op), op);
     } else {
       throw misuse(ERR_ND_INVALID_ARGUMENT, op, `address must be a local IP address string (or pass { peer } alone), got ${describe(addressOrOptions)}`);
     }
@@ -208,7 +208,7 @@ export async function openAdapter(addressOrOptions?: string | AdapterSelection, 
     try {
       adapter = new Adapter(nativeBinding(), host, provider, completion, spinMicros);
     } catch (err) {
-      throw await notLocalHint(err, host, provider);
+      throw notLocalHint(err, host, provider);
     }
     if (sharedMemory !== undefined) adapter._native.sharedMemory(sharedMemory);
     return adapter;
@@ -263,7 +263,7 @@ async function localAddressFor(peer: string, op: string): Promise<string> {
 }
 
 /** This host's first address the provider serves, preferring one that other hosts can reach. */
-async function firstLocalAddress(provider: string, op: string): Promise<string> {
+function firstLocalAddress(provider: string, op: string): string {
   const all = nativeBinding().listAddresses(provider);
   const reachable = (a: string) => !/^(127\.|::1$|fe80:)/i.test(a);
   const pick = all.find((a) => reachable(a) && isIP(a) === 4) ?? all.find(reachable) ?? all[0];
@@ -275,7 +275,7 @@ async function firstLocalAddress(provider: string, op: string): Promise<string> 
  * ND_INVALID_ADDRESS for an address no adapter serves usually means a peer's address was passed: say which
  * addresses are local and how to pick the one that reaches the peer.
  */
-async function notLocalHint(err: unknown, host: string, provider: string): Promise<unknown> {
+function notLocalHint(err: unknown, host: string, provider: string): unknown {
   if (!(err instanceof NdError) || err.code !== 'ND_INVALID_ADDRESS') return err;
   let local: string[] = [];
   try {

@@ -1,7 +1,7 @@
 // Errors of the job layer: every one is an NdError. Those caused by a peer carry `peer` (its rank) and name it
 // in the message; those of the launcher's protocol carry the launcher's name.
 
-import { ERR_ND_ABORTED, ERR_ND_JOB_AUTH, ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_MISMATCH, ERR_ND_JOB_PEER, ERR_ND_JOB_TIMEOUT, NdError } from '../errors.js';
+import { ERR_ND_ABORTED, ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, ERR_ND_JOB_AUTH, ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_MISMATCH, ERR_ND_JOB_PEER, ERR_ND_JOB_TIMEOUT, NdError } from '../errors.js';
 
 export { ERR_ND_JOB_AUTH, ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_MISMATCH, ERR_ND_JOB_PEER, ERR_ND_JOB_TIMEOUT };
 
@@ -30,6 +30,17 @@ export interface Limit {
   /** The timeout the deadline came from, for messages. */
   readonly timeoutMs: number;
   readonly signal?: AbortSignal;
+}
+
+/**
+ * Checks a call's { timeoutMs, signal } (either may be absent): timeoutMs an integer min..2^31-1 (setTimeout's
+ * range), signal an AbortSignal. Every job call that waits takes these two the same way.
+ */
+export function checkWaitOptions(operation: string, timeoutMs: unknown, signal: unknown, min = 1): void {
+  if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || (timeoutMs as number) < min || (timeoutMs as number) > 0x7fffffff)) {
+    throw new NdError(ERR_ND_OUT_OF_RANGE, 0, operation, `${operation}: timeoutMs must be an integer ${min}..${0x7fffffff}, got ${String(timeoutMs)}`);
+  }
+  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new NdError(ERR_ND_INVALID_ARGUMENT, 0, operation, `${operation}: signal must be an AbortSignal`);
 }
 
 export function limitOf(timeoutMs: number, signal?: AbortSignal): Limit {

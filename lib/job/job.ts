@@ -11,7 +11,7 @@ import { MAX_JOB_SIZE, Singleton } from './bootstrap.js';
 import { Channel, SPACE_USER, type Message } from './channel.js';
 import * as coll from './collectives.js';
 import { detectLauncher, LAUNCHERS } from './detect.js';
-import { authError, bootstrapError, bounded, limitOf, mismatchError, peerError, strictUint, timeoutError, abortError, ERR_ND_JOB_BOOTSTRAP, type JobError, type Limit } from './errors.js';
+import { authError, bootstrapError, bounded, checkWaitOptions, limitOf, mismatchError, peerError, strictUint, timeoutError, abortError, ERR_ND_JOB_BOOTSTRAP, type JobError, type Limit } from './errors.js';
 import { Pmi1 } from './pmi1.js';
 import { Pmi2 } from './pmi2.js';
 import { checkSecret, makeJobSecret, RendezvousClient } from './rendezvous.js';
@@ -119,10 +119,7 @@ export async function join(options: JoinOptions = {}): Promise<Job> {
   if (typeof options !== 'object' || options === null) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, 'join', 'join: options must be an object');
   const env = options.env ?? process.env;
   const timeoutMs = options.timeoutMs ?? 60_000;
-  if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 0x7fffffff) {
-    throw new NdError('ERR_ND_OUT_OF_RANGE', 0, 'join', `join: timeoutMs must be an integer 1..${0x7fffffff}, got ${String(timeoutMs)}`);
-  }
-  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, 'join', 'join: signal must be an AbortSignal');
+  checkWaitOptions('join', timeoutMs, options.signal);
   if (options.signal?.aborted) throw abortError('join', options.signal);
   const limit = limitOf(timeoutMs, options.signal);
   let launcher: LauncherName;
@@ -786,11 +783,10 @@ export class Job implements AsyncDisposable {
   close(options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<void> {
     if (this._closing) return this._closing;
     const timeoutMs = options?.timeoutMs ?? this._timeoutMs;
-    if (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 0x7fffffff) {
-      return Promise.reject(new NdError('ERR_ND_OUT_OF_RANGE', 0, 'close', `close: timeoutMs must be an integer 1..${0x7fffffff}, got ${String(timeoutMs)}`));
-    }
-    if (options?.signal !== undefined && !(options.signal instanceof AbortSignal)) {
-      return Promise.reject(new NdError('ERR_ND_INVALID_ARGUMENT', 0, 'close', 'close: signal must be an AbortSignal'));
+    try {
+      checkWaitOptions('close', timeoutMs, options?.signal);
+    } catch (err) {
+      return Promise.reject(err);
     }
     return (this._closing = this._teardown(true, limitOf(timeoutMs, options?.signal)));
   }
@@ -951,10 +947,7 @@ export interface SendrecvOptions extends WaitOptions {
 function waitLimit(options: WaitOptions | undefined, operation: string): Limit | undefined {
   const timeoutMs = options?.timeoutMs;
   const signal = options?.signal;
-  if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > 0x7fffffff)) {
-    throw new NdError('ERR_ND_OUT_OF_RANGE', 0, operation, `${operation}: timeoutMs must be an integer 1..${0x7fffffff}, got ${String(timeoutMs)}`);
-  }
-  if (signal !== undefined && !(signal instanceof AbortSignal)) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, operation, `${operation}: signal must be an AbortSignal`);
+  checkWaitOptions(operation, timeoutMs, signal);
   if (timeoutMs === undefined && signal === undefined) return undefined;
   return limitOf(timeoutMs ?? 0x7fffffff, signal);
 }

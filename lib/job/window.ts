@@ -9,7 +9,7 @@
 
 import { MemoryRegion, NdError, type Local, type RemoteMemory } from '../index.js';
 import type { Job } from './job.js';
-import { abortError, limitOf, timeoutError, type JobError } from './errors.js';
+import { abortError, checkWaitOptions, limitOf, timeoutError, type JobError } from './errors.js';
 
 export interface WindowOptions {
   /** Let other ranks put into this rank's window (default true). */
@@ -162,10 +162,7 @@ export class Window implements AsyncDisposable {
       if (!Number.isSafeInteger(count) || count < 0) throw new NdError('ERR_ND_OUT_OF_RANGE', 0, op, `${op}: count must be a non-negative safe integer, got ${String(count)}`);
       if (typeof options !== 'object' || options === null) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, op, `${op}: options must be an object`);
       const { timeoutMs, signal } = options;
-      if (timeoutMs !== undefined && (!Number.isSafeInteger(timeoutMs) || timeoutMs < 0 || timeoutMs > 0x7fffffff)) {
-        throw new NdError('ERR_ND_OUT_OF_RANGE', 0, op, `${op}: timeoutMs must be an integer 0..${0x7fffffff}, got ${String(timeoutMs)}`);
-      }
-      if (signal !== undefined && !(signal instanceof AbortSignal)) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, op, `${op}: signal must be an AbortSignal`);
+      checkWaitOptions(op, timeoutMs, signal, 0);
       if (this.failure) throw this.failure;
       if (this.counts[from] >= count) {
         this.counts[from] -= count;
