@@ -9,6 +9,7 @@
 import { ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, misuse } from './errors.js';
 import type { Local, RemoteMemory } from './memory-region.js';
 import type { PostOptions, QueuePair } from './queue-pair.js';
+import type { PreparedRequest } from './prepared.js';
 import { K_READ, K_RECEIVE, K_SEND, K_WRITE } from './records.js';
 import type { Pins } from './requests.js';
 import { checkIndex, checkOptions, describe } from './validate.js';
@@ -126,6 +127,20 @@ export class PostBatch {
   /** Adds a receive (see qp.receive()); options: context. */
   receive(local: Local, options?: PostOptions): this {
     this._qp._batchAdd(this, K_RECEIVE, 'receive', local, undefined, options);
+    return this;
+  }
+
+  /**
+   * Adds a prepared request (qp.prepare()) of the batch's queue pair, checked by its handle: only the offset and
+   * length are checked here (see PreparedRequest.post()).
+   *
+   * @param prepared - a request of this batch's queue pair.
+   * @param offset - byte offset into the remote memory (Read and Write; default the prepared one).
+   * @param length - bytes to move, at most prepared.bytes (default all).
+   * @param context - returned as the completion's `context`.
+   */
+  add(prepared: PreparedRequest, offset?: number, length?: number, context?: unknown): this {
+    this._qp._batchAddPrepared(this, prepared, offset, length, context);
     return this;
   }
 

@@ -46,6 +46,7 @@ import { MemoryWindow } from './memory-window.js';
 import { SharedReceiveQueue } from './shared-receive-queue.js';
 import { SlotQueue, Waiting, maxQueuedOf, neverPosted, type SlotOwner } from './waiting.js';
 import { DESC_WORDS, PostBatch, checkBatchOptions, type BatchOptions } from './batch.js';
+import { PreparedRequest, checkPrepareOp, type PrepareOptions } from './prepared.js';
 
 export { DEFAULT_MAX_QUEUED } from './waiting.js';
 import type { Connector } from './connector.js';
@@ -95,6 +96,7 @@ const SEND_KEYS = ['solicited', 'inline', 'fence'] as const;
 const WRITE_KEYS = ['offset', 'inline', 'fence'] as const;
 const READ_KEYS = ['offset', 'fence'] as const;
 const POST_KEYS = ['offset', 'context', 'silent', 'inline', 'solicited', 'fence'] as const;
+const PREPARE_KEYS = ['offset', 'silent', 'inline', 'solicited', 'fence'] as const;
 const BIND_ACCESS_KEYS = ['read', 'write'] as const;
 const KEYS_OF: Record<string, readonly string[]> = { send: SEND_KEYS, write: WRITE_KEYS, read: READ_KEYS, receive: [] };
 
@@ -459,6 +461,114 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
    */
   batch(options?: BatchOptions): PostBatch {
     return new PostBatch(this, checkBatchOptions(options), Math.max(this.maxInitiatorSge, this.maxReceiveSge));
+  }
+
+  /**
+   * A request validated once and posted by handle (prepared.post(offset, length, context)): its local memory, remote
+   * memory and flags are fixed here; each post passes only the remote offset, the length and a context, allocates
+   * nothing, and completes through cq.poll() / cq.pollInto() as qp.post() does. batch.add(prepared, ...) puts one
+   * into a PostBatch. The handle does not pin its regions (each post does, until its completion).
+   *
+   * @param op - the request type.
+   * @param local - local memory, as for send()/receive()/read()/write().
+   * @param remote - the peer's memory, for 'read' and 'write' only.
+   * @param options - offset (the default remote offset of each post), silent, inline, solicited, fence.
+   * @throws {@link NdError} what qp.post() throws for the same request before posting (misuse codes, ERR_ND_CLOSED);
+   *   ERR_ND_INVALID_ARGUMENT for a silent receive.
+   */
+  prepare(op: 'send' | 'receive' | 'read' | 'write', local: Local, remote?: RemoteMemory, options?: PrepareOptions): PreparedRequest {
+    checkPrepareOp(op);
+    const kind = POST_KINDS[op];
+    const flags = flagsOf(options, op, PREPARE_KEYS);
+    if (kind === K_RECEIVE && (flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0) {
+      throw misuse(ERR_ND_INVALID_ARGUMENT, op, 'receives cannot be silent');
+    }
+    const maxSge = kind === K_RECEIVE ? this.maxReceiveSge : kind === K_READ ? this.maxReadSge : this.maxInitiatorSge;
+    const triples = new Float64Array(maxSge * 3);
+    const offset = options?.offset;
+    const p = this._prepare(kind, op, local, remote, offset, triples, 0);
+    let remoteLength = 0;
+    if (p.address !== undefined) {
+      remoteLength = (remote as RemoteMemory).length;
+      // Every post's range lies inside the remote memory: it must not wrap 2^64 as a whole.
+      if (p.address > WRAP_RISK && p.address + BigInt(remoteLength) > TOP) {
+        throw misuse(ERR_ND_OUT_OF_RANGE, op, 'the remote range wraps around 2^64');
+      }
+    }
+    return new PreparedRequest(this, op, kind, flags, triples.slice(0, p.nSge * 3), p.nSge, p.bytes, p.pins, p.address, remoteLength, p.token, p.offset);
+  }
+
+  /** @internal PreparedRequest.post(): posts it with the scratch array and the single-request native call. */
+  _postPrepared(p: PreparedRequest, offset: number | undefined, length: number | undefined, context: unknown): void {
+    const kind = p._kind;
+    const op = p.operation;
+    try {
+      this._checkPostable(op);
+      if (p._qp !== this) throw misuse(ERR_ND_INVALID_ARGUMENT, op, 'the prepared request belongs to another queue pair');
+      checkPins(p._pins, op);
+      const queue = kind === K_RECEIVE ? this._rq : this._iq;
+      if (queue.queued > 0 || queue.outstanding >= queue.depth) throw preparedCannotWait(queue, op);
+    } catch (err) {
+      throw callerStack(asNdError(err, op));
+    }
+    const nSge = p._fill(this._ctx.scratch, 0, offset, length, op);
+    const bytes = length ?? p.bytes;
+    const a = this._ctx;
+    const e = a.requests.acquire();
+    e.kind = kind;
+    e.operation = op;
+    e.owner = this;
+    e.raw = true;
+    e.context = context;
+    e.bytes = bytes;
+    e.remoteAddress = p._address;
+    e.remoteOffset = p._postOffset;
+    e.remoteToken = p._token;
+    e.seq = ++this._seq;
+    e.silent = (p._flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0;
+    try {
+      this._native.post(kind | (p._flags << 8), e.id, nSge, p._address ?? 0n, p._postOffset, p._token);
+    } catch (err) {
+      a.requests.release(e);
+      throw callerStack(this._postError(asNdError(err, op), bytes));
+    }
+    e.pins = p._pins;
+    pin(p._pins);
+    if (kind === K_RECEIVE) this._rq.outstanding++;
+    else this._iq.outstanding++;
+    if (e.silent) this._silent.push(e);
+    else this._inflight.begin();
+  }
+
+  /** @internal PostBatch.add(): a prepared request of this queue pair into the batch. */
+  _batchAddPrepared(b: PostBatch, p: PreparedRequest, offset: number | undefined, length: number | undefined, context: unknown): void {
+    if (!(p instanceof PreparedRequest)) throw misuse(ERR_ND_INVALID_ARGUMENT, 'add', `expected a PreparedRequest (qp.prepare()), got ${describe(p)}`);
+    const op = p.operation;
+    this._checkPostable(op);
+    if (p._qp !== this) throw misuse(ERR_ND_INVALID_ARGUMENT, op, 'the prepared request belongs to another queue pair than the batch');
+    checkPins(p._pins, op);
+    const i = b._count;
+    if (i >= b.capacity) throw misuse(ERR_ND_OUT_OF_RANGE, op, `the batch is full (capacity ${b.capacity}): post() it first`);
+    const first = b._sgeCount;
+    const nSge = p._fill(b._sges, first, offset, length, op);
+    const d = b._desc;
+    const at = i * DESC_WORDS;
+    d[at] = p._kind | (p._flags << 8);
+    d[at + 1] = 0;
+    d[at + 2] = nSge;
+    d[at + 3] = first;
+    d[at + 4] = p._addressLow;
+    d[at + 5] = p._addressHigh;
+    d[at + 6] = p._postOffset;
+    d[at + 7] = p._token;
+    b._pins[i] = p._pins;
+    b._context[i] = context;
+    b._bytes[i] = length ?? p.bytes;
+    b._remote[i] = p._address;
+    b._sgeCount = first + nSge;
+    b._count = i + 1;
+    if (p._kind === K_RECEIVE) b._receive++;
+    else b._initiator++;
   }
 
   /** @internal PostBatch.send/write/read/receive: validates a request and adds it to the batch. */
@@ -1113,6 +1223,19 @@ function checkBatchFits(queue: SlotQueue, count: number, operation: string): voi
       `${Math.max(0, queue.depth - queue.outstanding)} free slots of depth ${queue.depth}` +
       (queue.queued > 0 ? ` with ${queue.queued} requests waiting` : '') +
       ': a batch is posted whole; poll completions first, or post smaller batches',
+  );
+}
+
+/** ND_NO_MORE_ENTRIES for a prepared request posted while its queue is full or requests wait for a slot. */
+function preparedCannotWait(queue: SlotQueue, operation: string): NdError {
+  return new NdError(
+    'ND_NO_MORE_ENTRIES',
+    ND_NO_MORE_ENTRIES,
+    operation,
+    `${operation} failed: ND_NO_MORE_ENTRIES (0x8000001A): the ${queue.queue} queue has no free slot ` +
+      `(${queue.outstanding} outstanding of depth ${queue.depth}` +
+      (queue.queued > 0 ? `, ${queue.queued} requests waiting` : '') +
+      ') and a prepared request does not wait for one: poll completions first',
   );
 }
 

@@ -3,7 +3,7 @@
 // completion mode (asked for explicitly: raw completions come only from cq.poll(), which the test calls itself);
 // the variance projects (vitest.config.mts) run the file again against the provider's answers a vendor's may give.
 import { afterEach, describe, expect, it } from 'vitest';
-import { CompletionArrays, PostBatch, type Adapter, type CompletionQueue, type Connector, type QueuePair, type QueuePairOptions, type RawCompletion } from '../lib/index';
+import { CompletionArrays, PostBatch, PreparedRequest, type Adapter, type CompletionQueue, type Connector, type QueuePair, type QueuePairOptions, type RawCompletion } from '../lib/index';
 import { ndThrow, openLocal } from './helpers';
 
 const MODES = process.platform === 'win32' ? (['thread', 'manual'] as const) : (['loop', 'thread', 'manual'] as const);
@@ -255,5 +255,101 @@ describe('batched posting on an unconnected queue pair', () => {
     expect(err.message).toMatch(/request 0 of the batch of 2 \(8 bytes\) was refused: the 0 before it were posted/);
     expect(qp.outstanding.initiator).toBe(0);
     expect(src.inFlight).toBe(0);
+  });
+});
+
+describe.each(MODES)('prepared requests, %s mode', (mode) => {
+  it('a Write prepared once, posted by handle with an offset, a length and a context: every byte lands where the offset says', async () => {
+    const { a, b, cqA, qa } = await pair(mode, { initiatorDepth: 32 });
+    const src = await a.allocateMemory(64);
+    const dst = await b.allocateMemory(32 * 8 + 8, { remoteWrite: true });
+    for (let i = 0; i < src.length; i++) src.buffer[i] = (i * 7 + 3) & 0xff;
+    const write = qa.prepare('write', src.slice(0, 8), dst.remote());
+    expect(write).toBeInstanceOf(PreparedRequest);
+    expect([write.operation, write.bytes]).toEqual(['write', 8]);
+    for (let i = 0; i < 32; i++) write.post(i * 8, i % 2 === 0 ? 8 : 4, i);
+    expect(qa.outstanding.initiator).toBe(32);
+    expect(src.inFlight).toBe(32);
+    const got = await collect(cqA, 32, mode);
+    expect(got.map((c) => [c.context, c.type, c.status, c.bytes])).toEqual(Array.from({ length: 32 }, (_, i) => [i, 'write', 0, i % 2 === 0 ? 8 : 4]));
+    expect(qa.outstanding.initiator).toBe(0);
+    expect(src.inFlight).toBe(0);
+    for (let i = 0; i < 32; i++) {
+      const n = i % 2 === 0 ? 8 : 4;
+      expect(Buffer.compare(dst.buffer.subarray(i * 8, i * 8 + n), src.buffer.subarray(0, n)), `slot ${i}`).toBe(0);
+      if (n === 4) expect(Array.from(dst.buffer.subarray(i * 8 + 4, i * 8 + 8)), `slot ${i} beyond its length`).toEqual([0, 0, 0, 0]);
+    }
+  });
+
+  it('prepared sends and receives of two SGEs cut at a length, and prepared Writes in a batch with signalEvery', async () => {
+    const { a, b, cqA, qa, qb } = await pair(mode, { initiatorDepth: 32 });
+    const s1 = await a.allocateMemory(4);
+    const s2 = await a.allocateMemory(4);
+    s1.buffer.set([1, 2, 3, 4]);
+    s2.buffer.set([5, 6, 7, 8]);
+    const rx = await b.allocateMemory(16);
+    const receives = [qb.receive(rx.slice(0, 8)), qb.receive(rx.slice(8, 8))];
+    const send = qa.prepare('send', [s1, s2]);
+    expect(send.bytes).toBe(8);
+    send.post(undefined, 6, 6);
+    send.post(0, undefined, 8);
+    const sent = await collect(cqA, 2, mode);
+    expect(sent.map((c) => [c.context, c.bytes, c.status])).toEqual([[6, 6, 0], [8, 8, 0]]);
+    expect((await Promise.all(receives)).map((c) => c.bytes)).toEqual([6, 8]);
+    expect(Array.from(rx.buffer)).toEqual([1, 2, 3, 4, 5, 6, 0, 0, 1, 2, 3, 4, 5, 6, 7, 8]);
+    // In a batch: 16 Writes through one handle, a completion per 8.
+    const dst = await b.allocateMemory(16 * 4, { remoteWrite: true });
+    const write = qa.prepare('write', s1, dst.remote());
+    const batch = qa.batch({ capacity: 16, signalEvery: 8 });
+    for (let i = 0; i < 16; i++) batch.add(write, i * 4, 4, i);
+    expect(batch.post()).toBe(16);
+    expect((await collect(cqA, 2, mode)).map((c) => [c.context, c.bytes])).toEqual([[7, 4], [15, 4]]);
+    expect(qa.outstanding.initiator).toBe(0);
+    expect(Array.from(dst.buffer)).toEqual(Array.from({ length: 64 }, (_, i) => (i % 4) + 1));
+  });
+
+  it('misuse gives typed errors: bad offsets and lengths, a full queue, a region deregistered after prepare(), a closed queue pair', async () => {
+    const { a, b, cqA, qa } = await pair(mode, { initiatorDepth: 2 });
+    const src = await a.allocateMemory(16);
+    const dst = await b.allocateMemory(16, { remoteWrite: true });
+    const write = qa.prepare('write', src.slice(0, 8), dst.remote());
+    expect(ndThrow(() => write.post(9)).code).toBe('ERR_ND_OUT_OF_RANGE'); // 8 bytes at 9 pass the remote's 16
+    expect(ndThrow(() => write.post(0, 9)).code).toBe('ERR_ND_OUT_OF_RANGE'); // beyond the prepared 8
+    expect(ndThrow(() => write.post(-1)).code).toBe('ERR_ND_INVALID_ARGUMENT');
+    expect(ndThrow(() => write.post(0, 1.5)).code).toBe('ERR_ND_INVALID_ARGUMENT');
+    expect(ndThrow(() => qa.prepare('send', src, undefined, { offset: 0, context: 1 } as never)).code).toBe('ERR_ND_INVALID_ARGUMENT');
+    expect(ndThrow(() => qa.prepare('receive', src, undefined, { silent: true })).code).toBe('ERR_ND_INVALID_ARGUMENT');
+    expect(ndThrow(() => qa.prepare('fetch' as never, src)).code).toBe('ERR_ND_INVALID_ARGUMENT');
+    expect(ndThrow(() => qa.prepare('write', src.slice(0, 8), { ...dst.remote(), length: 4 })).code).toBe('ERR_ND_OUT_OF_RANGE');
+    expect(ndThrow(() => qa.prepare('send', src).post(4)).code).toBe('ERR_ND_INVALID_ARGUMENT'); // a send takes no offset
+    expect(ndThrow(() => qa.batch().add({} as never)).code).toBe('ERR_ND_INVALID_ARGUMENT');
+    expect(qa.outstanding.initiator).toBe(0);
+    // The queue holds 2: the third post is refused, not queued.
+    write.post(0, 8, 1);
+    write.post(8, 8, 2);
+    const full = ndThrow(() => write.post(0, 8, 3));
+    expect(full.code).toBe('ND_NO_MORE_ENTRIES');
+    expect(full.message).toMatch(/does not wait/);
+    expect((await collect(cqA, 2, mode)).map((c) => c.context)).toEqual([1, 2]);
+    // A region with a posted prepared request is deregistered only after that request completed; the handle then
+    // refuses to post.
+    const temp = await a.allocateMemory(8);
+    const viaTemp = qa.prepare('write', temp, dst.remote());
+    viaTemp.post(0, 8, 'last');
+    expect(temp.inFlight).toBe(1);
+    let deregistered = false;
+    const deregistering = temp.deregister().then(() => (deregistered = true));
+    await new Promise((r) => setTimeout(r, 20));
+    if (mode === 'manual') expect(deregistered, 'deregister() waits for the posted request').toBe(false);
+    expect((await collect(cqA, 1, mode)).map((c) => [c.context, c.status])).toEqual([['last', 0]]);
+    await deregistering;
+    expect(temp.inFlight).toBe(0);
+    expect(ndThrow(() => viaTemp.post()).code).toBe('ERR_ND_CLOSED');
+    expect(ndThrow(() => qa.batch().add(viaTemp)).code).toBe('ERR_ND_CLOSED');
+    // Another queue pair's batch refuses the handle.
+    const other = a.createQueuePair({ receiveCq: cqA });
+    expect(ndThrow(() => other.batch().add(write)).code).toBe('ERR_ND_INVALID_ARGUMENT');
+    await qa.close();
+    expect(ndThrow(() => write.post()).code).toBe('ERR_ND_CLOSED');
   });
 });
