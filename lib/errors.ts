@@ -56,9 +56,21 @@ export const ERR_ND_JOB_MISMATCH = 'ERR_ND_JOB_MISMATCH';
 export const ERR_ND_JOB_AUTH = 'ERR_ND_JOB_AUTH';
 /** netdirect/job: a launcher, the rendezvous, a peer or a notification did not answer within the call's timeoutMs. */
 export const ERR_ND_JOB_TIMEOUT = 'ERR_ND_JOB_TIMEOUT';
+/**
+ * netdirect/job: a rank gave up on a collective (its timeoutMs passed or its signal aborted). A collective given
+ * up on one rank cannot be resumed, so the job is failed on every rank: this is job.failure, and every later call
+ * throws it (docs/job.md "Giving up on a collective").
+ */
+export const ERR_ND_JOB_ABANDONED = 'ERR_ND_JOB_ABANDONED';
 
 /** Codes of the job layer (status 0, like misuse, but about the job rather than the call). */
-export type NdJobCode = typeof ERR_ND_JOB_BOOTSTRAP | typeof ERR_ND_JOB_PEER | typeof ERR_ND_JOB_MISMATCH | typeof ERR_ND_JOB_AUTH | typeof ERR_ND_JOB_TIMEOUT;
+export type NdJobCode =
+  | typeof ERR_ND_JOB_BOOTSTRAP
+  | typeof ERR_ND_JOB_PEER
+  | typeof ERR_ND_JOB_MISMATCH
+  | typeof ERR_ND_JOB_AUTH
+  | typeof ERR_ND_JOB_TIMEOUT
+  | typeof ERR_ND_JOB_ABANDONED;
 
 /** The name of every ND status netdirect knows (binding/nd/nd_status.h; docs/nd2.md says what each means here). */
 export type NdStatusName =

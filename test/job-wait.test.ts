@@ -1,6 +1,8 @@
-// recv() and sendrecv() that need not wait for ever (#29 finding 5): { timeoutMs, signal } bound the wait; the job goes
-// on, and a message that comes after the receive gave up goes to the next receive (none is lost). Two ranks in this
-// process over an explicit rendezvous, and a job of one rank receiving from itself.
+// Waits of the job that need not last for ever (#29 finding 5). recv() and sendrecv(): { timeoutMs, signal } bound
+// the wait; the job goes on, and a message that comes after the receive gave up goes to the next receive (none is
+// lost). The collectives: the same options, but giving up fails the job on every rank (ERR_ND_JOB_ABANDONED) and
+// later calls say so; an options mistake or a signal aborted before the call starts nothing. Two ranks in this
+// process over an explicit rendezvous, and a job of one rank.
 import { randomBytes } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { join, type Job } from '../lib/job/index';
@@ -53,6 +55,133 @@ describe('a job of one rank receiving from itself', () => {
       expect((await ndError(job.recv(0, { tag: 3, timeoutMs: 20 }))).code).toBe('ERR_ND_JOB_TIMEOUT');
       await job.send(Uint8Array.of(9), 0, { tag: 3 });
       expect(Array.from(await job.recv(0, { tag: 3, timeoutMs: 1000 }))).toEqual([9]);
+    } finally {
+      await job.close();
+    }
+  });
+});
+
+/** The ranks of a fresh job in this process (a collective given up on fails its job, so each case takes its own). */
+async function ranks(size: number): Promise<Job[]> {
+  const secret = randomBytes(32).toString('hex');
+  const port = 20000 + Math.floor(Math.random() * 10000);
+  const at = { launcher: 'rendezvous' as const, rendezvous: `127.0.0.1:${port}`, size, secret, address: '127.0.0.1', timeoutMs: 20_000 };
+  return Promise.all(Array.from({ length: size }, (_, rank) => join({ ...at, rank })));
+}
+const pair = () => ranks(2) as Promise<[Job, Job]>;
+
+describe('collectives with a timeout or a signal', () => {
+  it('a barrier that times out rejects ERR_ND_JOB_TIMEOUT naming the silent rank; both ranks then fail ERR_ND_JOB_ABANDONED', async () => {
+    const [r0, r1] = await pair();
+    try {
+      const err = await ndError(r0.barrier({ timeoutMs: 50 }));
+      expect(err.code).toBe('ERR_ND_JOB_TIMEOUT');
+      expect(err.message).toBe(
+        'barrier: rank 1 did not answer within timeoutMs 50 ms; the job is failed (job.failure: ERR_ND_JOB_ABANDONED): a collective given up on one rank cannot be resumed',
+      );
+      expect(r0.failure?.code).toBe('ERR_ND_JOB_ABANDONED');
+      expect(r0.failure?.peer).toBe(0);
+      const seen = await r1.failed;
+      expect(seen.code).toBe('ERR_ND_JOB_ABANDONED');
+      expect(seen.peer).toBe(0);
+      expect(seen.message).toBe(
+        'barrier: rank 0 gave up on this call after timeoutMs 50 ms, waiting for rank 1; a collective given up on one rank cannot be resumed, so the job is failed on every rank: close() it',
+      );
+      // Later calls, on either rank, collective or not, throw the job's failure.
+      expect((await ndError(r1.allreduce(Float64Array.of(1)))).code).toBe('ERR_ND_JOB_ABANDONED');
+      expect((await ndError(r0.barrier())).code).toBe('ERR_ND_JOB_ABANDONED');
+      expect((await ndError(r0.send(Int32Array.of(1), 1))).code).toBe('ERR_ND_JOB_ABANDONED');
+    } finally {
+      await Promise.all([r0.close(), r1.close()]);
+    }
+  });
+
+  it('a peer waiting in the same collective is released with the failure instead of waiting for ever', async () => {
+    const [r0, r1, r2] = await ranks(3);
+    try {
+      // Ranks 0 and 1 are in an allreduce that rank 2 never joins; rank 0 gives up, rank 1 waits with no limit.
+      const stuck = ndError(r1.allreduce(Float64Array.of(2)));
+      const err = await ndError(r0.allreduce(Float64Array.of(1), 'sum', { timeoutMs: 30 }));
+      expect(err.code).toBe('ERR_ND_JOB_TIMEOUT');
+      expect(err.message).toMatch(/^allreduce: ranks? [12](, 2)? did not answer within timeoutMs 30 ms/);
+      const released = await stuck;
+      expect(released.code).toBe('ERR_ND_JOB_ABANDONED');
+      expect(released.peer).toBe(0);
+      expect((await r2.failed).code).toBe('ERR_ND_JOB_ABANDONED');
+    } finally {
+      await Promise.all([r0.close(), r1.close(), r2.close()]);
+    }
+  });
+
+  it('a signal that aborts mid-call rejects ERR_ND_ABORTED (cause: its reason) and fails the job', async () => {
+    const [r0, r1] = await pair();
+    try {
+      const ac = new AbortController();
+      const waiting = r1.allreduce(Float64Array.of(1, 2), 'max', { signal: ac.signal });
+      ac.abort(new Error('user pressed stop'));
+      const err = await ndError(waiting);
+      expect(err.code).toBe('ERR_ND_ABORTED');
+      expect((err.cause as Error).message).toBe('user pressed stop');
+      expect(r1.failure?.code).toBe('ERR_ND_JOB_ABANDONED');
+      expect(r1.failure?.message).toContain('gave up on this call when its signal aborted, waiting for rank 0');
+      // Rank 0 hears of it (a call of its own that already had rank 1's data could still complete first).
+      expect((await r0.failed).code).toBe('ERR_ND_JOB_ABANDONED');
+      expect((await ndError(r0.allreduce(Float64Array.of(3, 4), 'max'))).code).toBe('ERR_ND_JOB_ABANDONED');
+    } finally {
+      await Promise.all([r0.close(), r1.close()]);
+    }
+  });
+
+  it('a large allreduce (RDMA Writes into the registered array) given up on: close() still settles on both ranks', async () => {
+    const [r0, r1] = await pair();
+    const big = new Float64Array(64 * 1024).fill(1); // 512 KiB: the zero-copy ring
+    const err = await ndError(r0.allreduce(big, 'sum', { timeoutMs: 40 }));
+    expect(err.code).toBe('ERR_ND_JOB_TIMEOUT');
+    expect((await ndError(r1.allreduce(new Float64Array(64 * 1024)))).code).toBe('ERR_ND_JOB_ABANDONED');
+    await Promise.all([r0.close(), r1.close()]);
+  });
+
+  it('bad options and a signal aborted before the call start nothing: the job goes on, the next calls agree', async () => {
+    const [r0, r1] = await pair();
+    try {
+      const bad = { timeoutMs: 0 };
+      const data = Float64Array.of(1);
+      const refused = [
+        r0.barrier(bad),
+        r0.broadcast(data, 0, bad),
+        r0.allreduce(data, 'sum', bad),
+        r0.gather(data, 0, bad),
+        r0.allgather(data, bad),
+        r0.reduce(data, 'sum', 0, bad),
+        r0.scatter(Float64Array.of(1, 2), data, 0, bad),
+        r0.reduceScatter(Float64Array.of(1, 2), 'sum', bad),
+        r0.alltoall(Float64Array.of(1, 2), new Float64Array(2), bad),
+        r0.allocateWindow(64, bad),
+      ];
+      for (const p of refused) expect((await ndError(p)).code).toBe('ERR_ND_OUT_OF_RANGE');
+      expect((await ndError(r0.barrier({ signal: 'stop' as never }))).code).toBe('ERR_ND_INVALID_ARGUMENT');
+      const ac = new AbortController();
+      ac.abort();
+      expect((await ndError(r0.allreduce(data, 'sum', { signal: ac.signal }))).code).toBe('ERR_ND_ABORTED');
+      expect(r0.failure).toBeNull();
+      // None of those took a call's tag: the ranks still agree on the next collective.
+      const [a, b] = await Promise.all([r0.allreduce(Float64Array.of(1), 'sum', { timeoutMs: 10_000 }), r1.allreduce(Float64Array.of(2))]);
+      expect([a[0], b[0]]).toEqual([3, 3]);
+      const [w0, w1] = await Promise.all([r0.allocateWindow(64, { timeoutMs: 10_000 }), r1.allocateWindow(64)]);
+      await Promise.all([w0.free({ timeoutMs: 10_000 }), w1.free()]);
+      expect(r0.failure).toBeNull();
+    } finally {
+      await Promise.all([r0.close(), r1.close()]);
+    }
+  });
+});
+
+describe('a job of one rank', () => {
+  it('its collectives take the options and complete', async () => {
+    const job = await join({ launcher: 'singleton' });
+    try {
+      await job.barrier({ timeoutMs: 1000 });
+      expect(Array.from(await job.allreduce(Int32Array.of(5), 'sum', { timeoutMs: 1000 }))).toEqual([5]);
     } finally {
       await job.close();
     }

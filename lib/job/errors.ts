@@ -1,9 +1,9 @@
 // Errors of the job layer: every one is an NdError. Those caused by a peer carry `peer` (its rank) and name it
 // in the message; those of the launcher's protocol carry the launcher's name.
 
-import { ERR_ND_ABORTED, ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, ERR_ND_JOB_AUTH, ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_MISMATCH, ERR_ND_JOB_PEER, ERR_ND_JOB_TIMEOUT, NdError } from '../errors.js';
+import { ERR_ND_ABORTED, ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, ERR_ND_JOB_ABANDONED, ERR_ND_JOB_AUTH, ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_MISMATCH, ERR_ND_JOB_PEER, ERR_ND_JOB_TIMEOUT, NdError } from '../errors.js';
 
-export { ERR_ND_JOB_AUTH, ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_MISMATCH, ERR_ND_JOB_PEER, ERR_ND_JOB_TIMEOUT };
+export { ERR_ND_JOB_ABANDONED, ERR_ND_JOB_AUTH, ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_MISMATCH, ERR_ND_JOB_PEER, ERR_ND_JOB_TIMEOUT };
 
 /** An NdError that may name the rank it is about. */
 export type JobError = NdError & { peer?: number };
@@ -61,26 +61,36 @@ export function abortError(operation: string, signal: AbortSignal): JobError {
  */
 export function bounded<T>(work: Promise<T>, limit: Limit | undefined, operation: string, what: string, onEnd?: () => void): Promise<T> {
   if (limit === undefined) return work;
+  return raceLimit(work, limit, (why) => {
+    onEnd?.();
+    return why === 'abort' ? abortError(operation, limit.signal!) : timeoutError(operation, what, limit);
+  });
+}
+
+/**
+ * Settles with `work`, or, when `limit`'s deadline passes or its signal aborts first, rejects with what `end`
+ * returns for that reason ('abort' at once when the signal is already aborted). `work` is left to settle on its
+ * own (its rejection is handled).
+ */
+export function raceLimit<T>(work: Promise<T>, limit: Limit, end: (why: 'timeout' | 'abort') => Error): Promise<T> {
   const { signal } = limit;
   if (signal?.aborted) {
-    onEnd?.();
     work.catch(() => undefined);
-    return Promise.reject(abortError(operation, signal));
+    return Promise.reject(end('abort'));
   }
   return new Promise<T>((resolve, reject) => {
     let timer: NodeJS.Timeout | undefined;
-    const end = (err: JobError) => {
+    const stop = (why: 'timeout' | 'abort') => {
       cleanup();
-      onEnd?.();
       work.catch(() => undefined);
-      reject(err);
+      reject(end(why));
     };
-    const onAbort = () => end(abortError(operation, signal!));
+    const onAbort = () => stop('abort');
     const cleanup = () => {
       clearTimeout(timer);
       signal?.removeEventListener('abort', onAbort);
     };
-    timer = setTimeout(() => end(timeoutError(operation, what, limit)), Math.max(0, limit.deadline - Date.now()));
+    timer = setTimeout(() => stop('timeout'), Math.max(0, limit.deadline - Date.now()));
     signal?.addEventListener('abort', onAbort, { once: true });
     work.then(
       (v) => {
@@ -93,6 +103,24 @@ export function bounded<T>(work: Promise<T>, limit: Limit | undefined, operation
       },
     );
   });
+}
+
+/** How long a call of the job waits: for ever (MPI's way) unless a timeout or a signal is given. */
+export interface WaitOptions {
+  /** Give up after this many milliseconds (1..2^31-1): ERR_ND_JOB_TIMEOUT. */
+  timeoutMs?: number;
+  /** Give up when it aborts: ERR_ND_ABORTED. */
+  signal?: AbortSignal;
+}
+
+/** A call's { timeoutMs, signal } checked (checkWaitOptions), as a Limit; undefined when neither is given. */
+export function waitLimit(options: WaitOptions | undefined, operation: string): Limit | undefined {
+  if (options !== undefined && (typeof options !== 'object' || options === null)) throw new NdError(ERR_ND_INVALID_ARGUMENT, 0, operation, `${operation}: options must be an object`);
+  const timeoutMs = options?.timeoutMs;
+  const signal = options?.signal;
+  checkWaitOptions(operation, timeoutMs, signal);
+  if (timeoutMs === undefined && signal === undefined) return undefined;
+  return limitOf(timeoutMs ?? 0x7fffffff, signal);
 }
 
 /**

@@ -11,7 +11,7 @@ import { MAX_JOB_SIZE, Singleton } from './bootstrap.js';
 import { Channel, SPACE_USER, type Message } from './channel.js';
 import * as coll from './collectives.js';
 import { detectLauncher, LAUNCHERS } from './detect.js';
-import { authError, bootstrapError, bounded, checkWaitOptions, limitOf, mismatchError, peerError, strictUint, timeoutError, abortError, ERR_ND_JOB_BOOTSTRAP, type JobError, type Limit } from './errors.js';
+import { authError, bootstrapError, bounded, checkWaitOptions, limitOf, mismatchError, peerError, raceLimit, strictUint, timeoutError, abortError, waitLimit, ERR_ND_JOB_BOOTSTRAP, type JobError, type Limit, type WaitOptions } from './errors.js';
 import { Pmi1 } from './pmi1.js';
 import { Pmi2 } from './pmi2.js';
 import { checkSecret, makeJobSecret, RendezvousClient } from './rendezvous.js';
@@ -171,6 +171,9 @@ function hookExit(): void {
   });
 }
 
+/** What a collective call is, for its signature (lib/job/signature.ts). */
+type Call = { kind: Kind; data?: coll.NumericArray; count?: number; op?: coll.ReduceOp; root?: number };
+
 const RETRY_CODES = new Set(['ND_CONNECTION_REFUSED', 'ND_IO_TIMEOUT', 'ND_TIMEOUT', 'ND_HOST_UNREACHABLE', 'ND_NETWORK_UNREACHABLE']);
 
 export class Job implements AsyncDisposable {
@@ -207,6 +210,8 @@ export class Job implements AsyncDisposable {
   private readonly _failWaiters = new Set<(err: JobError) => void>();
   /** Scratch regions of the zero-copy allreduce not in use by a call (see _rdma). */
   private readonly _scratch: MemoryRegion[] = [];
+  /** Collectives this rank gave up on whose posted requests have not all settled yet (close() waits for them). */
+  private readonly _abandoned = new Set<Promise<void>>();
 
   /** @internal Use join(). */
   constructor(boot: Bootstrap, because: string[], timeoutMs = 60_000) {
@@ -482,14 +487,25 @@ export class Job implements AsyncDisposable {
     return c;
   }
 
-  private _transport(operation: string, sig: Uint8Array): coll.Transport {
+  /** `waiting` counts, by rank, the receives of the call still waiting for that rank (for the timeout's message). */
+  private _transport(operation: string, sig: Uint8Array, waiting: Map<number, number>): coll.Transport {
     this._check(operation);
     return {
       rank: this.rank,
       size: this.size,
       // Never throw synchronously: a collective holds several of these promises at once (Promise.all).
       send: async (p, tag, d) => this._channel(p, operation).send(tag, d, sig),
-      recv: async (p, tag) => (await this._channel(p, operation).recv(tag)).bytes,
+      recv: async (p, tag) => {
+        const ch = this._channel(p, operation);
+        waiting.set(p, (waiting.get(p) ?? 0) + 1);
+        try {
+          return (await ch.recv(tag)).bytes;
+        } finally {
+          const n = waiting.get(p)! - 1;
+          if (n === 0) waiting.delete(p);
+          else waiting.set(p, n);
+        }
+      },
       rdma: this._rdma(operation),
     };
   }
@@ -536,15 +552,26 @@ export class Job implements AsyncDisposable {
   /**
    * Runs a collective; a failure anywhere in the job settles it with the job's error. `call` is what this rank
    * called (its signature goes on every message of the call and is checked against the peers': _arrived).
+   *
+   * `wait` bounds it (docs/job.md "Giving up on a collective"). A collective cannot be withdrawn from one rank
+   * alone: its peers have sent, or wait for, messages of this call's tag, and the next call takes the next tag.
+   * So a rank that gives up fails the job (ERR_ND_JOB_ABANDONED, as MPI's fault-tolerance proposal revokes a
+   * communicator): every peer is told and fails with that error, and every later call throws it. The call itself
+   * rejects with ERR_ND_JOB_TIMEOUT or ERR_ND_ABORTED at once; what it had posted settles behind it (its receives
+   * at once, its Sends and Writes when the provider completes or flushes them) and close() waits for that. A
+   * signal already aborted when the call is made refuses it before it takes a tag: nothing started, the job goes on.
    */
-  private _collective(call: { kind: Kind; data?: coll.NumericArray; count?: number; op?: coll.ReduceOp; root?: number }, run: (t: coll.Transport, tag: number) => Promise<void>): Promise<void> {
-    return this._hold(this._runCollective(call, run));
+  private _collective(call: Call, run: (t: coll.Transport, tag: number) => Promise<void>, wait?: CollectiveOptions): Promise<void> {
+    return this._hold(this._runCollective(call, run, wait));
   }
 
-  private async _runCollective(call: { kind: Kind; data?: coll.NumericArray; count?: number; op?: coll.ReduceOp; root?: number }, run: (t: coll.Transport, tag: number) => Promise<void>): Promise<void> {
+  private async _runCollective(call: Call, run: (t: coll.Transport, tag: number) => Promise<void>, wait?: CollectiveOptions): Promise<void> {
     const operation = call.kind;
+    const limit = waitLimit(wait, operation);
+    if (limit?.signal?.aborted) throw abortError(operation, limit.signal);
     const sig = encodeSignature({ kind: call.kind, type: call.data ? elementTypeOf(call.data) : '', op: call.op ?? '', root: call.root ?? -1, count: call.count ?? call.data?.length ?? 0 });
-    const t = this._transport(operation, sig);
+    const waiting = new Map<number, number>();
+    const t = this._transport(operation, sig, waiting);
     const tag = (++this._seq & 0x7fffffff) >>> 0;
     this._sigs.set(tag, { operation, bytes: sig });
     if (this._sigs.size > SIGNATURES_KEPT) this._sigs.delete(this._sigs.keys().next().value!);
@@ -553,31 +580,67 @@ export class Job implements AsyncDisposable {
       const theirs = c?.waitingSignature(tag);
       if (c && theirs && !sameSignature(sig, theirs)) throw this._mismatch(operation, c.peer, sig, theirs);
     }
+    const work = run(t, tag);
+    let gaveUp: Error | undefined;
     try {
-      await run(t, tag);
+      await (limit === undefined ? work : raceLimit(work, limit, (why) => (gaveUp = this._abandon(operation, why, limit, waiting, work))));
     } catch (err) {
-      throw this._failure ?? err;
+      throw err === gaveUp ? err : (this._failure ?? err);
     }
   }
 
-  /** Waits until every rank called barrier() (dissemination). */
-  barrier(): Promise<void> {
-    return this._collective({ kind: 'barrier' }, (t, tag) => coll.barrier(t, tag));
+  /**
+   * This rank gives up on a collective (`why`: its limit's deadline passed or its signal aborted): fails the job
+   * with ERR_ND_JOB_ABANDONED (every peer is told) and returns the error the call rejects with. When the job has
+   * already failed, its failure is what the call rejects with.
+   */
+  private _abandon(operation: string, why: 'timeout' | 'abort', limit: Limit, waiting: Map<number, number>, work: Promise<void>): Error {
+    if (this._failure !== null) return this._failure;
+    const ranks = [...waiting.keys()].sort((a, b) => a - b);
+    const on = ranks.length === 0 ? 'its posted requests' : `rank${ranks.length > 1 ? 's' : ''} ${ranks.join(', ')}`;
+    const how = why === 'timeout' ? `after timeoutMs ${limit.timeoutMs} ms` : 'when its signal aborted';
+    const failure: JobError = new NdError(
+      'ERR_ND_JOB_ABANDONED',
+      0,
+      operation,
+      `${operation}: rank ${this.rank} gave up on this call ${how}, waiting for ${on}; a collective given up on one rank cannot be resumed, so the job is failed on every rank: close() it`,
+    );
+    failure.peer = this.rank;
+    this._fail(failure);
+    const settled = work.then(
+      () => undefined,
+      () => undefined,
+    );
+    this._abandoned.add(settled);
+    void settled.then(() => this._abandoned.delete(settled));
+    const tail = `; the job is failed (job.failure: ERR_ND_JOB_ABANDONED): a collective given up on one rank cannot be resumed`;
+    const what = ranks.length === 0 ? 'its posted requests did not complete' : `${on} did not answer`;
+    return why === 'timeout'
+      ? new NdError('ERR_ND_JOB_TIMEOUT', 0, operation, `${operation}: ${what} within timeoutMs ${limit.timeoutMs} ms${tail}`, { cause: failure })
+      : new NdError('ERR_ND_ABORTED', 0, operation, `${operation}: aborted${tail}`, { cause: limit.signal!.reason });
+  }
+
+  /**
+   * Waits until every rank called barrier() (dissemination). Every collective takes `{ timeoutMs, signal }` last:
+   * giving up on one fails the job on every rank (ERR_ND_JOB_ABANDONED; docs/job.md "Giving up on a collective").
+   */
+  barrier(options?: CollectiveOptions): Promise<void> {
+    return this._collective({ kind: 'barrier' }, (t, tag) => coll.barrier(t, tag), options);
   }
 
   /** Broadcasts `data` from `root` into `data` on every rank (in place); resolves with it. */
-  async broadcast<T extends coll.NumericArray>(data: T, root = 0): Promise<T> {
+  async broadcast<T extends coll.NumericArray>(data: T, root = 0, options?: CollectiveOptions): Promise<T> {
     checkTyped(data, 'broadcast');
     this._checkRoot(root, 'broadcast');
-    await this._collective({ kind: 'broadcast', data, root }, (t, tag) => coll.broadcast(t, tag, data, root));
+    await this._collective({ kind: 'broadcast', data, root }, (t, tag) => coll.broadcast(t, tag, data, root), options);
     return data;
   }
 
   /** Combines `data` element-wise over every rank (sum, prod, min, max; band, bor, bxor on integers), in place; resolves with it. */
-  async allreduce<T extends coll.NumericArray>(data: T, op: coll.ReduceOp = 'sum'): Promise<T> {
+  async allreduce<T extends coll.NumericArray>(data: T, op: coll.ReduceOp = 'sum', options?: CollectiveOptions): Promise<T> {
     checkTyped(data, 'allreduce');
     checkOp(data, op, 'allreduce');
-    await this._collective({ kind: 'allreduce', data, op }, (t, tag) => coll.allreduce(t, tag, data, op));
+    await this._collective({ kind: 'allreduce', data, op }, (t, tag) => coll.allreduce(t, tag, data, op), options);
     return data;
   }
 
@@ -652,23 +715,23 @@ export class Job implements AsyncDisposable {
    * Every rank's `data` (the same length everywhere), rank r's at block r of a new array on the root; null on the
    * other ranks. Binomial tree (collectives.ts).
    */
-  async gather<T extends coll.NumericArray>(data: T, root = 0): Promise<T | null> {
+  async gather<T extends coll.NumericArray>(data: T, root = 0, options?: CollectiveOptions): Promise<T | null> {
     checkTyped(data, 'gather');
     this._checkRoot(root, 'gather');
     let out: Uint8Array | null = null;
     await this._collective({ kind: 'gather', data, root }, async (t, tag) => {
       out = await coll.gather(t, tag, coll.bytesOf(data), root);
-    });
+    }, options);
     return out === null ? null : (typedFrom(elementTypeOf(data), out) as T);
   }
 
   /** Every rank's `data` (the same length everywhere), rank r's at block r of a new array, on every rank. */
-  async allgather<T extends coll.NumericArray>(data: T): Promise<T> {
+  async allgather<T extends coll.NumericArray>(data: T, options?: CollectiveOptions): Promise<T> {
     checkTyped(data, 'allgather');
     const B = data.byteLength;
     const all = new Uint8Array(B * this.size);
     all.set(coll.bytesOf(data), B * this.rank);
-    await this._collective({ kind: 'allgather', data }, (t, tag) => coll.allgather(t, tag, all, B));
+    await this._collective({ kind: 'allgather', data }, (t, tag) => coll.allgather(t, tag, all, B), options);
     return typedFrom(elementTypeOf(data), all) as T;
   }
 
@@ -676,11 +739,11 @@ export class Job implements AsyncDisposable {
    * Combines `data` element-wise over every rank into `data` on the root (which it resolves with); the other
    * ranks' `data` is left as it was, and they resolve with null. Operations as allreduce().
    */
-  async reduce<T extends coll.NumericArray>(data: T, op: coll.ReduceOp = 'sum', root = 0): Promise<T | null> {
+  async reduce<T extends coll.NumericArray>(data: T, op: coll.ReduceOp = 'sum', root = 0, options?: CollectiveOptions): Promise<T | null> {
     checkTyped(data, 'reduce');
     checkOp(data, op, 'reduce');
     this._checkRoot(root, 'reduce');
-    await this._collective({ kind: 'reduce', data, op, root }, (t, tag) => coll.reduce(t, tag, data, op, root));
+    await this._collective({ kind: 'reduce', data, op, root }, (t, tag) => coll.reduce(t, tag, data, op, root), options);
     return this.rank === root ? data : null;
   }
 
@@ -688,7 +751,7 @@ export class Job implements AsyncDisposable {
    * Block r of the root's `send` (size equal blocks of recv.length) into `recv` on rank r; resolves with `recv`.
    * `send` is read on the root only (null elsewhere is fine); it has recv's element type.
    */
-  async scatter<T extends coll.NumericArray>(send: T | null, recv: T, root = 0): Promise<T> {
+  async scatter<T extends coll.NumericArray>(send: T | null, recv: T, root = 0, options?: CollectiveOptions): Promise<T> {
     checkTyped(recv, 'scatter');
     this._checkRoot(root, 'scatter');
     if (this.rank === root) {
@@ -698,7 +761,7 @@ export class Job implements AsyncDisposable {
       }
     }
     const recvBytes = coll.bytesOf(recv);
-    await this._collective({ kind: 'scatter', data: recv, root }, (t, tag) => coll.scatter(t, tag, this.rank === root ? coll.bytesOf(send!) : null, recvBytes, root));
+    await this._collective({ kind: 'scatter', data: recv, root }, (t, tag) => coll.scatter(t, tag, this.rank === root ? coll.bytesOf(send!) : null, recvBytes, root), options);
     return recv;
   }
 
@@ -706,25 +769,25 @@ export class Job implements AsyncDisposable {
    * Block r of `data` (size equal blocks) combined element-wise over every rank, as a new array on rank r
    * (MPI_Reduce_scatter_block); `data` is left as it was. Operations as allreduce().
    */
-  async reduceScatter<T extends coll.NumericArray>(data: T, op: coll.ReduceOp = 'sum'): Promise<T> {
+  async reduceScatter<T extends coll.NumericArray>(data: T, op: coll.ReduceOp = 'sum', options?: CollectiveOptions): Promise<T> {
     checkTyped(data, 'reduceScatter');
     checkOp(data, op, 'reduceScatter');
     if (data.length % this.size !== 0) {
       throw new NdError('ERR_ND_OUT_OF_RANGE', 0, 'reduceScatter', `reduceScatter: data's length must be a multiple of the job size ${this.size} (one block per rank), got ${data.length}`);
     }
     const out = typedFrom(elementTypeOf(data), new Uint8Array(data.byteLength / this.size)) as T;
-    await this._collective({ kind: 'reduceScatter', data, op }, (t, tag) => coll.reduceScatter(t, tag, data, out, op));
+    await this._collective({ kind: 'reduceScatter', data, op }, (t, tag) => coll.reduceScatter(t, tag, data, out, op), options);
     return out;
   }
 
   /** Block i of `send` goes to rank i; block j of `recv` comes from rank j (blocks: length / size). */
-  async alltoall<T extends coll.NumericArray>(send: T, recv: T): Promise<T> {
+  async alltoall<T extends coll.NumericArray>(send: T, recv: T, options?: CollectiveOptions): Promise<T> {
     checkTyped(send, 'alltoall');
     checkTyped(recv, 'alltoall');
     if (send.byteLength !== recv.byteLength || send.length % this.size !== 0) {
       throw new NdError('ERR_ND_OUT_OF_RANGE', 0, 'alltoall', `alltoall: send and recv must have the same length, a multiple of the job size ${this.size} (got ${send.length} and ${recv.length})`);
     }
-    await this._collective({ kind: 'alltoall', data: send }, (t, tag) => coll.alltoall(t, tag, coll.bytesOf(send), coll.bytesOf(recv)));
+    await this._collective({ kind: 'alltoall', data: send }, (t, tag) => coll.alltoall(t, tag, coll.bytesOf(send), coll.bytesOf(recv)), options);
     return recv;
   }
 
@@ -732,12 +795,15 @@ export class Job implements AsyncDisposable {
    * Allocates and registers `bytes` on every rank and exchanges what the others need to reach them, in one
    * collective call (like MPI_Win_allocate). Every rank must call it with its own size (sizes may differ).
    */
-  allocateWindow(bytes: number, options: WindowOptions = {}): Promise<Window> {
+  allocateWindow(bytes: number, options: WindowOptions & CollectiveOptions = {}): Promise<Window> {
     return this._hold(this._allocateWindow(bytes, options));
   }
 
-  private async _allocateWindow(bytes: number, options: WindowOptions): Promise<Window> {
+  private async _allocateWindow(bytes: number, options: WindowOptions & CollectiveOptions): Promise<Window> {
     this._check('allocateWindow');
+    if (typeof options !== 'object' || options === null) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, 'allocateWindow', 'allocateWindow: options must be an object');
+    const wait = { timeoutMs: options.timeoutMs, signal: options.signal };
+    waitLimit(wait, 'allocateWindow'); // checked before anything is allocated
     if (!Number.isSafeInteger(bytes) || bytes < 1) throw new NdError('ERR_ND_OUT_OF_RANGE', 0, 'allocateWindow', `allocateWindow: bytes must be a positive integer, got ${String(bytes)}`);
     const region = await this.adapter.allocateMemory(bytes, { remoteWrite: options.remoteWrite ?? true, remoteRead: options.remoteRead ?? true });
     const id = ++this._windowSeq;
@@ -751,7 +817,7 @@ export class Job implements AsyncDisposable {
       await this._collective({ kind: 'allocateWindow' }, async (t, tag) => {
         all.set(mine, 16 * this.rank);
         await allgatherBytes(t, tag, all, 16);
-      });
+      }, wait);
     } catch (err) {
       await region.deregister().catch(() => undefined);
       throw err;
@@ -827,6 +893,8 @@ export class Job implements AsyncDisposable {
       await c.qp.close().catch(() => undefined);
       debug(this.rank, `qp closed ${c.peer}`);
     }));
+    // Collectives given up on: what they posted is flushed with the queue pairs; their registrations go now.
+    await Promise.all(this._abandoned);
     await this.adapter?.close().catch(() => undefined);
     debug(this.rank, 'closing: adapter closed');
     if (orderly) {
@@ -929,13 +997,7 @@ class SelfBox {
   }
 }
 
-/** How long recv() waits: for ever (MPI's way) unless a timeout or a signal is given. */
-export interface WaitOptions {
-  /** Give up after this many milliseconds (1..2^31-1): ERR_ND_JOB_TIMEOUT. The job goes on. */
-  timeoutMs?: number;
-  /** Give up when it aborts: ERR_ND_ABORTED. The job goes on. */
-  signal?: AbortSignal;
-}
+/** recv()'s options: giving up (timeoutMs, signal) leaves the job going (see recv()). */
 export interface RecvOptions extends WaitOptions {
   tag?: number;
 }
@@ -943,14 +1005,12 @@ export interface SendrecvOptions extends WaitOptions {
   sendTag?: number;
   recvTag?: number;
 }
-
-function waitLimit(options: WaitOptions | undefined, operation: string): Limit | undefined {
-  const timeoutMs = options?.timeoutMs;
-  const signal = options?.signal;
-  checkWaitOptions(operation, timeoutMs, signal);
-  if (timeoutMs === undefined && signal === undefined) return undefined;
-  return limitOf(timeoutMs ?? 0x7fffffff, signal);
-}
+/**
+ * A collective's { timeoutMs, signal }. Giving up on a collective fails the job on every rank
+ * (ERR_ND_JOB_ABANDONED, see Job._collective); a signal already aborted when the call is made only refuses the
+ * call (ERR_ND_ABORTED), which then never started, and the job goes on.
+ */
+export type CollectiveOptions = WaitOptions;
 
 function checkOp(data: coll.NumericArray, op: unknown, operation: string): void {
   if (!coll.REDUCE_OPS.includes(op as coll.ReduceOp)) throw new NdError('ERR_ND_INVALID_ARGUMENT', 0, operation, `${operation}: op must be one of ${coll.REDUCE_OPS.join('|')}, got ${JSON.stringify(op)}`);

@@ -9,7 +9,7 @@
 
 import { MemoryRegion, NdError, type Local, type RemoteMemory } from '../index.js';
 import type { Job } from './job.js';
-import { abortError, checkWaitOptions, limitOf, timeoutError, type JobError } from './errors.js';
+import { abortError, checkWaitOptions, limitOf, timeoutError, type JobError, type WaitOptions } from './errors.js';
 
 export interface WindowOptions {
   /** Let other ranks put into this rank's window (default true). */
@@ -227,11 +227,15 @@ export class Window implements AsyncDisposable {
     for (const list of this.waiters) for (const w of list.splice(0)) w.reject(err);
   }
 
-  /** Collective: waits for every rank (barrier), then deregisters this rank's part. Idempotent. */
-  free(): Promise<void> {
+  /**
+   * Collective: waits for every rank (barrier), then deregisters this rank's part. Idempotent. `{ timeoutMs,
+   * signal }` bound the barrier as for every collective (giving up fails the job); the part is deregistered
+   * either way.
+   */
+  free(options?: WaitOptions): Promise<void> {
     return (this.freeing ??= (async () => {
       try {
-        if (this.job.failure === null) await this.job.barrier();
+        if (this.job.failure === null) await this.job.barrier(options);
       } finally {
         this._abort(new NdError('ERR_ND_CLOSED', 0, 'window', 'window: freed'));
         this.job._windows.delete(this.id);
