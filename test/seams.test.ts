@@ -19,11 +19,16 @@ function filesUnder(dir: string, exts: RegExp): string[] {
   return out;
 }
 
+/** C/C++ source without its comments (line breaks kept, so line numbers stay). */
+function stripComments(code: string): string {
+  return code.replace(/\/\*[\s\S]*?\*\//g, (c) => c.replace(/[^\n]/g, '')).replace(/\/\/.*$/gm, '');
+}
+
 /** binding/-relative path -> the quoted and the angle-bracket includes it makes (comments stripped). */
 function includes(): Map<string, { quoted: string[]; system: string[] }> {
   const map = new Map<string, { quoted: string[]; system: string[] }>();
   for (const file of filesUnder(BINDING, /\.(cc|h)$/)) {
-    const code = readFileSync(file, 'utf8').replace(/\/\*[\s\S]*?\*\//g, '').replace(/\/\/.*$/gm, '');
+    const code = stripComments(readFileSync(file, 'utf8'));
     // A quoted include resolves next to the file first (nd/'s headers name each other so), then from binding/.
     const here = path.dirname(file);
     const quoted = [...code.matchAll(/^\s*#\s*include\s+"([^"]+)"/gm)].map((m) =>
@@ -40,6 +45,12 @@ const SOFT_FACES = ['adapter', 'completion_queue', 'connector', 'listener', 'mem
   'queue_pair', 'shared_receive_queue'].map((n) => `soft/${n}.h`);
 // The queue pair's units that stand on byte buffers (test/native/rx_stream_test.cc, the fuzzers).
 const QP_UNITS = /^soft\/qp\/(rx_stream|tx_context)\.(cc|h)$/;
+// The queue pair's state machine: all of soft/qp/ (qp.h/.cc, qp_tx.cc, qp_rx.cc, ports.h, and the units above).
+// Its ND face is soft/queue_pair.h, which derives from it; the machine reaches the CQs and the SRQ through
+// qp/ports.h, and names none of the faces.
+const QP_MACHINE = /^soft\/qp\//;
+const SOFT_FACE_CLASSES =
+  /\bSoft(Adapter|CompletionQueue|Connector|Listener|MemoryRegion|MemoryWindow|Provider|QueuePair|SharedReceiveQueue)\b/;
 
 interface Rule {
   /** Which files (binding/-relative) the rule covers. */
@@ -60,6 +71,12 @@ const RULES: Rule[] = [
     files: QP_UNITS,
     may: ['nd/', 'ndkit/', 'soft/wire/', 'soft/net/', 'soft/memory/', 'soft/qp/', 'soft/limits.h', 'soft/trace.h', 'soft/env.h'],
     why: 'the receive stream and transmit context are testable on byte buffers: no ND face, engine or adapter',
+  },
+  {
+    files: QP_MACHINE,
+    may: ['nd/', 'ndkit/', 'soft/wire/', 'soft/net/', 'soft/memory/', 'soft/engine/', 'soft/shm/', 'soft/cm/connection.h',
+      'soft/qp/', 'soft/limits.h', 'soft/trace.h', 'soft/env.h'],
+    why: "the queue pair's state machine sees the engine, the memory and its connection, never an ND face (qp/ports.h)",
   },
   {
     files: /^soft\/cm\/.*\.h$/,
@@ -112,12 +129,30 @@ describe('binding/: each layer includes only what is below its seam', () => {
     });
   }
 
-  it('the qp units include no ND face of the software provider', () => {
+  it('soft/qp/ includes no ND face of the software provider', () => {
     const bad: string[] = [];
     for (const [file, { quoted }] of all) {
-      if (QP_UNITS.test(file)) for (const inc of quoted) if (SOFT_FACES.includes(inc)) bad.push(`${file} includes "${inc}"`);
+      if (QP_MACHINE.test(file)) for (const inc of quoted) if (SOFT_FACES.includes(inc)) bad.push(`${file} includes "${inc}"`);
     }
     expect(bad).toEqual([]);
+  });
+
+  it('soft/qp/ names no ND face class either (a forward declaration would reach past its ports)', () => {
+    const bad: string[] = [];
+    for (const file of filesUnder(path.join(BINDING, 'soft', 'qp'), /\.(cc|h)$/)) {
+      const lines = stripComments(readFileSync(file, 'utf8')).split('\n');
+      lines.forEach((line, i) => {
+        const m = SOFT_FACE_CLASSES.exec(line);
+        if (m) bad.push(`${path.relative(BINDING, file)}:${i + 1} names ${m[0]}`);
+      });
+    }
+    expect(bad).toEqual([]);
+  });
+
+  it('the ND face of the queue pair derives from the state machine (the split is there to be held)', () => {
+    const face = stripComments(readFileSync(path.join(BINDING, 'soft', 'queue_pair.h'), 'utf8'));
+    expect(face).toMatch(/class\s+SoftQueuePair\s+final\s*:[^{]*\bpublic\s+QueuePairCore\b/);
+    expect(all.get('soft/queue_pair.h')?.quoted).toContain('soft/qp/qp.h');
   });
 
   it('only the addon (addon/, delivery/, bench/) includes Node-API or libuv', () => {

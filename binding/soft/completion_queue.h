@@ -21,12 +21,13 @@
 #include "nd/netdirect_ext.h"
 #include "ndkit/checked_mutex.h"
 #include "soft/object.h"
+#include "soft/qp/ports.h"
 
 namespace netdirect::soft {
 
 class SoftAdapter;
 
-class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public INDPollingHint {
+class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public INDPollingHint, public CompletionSink {
  public:
   // IUnknown, for both interfaces: INDPollingHint is answered besides the ComObject's own ids.
   HRESULT ND_CALL QueryInterface(REFIID riid, VOID** ppv) override;
@@ -51,30 +52,18 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public 
   // Returns false on overrun (the entry is dropped and the CQ is in the error state). Never calls back
   // into a queue pair, so callers may hold their own locks (lock order: docs/threads.md).
   // `flush`: a completion of the QP's own flush (see above), queued even beyond the depth.
-  bool push(const ND2_RESULT& result, bool solicited, bool flush = false);
+  bool push(const ND2_RESULT& result, bool solicited, bool flush = false) override;
   // Appends n unsolicited completions at once: a consumer sees all of them or none, and an armed notification
   // fires once (a Read Response that confirms a batch of Writes completes them in one go).
-  bool push_many(const ND2_RESULT* results, size_t n);
+  bool push_many(const ND2_RESULT* results, size_t n) override;
   // True once the CQ overran: its QPs must fail.
-  bool failed() const { return overrun_.load(std::memory_order_acquire); }
+  bool failed() const override { return overrun_.load(std::memory_order_acquire); }
 
-  // Inline progress: a queue pair completing into this CQ lets a GetResults caller that found the CQ empty
-  // (a thread polling anyway: the JS thread in manual mode, the poller in its spin window) read and place
-  // its input itself, so a completion or a placed Write needs no engine-thread wake-up. Never blocks: a
-  // source that is busy (the engine thread holds it) is skipped.
-  class ProgressSource {
-   public:
-    virtual void poll_progress() = 0;
-    // The polling thread armed a notification on the CQ, i.e. it stops polling and waits: progress goes back
-    // to the engine at once rather than when the inline lease runs out. Called with no CQ lock held.
-    virtual void polling_stopped() = 0;
-
-   protected:
-    ~ProgressSource() = default;
-  };
-  // Called without the source's own locks held; remove_source waits for a GetResults round in progress.
-  void add_source(ProgressSource* s);
-  void remove_source(ProgressSource* s);
+  // Inline progress (soft/qp/ports.h ProgressSource): a queue pair completing into this CQ lets a GetResults
+  // caller that found the CQ empty read and place its input itself. Called without the source's own locks held;
+  // remove_source waits for a GetResults round in progress.
+  void add_source(ProgressSource* s) override;
+  void remove_source(ProgressSource* s) override;
   // Per thread, off by default: only threads that poll in a loop drive progress inline (a thread that polls
   // once per wake-up, like the poller, would take the socket from the engine and then sleep).
   SoftAdapter* adapter() const { return adapter_; }

@@ -13,10 +13,11 @@
 #include "soft/adapter.h"
 #include "soft/memory/local_sge.h"
 #include "soft/object.h"
+#include "soft/qp/ports.h"
 
 namespace netdirect::soft {
 
-class SoftSharedReceiveQueue final : public ComObject<IND2SharedReceiveQueue> {
+class SoftSharedReceiveQueue final : public ComObject<IND2SharedReceiveQueue>, public ReceiveSource {
  public:
   // ND_INVALID_PARAMETER_3 (depth 0 / above limits::kMaxQueueDepth), _4 (maxSge 0 / above kMaxSge),
   // _5 (threshold above depth).
@@ -33,7 +34,7 @@ class SoftSharedReceiveQueue final : public ComObject<IND2SharedReceiveQueue> {
   HRESULT ND_CALL Receive(VOID* requestContext, const ND2_SGE sge[], ULONG nSge) override;
 
   // Provider side: takes the oldest receive (its pins move to *out). False if none is posted.
-  bool pop(RecvRequest* out);
+  bool pop(RecvRequest* out) override;
   SoftAdapter* adapter() const { return adapter_; }
   ULONG outstanding() const;
 

@@ -1,8 +1,10 @@
-// SoftQueuePair's state machine: posting (the send queue's admission and doorbell batching), request state,
-// in-order completions, error state, attach, inline progress and connection teardown. The IND2QueuePair methods
-// themselves are soft/queue_pair.cc; transmit is qp_tx.cc, receive/placement qp_rx.cc (design: soft/queue_pair.h).
+// The queue pair's state machine (QueuePairCore): creation of its rings, posting (the queues' admission and
+// doorbell batching), request state, in-order completions, error state and flush, attach, inline progress and
+// connection teardown. The IND2QueuePair methods themselves are soft/queue_pair.cc; transmit is qp_tx.cc,
+// receive/placement qp_rx.cc (design: qp.h).
+#include "soft/qp/qp.h"
+
 #include "soft/env.h"
-#include "soft/queue_pair.h"
 
 #include <algorithm>
 #include <chrono>
@@ -10,10 +12,6 @@
 #include <cstring>
 #include <new>
 
-#include "soft/adapter.h"
-#include "soft/completion_queue.h"
-#include "soft/memory_region.h"
-#include "soft/memory_window.h"
 #include "soft/memory/stag_table.h"
 #include "soft/trace.h"
 
@@ -50,9 +48,141 @@ uint32_t response_timeout_ms() {
 }
 
 // ---------------------------------------------------------------------------------------------------
+// Creation and destruction
+
+QueuePairCore::QueuePairCore(Engine& engine, StagTable& stags, CompletionSink* rcq, CompletionSink* icq,
+                             ReceiveSource* srq, void* context)
+    : engine_(engine), stags_(stags), rcq_(rcq), icq_(icq), srq_(srq), context_(context), rx_(stags, *this) {}
+
+QueuePairCore::~QueuePairCore() = default;
+
+HRESULT QueuePairCore::allocate(uint32_t receiveDepth, uint32_t initiatorDepth, uint32_t maxReceiveSge,
+                                uint32_t maxInitiatorSge, uint32_t inlineDataSize) {
+  try {
+    sq_depth_ = initiatorDepth;
+    sq_max_sge_ = std::max<uint32_t>(maxInitiatorSge, 1);  // inline requests use one SGE slot
+    inline_size_ = inlineDataSize;
+    sq_.resize(initiatorDepth);
+    sq_sge_.resize(static_cast<size_t>(initiatorDepth) * sq_max_sge_);
+    inline_buf_.resize(static_cast<size_t>(initiatorDepth) * inlineDataSize);
+    if (srq_ == nullptr) {
+      rq_depth_ = receiveDepth;
+      rq_max_sge_ = maxReceiveSge;
+      rq_.resize(receiveDepth);
+    }
+    tx_.batch = std::make_unique<TxBatch>();
+    sq_max_sge_request_ = maxInitiatorSge;
+  } catch (...) {
+    return ND_NO_MEMORY;
+  }
+  return ND_SUCCESS;
+}
+
+void QueuePairCore::destroy() {
+  remove_progress_sources();  // normally done when the socket closed
+  // Released without a flush (never connected, or after teardown): give back every pin, no completions.
+  for (uint64_t s = sq_head_; s < sq_tail_; ++s) release_local_sges(stags_, sq_sges(s), sq_at(s).nsge);
+  for (uint64_t s = rq_head_; s < rq_tail_; ++s) {
+    RecvRequest& r = rq_[s % rq_depth_];
+    release_local_sges(stags_, r.sge, r.nsge);
+  }
+  rx_.release();  // (before the adapter, and with it the STag table, may go)
+  for (uint32_t i = 0; i < irq_count_; ++i) {
+    InRead& in = irq_[(irq_head_ + i) % irq_.size()];
+    if (in.pin != 0) stags_.unpin(in.pin);
+  }
+  if (sock_ != net::kInvalidSocket) {
+    engine_.remove(sock_, this);
+    if (doorbell_added_) engine_.remove(shm_->doorbell(), &doorbell_);
+    net::close_socket(sock_, true);
+  }
+}
+
+bool QueuePairCore::connected() const {
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+  return state_ == State::kConnected;
+}
+
+bool QueuePairCore::same_host() const {
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+  return shm_ != nullptr;
+}
+
+bool QueuePairCore::transport(bool* shm) const {
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+  if (!ever_attached_) return false;
+  *shm = shm_used_;
+  return true;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Posting (the face's IND2QueuePair methods)
+
+HRESULT QueuePairCore::post_send_queue(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
+                                       uint64_t raddr, uint32_t rtoken) {
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
+  HRESULT hr = post_sq_locked(ctx, type, sge, nSge, flags, raddr, rtoken);
+  lock.unlock();
+  kick_teardown();
+  return hr;
+}
+
+HRESULT QueuePairCore::post_receive(void* ctx, const ND2_SGE* sge, ULONG nSge) {
+  if (srq_ != nullptr) return ND_INVALID_DEVICE_REQUEST;  // receives come from the SRQ
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+  if (nSge > rq_max_sge_) return ND_DATA_OVERRUN;
+  // Flushed (failed, closed or Flush()ed): the receive completes ND_CANCELED (docs/nd2.md §3.6).
+  if (flushed_post_locked(rcq_, ctx, Nd2RequestTypeReceive, false)) return ND_SUCCESS;
+  if (rq_tail_ - rq_head_ >= rq_depth_) return ND_NO_MORE_ENTRIES;
+  RecvRequest& r = rq_[rq_tail_ % rq_depth_];
+  uint64_t total = 0;
+  HRESULT hr = prepare_local_sges(stags_, sge, nSge, rq_max_sge_, access::kLocalWrite, r.sge, &total);
+  if (hr != ND_SUCCESS) return hr;
+  r.context = ctx;
+  r.nsge = nSge;
+  r.length = total;
+  ++rq_tail_;
+  return ND_SUCCESS;
+}
+
+HRESULT QueuePairCore::admit_window_locked() {
+  mu_.assert_held();
+  HRESULT hr = check_post_locked();
+  if (hr == ND_SUCCESS && sq_tail_ - sq_head_ >= sq_depth_) hr = ND_NO_MORE_ENTRIES;
+  return hr;
+}
+
+void QueuePairCore::queue_window_locked(void* ctx, ND2_REQUEST_TYPE type, ULONG flags) {
+  mu_.assert_held();
+  SqRequest& r = sq_at(sq_tail_);
+  r = SqRequest{ctx, type, SqState::kQueued, false, flags, 0, 0, 0, 0, 0};
+  ++sq_tail_;
+  tx_progress_locked();
+}
+
+void QueuePairCore::flush() {
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
+  switch (state_) {
+    case State::kIdle:
+    case State::kConnecting:
+      // Not connected: only receives can be outstanding.
+      state_ = State::kError;
+      fail_locked(ND_CANCELED, false, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+      break;
+    case State::kConnected:
+      fail_locked(ND_CANCELED, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
+      break;
+    default:
+      break;  // already flushed
+  }
+  lock.unlock();
+  kick_teardown();
+}
+
+// ---------------------------------------------------------------------------------------------------
 // Posts
 
-HRESULT SoftQueuePair::check_post_locked() {
+HRESULT QueuePairCore::check_post_locked() {
   mu_.assert_held();
   if (state_ != State::kConnected) return ND_CONNECTION_INVALID;
   if (rcq_->failed() || icq_->failed()) {
@@ -63,7 +193,7 @@ HRESULT SoftQueuePair::check_post_locked() {
   return ND_SUCCESS;
 }
 
-bool SoftQueuePair::flushed_post_locked(SoftCompletionQueue* cq, void* ctx, ND2_REQUEST_TYPE type, bool sq) {
+bool QueuePairCore::flushed_post_locked(CompletionSink* cq, void* ctx, ND2_REQUEST_TYPE type, bool sq) {
   mu_.assert_held();
   if (state_ != State::kError && state_ != State::kClosing) return false;
   if (sq && !ever_attached_) return false;  // never connected: ND_CONNECTION_INVALID
@@ -71,7 +201,7 @@ bool SoftQueuePair::flushed_post_locked(SoftCompletionQueue* cq, void* ctx, ND2_
   return true;
 }
 
-HRESULT SoftQueuePair::post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
+HRESULT QueuePairCore::post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
                                       uint64_t raddr, uint32_t rtoken) {
   mu_.assert_held();
   const bool inl = (flags & ND_OP_FLAG_INLINE) != 0;
@@ -150,7 +280,7 @@ HRESULT SoftQueuePair::post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND
 // ---------------------------------------------------------------------------------------------------
 // Completions
 
-void SoftQueuePair::push_cqe_locked(SoftCompletionQueue* cq, void* ctx, ND2_REQUEST_TYPE type, HRESULT status,
+void QueuePairCore::push_cqe_locked(CompletionSink* cq, void* ctx, ND2_REQUEST_TYPE type, HRESULT status,
                                     ULONG bytes, bool solicited) {
   mu_.assert_held();
   ND2_RESULT r;
@@ -162,7 +292,7 @@ void SoftQueuePair::push_cqe_locked(SoftCompletionQueue* cq, void* ctx, ND2_REQU
   cq->push(r, solicited, flushing_);  // an overrun is noticed through cq->failed() at the next activity
 }
 
-void SoftQueuePair::complete_sq_head_locked(HRESULT status) {
+void QueuePairCore::complete_sq_head_locked(HRESULT status) {
   mu_.assert_held();
   SqRequest& r = sq_at(sq_head_);
   release_local_sges(stags_, sq_sges(sq_head_), r.nsge);
@@ -173,14 +303,14 @@ void SoftQueuePair::complete_sq_head_locked(HRESULT status) {
   ++sq_head_;
 }
 
-void SoftQueuePair::complete_recv_locked(RecvRequest& r, HRESULT status, ULONG bytes, bool solicited) {
+void QueuePairCore::complete_recv_locked(RecvRequest& r, HRESULT status, ULONG bytes, bool solicited) {
   mu_.assert_held();
   release_local_sges(stags_, r.sge, r.nsge);
   r.nsge = 0;
   push_cqe_locked(rcq_, r.context, Nd2RequestTypeReceive, status, bytes, solicited);
 }
 
-void SoftQueuePair::complete_ready_locked() {
+void QueuePairCore::complete_ready_locked() {
   mu_.assert_held();
   // The completions of one call reach the CQ together (push_many): a poller that wakes for the first sees all.
   constexpr size_t kChunk = 64;
@@ -195,7 +325,7 @@ void SoftQueuePair::complete_ready_locked() {
         break;
       case Nd2RequestTypeWrite:
       case Nd2RequestTypeSend:
-        // Confirmed by a later Read Response; without ORD, on transmission (queue_pair.h).
+        // Confirmed by a later Read Response; without ORD, on transmission (qp.h).
         done = ord_ == 0 || sq_head_ < confirmed_seq_;
         break;
       default:
@@ -223,7 +353,7 @@ void SoftQueuePair::complete_ready_locked() {
   if (n > 0) icq_->push_many(done_cqes, n);
 }
 
-void SoftQueuePair::fail_locked(HRESULT event_status, bool report, bool success_before, uint64_t offender_seq,
+void QueuePairCore::fail_locked(HRESULT event_status, bool report, bool success_before, uint64_t offender_seq,
                                 HRESULT offender_status, HRESULT recv_status, const char* file, int line) {
   mu_.assert_held();
   trace("qp %p fails (%s:%d): state %d, event %08lx, sq head/sent/tail %llu/%llu/%llu, rq head/tail %llu/%llu",
@@ -277,7 +407,7 @@ void SoftQueuePair::fail_locked(HRESULT event_status, bool report, bool success_
 // ---------------------------------------------------------------------------------------------------
 // Connection lifecycle
 
-HRESULT SoftQueuePair::begin_connect() {
+HRESULT QueuePairCore::begin_connect() {
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (state_ == State::kIdle) {
     state_ = State::kConnecting;
@@ -288,19 +418,19 @@ HRESULT SoftQueuePair::begin_connect() {
                                                                                      : ND_CONNECTION_ACTIVE;
 }
 
-void SoftQueuePair::abort_connect() {
+void QueuePairCore::abort_connect() {
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   if (state_ == State::kConnecting) state_ = State::kIdle;
 }
 
 // A connection attach() refuses: no event of ours will ever concern it, so the connector is forgotten again.
-void SoftQueuePair::refuse(net::Socket s) {
+void QueuePairCore::refuse(net::Socket s) {
   net::close_socket(s, true);
   std::lock_guard<std::recursive_mutex> ev(events_mu_);
   events_ = nullptr;
 }
 
-bool SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
+bool QueuePairCore::attach(const Connection& c, ConnectionEvents* events) {
   {
     std::lock_guard<std::recursive_mutex> ev(events_mu_);  // events_mu_ before mu_ (docs/threads.md)
     events_ = events;
@@ -338,9 +468,9 @@ bool SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
   state_ = State::kConnected;
   ever_attached_ = true;
   self_ref_ = true;
-  AddRef();  // the connection keeps the QP alive until the socket is closed
+  hold();  // the connection keeps the QP alive until the socket is closed
   lock.unlock();
-  if (!adapter_->engine().add(c.socket, this, Engine::kRead)) {
+  if (!engine_.add(c.socket, this, Engine::kRead)) {
     lock.lock();
     fail_locked(ND_INSUFFICIENT_RESOURCES, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
     peer_eof_ = true;
@@ -349,7 +479,7 @@ bool SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
     return true;  // attached, and failed at once: the connection-closed event reports it
   }
   if (shm_) {
-    const bool rung = adapter_->engine().add(shm_->doorbell(), &doorbell_, Engine::kRead);
+    const bool rung = engine_.add(shm_->doorbell(), &doorbell_, Engine::kRead);
     lock.lock();
     doorbell_added_ = rung;
     if (!rung) {
@@ -369,19 +499,19 @@ bool SoftQueuePair::attach(const Connection& c, ConnectionEvents* events) {
   return true;
 }
 
-void SoftQueuePair::add_progress_sources() {
+void QueuePairCore::add_progress_sources() {
   if (sources_added_.exchange(true)) return;
   rcq_->add_source(this);
   if (icq_ != rcq_) icq_->add_source(this);
 }
 
-void SoftQueuePair::remove_progress_sources() {
+void QueuePairCore::remove_progress_sources() {
   if (!sources_added_.exchange(false)) return;
   rcq_->remove_source(this);  // waits for a GetResults round that may be inside poll_progress()
   if (icq_ != rcq_) icq_->remove_source(this);
 }
 
-void SoftQueuePair::inline_lease_check() {
+void QueuePairCore::inline_lease_check() {
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   inline_timer_ = 0;
   if (sock_ == net::kInvalidSocket || !rx_inline_) return;
@@ -389,25 +519,25 @@ void SoftQueuePair::inline_lease_check() {
     end_inline_locked();  // nobody polls any more
     return;
   }
-  inline_timer_ = adapter_->engine().add_timer(kInlineLeaseMs, [this] { inline_lease_check(); });
+  inline_timer_ = engine_.add_timer(kInlineLeaseMs, [this] { inline_lease_check(); });
 }
 
-void SoftQueuePair::end_inline_locked() {
+void QueuePairCore::end_inline_locked() {
   mu_.assert_held();
   // The engine reads again (level-triggered: input that is already there is reported at once), and requests
   // left queued by doorbell batching go out.
   rx_inline_ = false;
   if (shm_) {
     // The doorbell again, rung once by ourselves: the engine reads what came since the last poll, then arms.
-    adapter_->engine().modify(shm_->doorbell(), &doorbell_, Engine::kRead);
+    engine_.modify(shm_->doorbell(), &doorbell_, Engine::kRead);
     shm_->kick_self();
   } else {
-    adapter_->engine().modify(sock_, this, sock_interest_locked());
+    engine_.modify(sock_, this, sock_interest_locked());
   }
   tx_progress_locked();
 }
 
-void SoftQueuePair::polling_stopped() {
+void QueuePairCore::polling_stopped() {
   {
     std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     if (sock_ == net::kInvalidSocket || !rx_inline_) return;
@@ -416,7 +546,7 @@ void SoftQueuePair::polling_stopped() {
   kick_teardown();  // a send that failed just now scheduled it
 }
 
-void SoftQueuePair::poll_progress() {
+void QueuePairCore::poll_progress() {
   // Called by GetResults with the CQ's source lock held (the QP is registered, so its connection holds a
   // reference). Never blocks: when the engine thread is in on_io it makes the progress anyway.
   std::unique_lock<ndkit::CheckedMutex> lock(mu_, std::try_to_lock);
@@ -432,12 +562,12 @@ void SoftQueuePair::poll_progress() {
       // Same host: the ring is read here, so the peer need not ring; the engine still watches the socket for the
       // peer's end.
       shm_->disarm_rx();
-      adapter_->engine().modify(shm_->doorbell(), &doorbell_, 0);
+      engine_.modify(shm_->doorbell(), &doorbell_, 0);
     } else {
-      adapter_->engine().modify(sock_, this, 0);
+      engine_.modify(sock_, this, 0);
     }
     if (inline_timer_ == 0) {
-      inline_timer_ = adapter_->engine().add_timer(kInlineLeaseMs, [this] { inline_lease_check(); });
+      inline_timer_ = engine_.add_timer(kInlineLeaseMs, [this] { inline_lease_check(); });
     }
   }
   rx_progress_locked();
@@ -459,22 +589,22 @@ void SoftQueuePair::poll_progress() {
   if (kick) post_teardown();
   if (events) {
     // ConnectionEvents callbacks belong to the engine thread.
-    AddRef();
-    adapter_->engine().post([this] {
+    hold();
+    engine_.post([this] {
       fire_events();
-      Release();
+      drop();
     });
   }
 }
 
-void SoftQueuePair::disconnect(std::function<void()> done) {
-  AddRef();
-  adapter_->engine().post([this, done = std::move(done)]() mutable {
+void QueuePairCore::disconnect(std::function<void()> done) {
+  hold();
+  engine_.post([this, done = std::move(done)]() mutable {
     std::unique_lock<ndkit::CheckedMutex> lock(mu_);
     if (sock_ == net::kInvalidSocket) {
       lock.unlock();
       if (done) done();
-      Release();
+      drop();
       return;
     }
     disconnect_done_.push_back(std::move(done));
@@ -483,23 +613,23 @@ void SoftQueuePair::disconnect(std::function<void()> done) {
     }
     lock.unlock();
     kick_teardown();
-    Release();
+    drop();
   });
 }
 
-void SoftQueuePair::detach_events() {
+void QueuePairCore::detach_events() {
   std::lock_guard<std::recursive_mutex> ev(events_mu_);
   events_ = nullptr;
 }
 
-void SoftQueuePair::schedule_teardown_locked() {
+void QueuePairCore::schedule_teardown_locked() {
   mu_.assert_held();
   if (teardown_scheduled_ || sock_ == net::kInvalidSocket) return;
   teardown_scheduled_ = true;
   teardown_kick_ = true;
 }
 
-void SoftQueuePair::kick_teardown() {
+void QueuePairCore::kick_teardown() {
   bool kick;
   {
     std::lock_guard<ndkit::CheckedMutex> lock(mu_);
@@ -509,16 +639,16 @@ void SoftQueuePair::kick_teardown() {
   if (kick) post_teardown();
 }
 
-void SoftQueuePair::post_teardown() {
+void QueuePairCore::post_teardown() {
   // Socket work and callbacks always happen on the engine thread without mu_.
-  AddRef();
-  adapter_->engine().post([this] {
+  hold();
+  engine_.post([this] {
     run_teardown();
-    Release();
+    drop();
   });
 }
 
-void SoftQueuePair::run_teardown() {
+void QueuePairCore::run_teardown() {
   fire_events();
   bool close_now;
   net::Socket s;
@@ -529,8 +659,8 @@ void SoftQueuePair::run_teardown() {
     close_now = peer_eof_;
     if (rx_inline_) {
       rx_inline_ = false;  // draining / closing is the engine's job again
-      adapter_->engine().modify(s, this, sock_interest_locked());
-      if (shm_) adapter_->engine().modify(shm_->doorbell(), &doorbell_, Engine::kRead);
+      engine_.modify(s, this, sock_interest_locked());
+      if (shm_) engine_.modify(shm_->doorbell(), &doorbell_, Engine::kRead);
     }
     if (!close_now) {
       // Let a Terminate (or the last bytes) reach the peer: shut down our direction and drain until the
@@ -539,13 +669,13 @@ void SoftQueuePair::run_teardown() {
       rx_.stop(ND_CANCELED);
       tx_set_want_write_locked(false);
       net::shutdown_write(s);
-      linger_timer_ = adapter_->engine().add_timer(kLingerMs, [this] { close_socket_now(); });
+      linger_timer_ = engine_.add_timer(kLingerMs, [this] { close_socket_now(); });
     }
   }
   if (close_now) close_socket_now();
 }
 
-void SoftQueuePair::close_socket_now() {
+void QueuePairCore::close_socket_now() {
   net::Socket s;
   std::vector<std::function<void()>> dones;
   bool release;
@@ -557,15 +687,15 @@ void SoftQueuePair::close_socket_now() {
     if (s == net::kInvalidSocket) return;
     sock_ = net::kInvalidSocket;
     if (linger_timer_ != 0) {
-      adapter_->engine().cancel_timer(linger_timer_);
+      engine_.cancel_timer(linger_timer_);
       linger_timer_ = 0;
     }
     if (inline_timer_ != 0) {
-      adapter_->engine().cancel_timer(inline_timer_);
+      engine_.cancel_timer(inline_timer_);
       inline_timer_ = 0;
     }
     if (peer_timer_ != 0) {
-      adapter_->engine().cancel_timer(peer_timer_);
+      engine_.cancel_timer(peer_timer_);
       peer_timer_ = 0;
     }
     rx_inline_ = false;
@@ -578,8 +708,8 @@ void SoftQueuePair::close_socket_now() {
     doorbell_added_ = false;
   }
   remove_progress_sources();
-  adapter_->engine().remove(s, this);
-  if (bell) adapter_->engine().remove(link->doorbell(), &doorbell_);
+  engine_.remove(s, this);
+  if (bell) engine_.remove(link->doorbell(), &doorbell_);
   link.reset();  // unmaps the rings (the peer keeps its own mapping until it closes too)
   net::close_socket(s, false);
   for (auto& d : dones) {
@@ -587,11 +717,11 @@ void SoftQueuePair::close_socket_now() {
   }
   if (release) {
     // Not from inside our own on_io: the last reference may go with it.
-    adapter_->engine().post([this] { Release(); });
+    engine_.post([this] { drop(); });
   }
 }
 
-void SoftQueuePair::fire_events() {
+void QueuePairCore::fire_events() {
   std::lock_guard<std::recursive_mutex> ev(events_mu_);
   bool rtr;
   bool closed;

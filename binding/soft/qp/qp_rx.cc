@@ -1,13 +1,12 @@
 // The queue pair side of its receive stream (rx_stream.h): socket readiness, draining a closing socket, and the
 // RxEvents the stream calls — posted receives, outstanding Reads (ORQ), inbound Reads (IRQ), completions,
-// Terminates and failures (design: queue_pair.h).
+// Terminates and failures (design: qp.h).
+#include "soft/qp/qp.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
 
-#include "soft/adapter.h"
-#include "soft/completion_queue.h"
-#include "soft/queue_pair.h"
 #include "soft/memory/stag_table.h"
 #include "soft/wire/terminate.h"
 
@@ -76,7 +75,7 @@ bool is_access_error(TermCode c) {
 }
 }  // namespace
 
-void SoftQueuePair::on_io(uint32_t events) {
+void QueuePairCore::on_io(uint32_t events) {
   bool close_now = false;
   {
     std::lock_guard<ndkit::CheckedMutex> lock(mu_);
@@ -91,7 +90,7 @@ void SoftQueuePair::on_io(uint32_t events) {
 }
 
 // The peer placed bytes in our ring or freed space in its own, and rang (docs/shm.md "Waking").
-void SoftQueuePair::Doorbell::on_io(uint32_t) {
+void QueuePairCore::Doorbell::on_io(uint32_t) {
   bool close_now = false;
   {
     std::lock_guard<ndkit::CheckedMutex> lock(qp->mu_);
@@ -104,7 +103,7 @@ void SoftQueuePair::Doorbell::on_io(uint32_t) {
   qp->fire_events();
 }
 
-void SoftQueuePair::io_locked(uint32_t events, bool* close_now) {
+void QueuePairCore::io_locked(uint32_t events, bool* close_now) {
   mu_.assert_held();
   if (rx_.stopped()) {
     *close_now = rx_drain_locked();
@@ -122,7 +121,7 @@ void SoftQueuePair::io_locked(uint32_t events, bool* close_now) {
   }
 }
 
-bool SoftQueuePair::rx_drain_locked() {
+bool QueuePairCore::rx_drain_locked() {
   mu_.assert_held();
   uint8_t sink[4096];
   for (int i = 0; i < kRxBudget; ++i) {
@@ -136,7 +135,7 @@ bool SoftQueuePair::rx_drain_locked() {
   return false;
 }
 
-void SoftQueuePair::rx_progress_locked() {
+void QueuePairCore::rx_progress_locked() {
   mu_.assert_held();
   if (state_ != State::kConnected) return;
   if (shm_) {
@@ -148,7 +147,7 @@ void SoftQueuePair::rx_progress_locked() {
   if (src.moved()) peer_activity_locked();
 }
 
-void SoftQueuePair::shm_rx_progress_locked() {
+void QueuePairCore::shm_rx_progress_locked() {
   mu_.assert_held();
   ShmRxSource src(*shm_, sock_, shm_check_tcp_);
   for (int round = 0;; ++round) {
@@ -165,7 +164,7 @@ void SoftQueuePair::shm_rx_progress_locked() {
   if (src.moved()) peer_activity_locked();
 }
 
-bool SoftQueuePair::rx_take_receive(RecvRequest* out) {
+bool QueuePairCore::rx_take_receive(RecvRequest* out) {
   if (srq_ != nullptr) return srq_->pop(out);
   if (rq_head_ == rq_tail_) return false;
   const RecvRequest& r = rq_[rq_head_ % rq_depth_];
@@ -177,11 +176,11 @@ bool SoftQueuePair::rx_take_receive(RecvRequest* out) {
   return true;
 }
 
-void SoftQueuePair::rx_receive_done(RecvRequest& r, HRESULT status, uint32_t bytes, bool solicited) {
+void QueuePairCore::rx_receive_done(RecvRequest& r, HRESULT status, uint32_t bytes, bool solicited) {
   complete_recv_locked(r, status, bytes, solicited);
 }
 
-bool SoftQueuePair::rx_read_target(RxReadTarget* out) {
+bool QueuePairCore::rx_read_target(RxReadTarget* out) {
   if (orq_count_ == 0) return false;
   const OutRead& o = orq_[orq_head_];
   out->internal = o.internal;
@@ -199,32 +198,32 @@ bool SoftQueuePair::rx_read_target(RxReadTarget* out) {
   return true;
 }
 
-void SoftQueuePair::rx_read_progress(uint32_t bytes) { orq_[orq_head_].received += bytes; }
+void QueuePairCore::rx_read_progress(uint32_t bytes) { orq_[orq_head_].received += bytes; }
 
-void SoftQueuePair::rx_read_response_done() {
+void QueuePairCore::rx_read_response_done() {
   OutRead& o = orq_[orq_head_];
   if (!o.internal) sq_at(o.sq_seq).read_done = true;
-  // Everything sent before this Read Request was processed by the peer (queue_pair.h).
+  // Everything sent before this Read Request was processed by the peer (qp.h).
   confirmed_seq_ = std::max(confirmed_seq_, o.confirm_seq);
   orq_head_ = (orq_head_ + 1) % orq_.size();
   --orq_count_;
   complete_ready_locked();
 }
 
-bool SoftQueuePair::rx_inbound_read_room(bool rtr) {
+bool QueuePairCore::rx_inbound_read_room(bool rtr) {
   return (rtr || irq_count_ < ird_) && irq_count_ < irq_.size();
 }
 
-void SoftQueuePair::rx_inbound_read(uint32_t sink_stag, uint64_t sink_to, uint32_t size, const uint8_t* src,
+void QueuePairCore::rx_inbound_read(uint32_t sink_stag, uint64_t sink_to, uint32_t size, const uint8_t* src,
                                     uint32_t pin) {
   InRead& in = irq_[(irq_head_ + irq_count_) % irq_.size()];
   in = InRead{sink_stag, sink_to, size, 0, src, pin};
   ++irq_count_;
 }
 
-void SoftQueuePair::rx_rtr_received() { event_rtr_pending_ = true; }
+void QueuePairCore::rx_rtr_received() { event_rtr_pending_ = true; }
 
-void SoftQueuePair::rx_protocol_error(TermCode code, HRESULT recv_status, HRESULT read_status, const uint8_t* ulpdu,
+void QueuePairCore::rx_protocol_error(TermCode code, HRESULT recv_status, HRESULT read_status, const uint8_t* ulpdu,
                                       size_t avail, uint16_t ulpdu_len) {
   send_terminate_locked(code, ulpdu, avail, ulpdu_len);
   const HRESULT event = is_access_error(code) ? ND_ACCESS_VIOLATION : ND_REMOTE_ERROR;
@@ -237,12 +236,12 @@ void SoftQueuePair::rx_protocol_error(TermCode code, HRESULT recv_status, HRESUL
   fail_locked(event, true, false, kNoOffender, ND_CANCELED, recv_status);
 }
 
-void SoftQueuePair::rx_connection_failed(HRESULT status, bool peer_gone) {
+void QueuePairCore::rx_connection_failed(HRESULT status, bool peer_gone) {
   if (peer_gone) peer_eof_ = true;
   fail_locked(status, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);
 }
 
-void SoftQueuePair::rx_terminate_received(const TerminateInfo& t) {
+void QueuePairCore::rx_terminate_received(const TerminateInfo& t) {
   if (rx_.awaiting_rtr() && terminate_declines_setup(t)) {
     // In place of its RTR the initiator declined the connection (MpaSetup::decline) or cannot meet our Reply's
     // terms: the Accept fails ND_CONNECTION_REFUSED (cm/connector_core.cc).

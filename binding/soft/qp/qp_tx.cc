@@ -1,15 +1,14 @@
 // Transmit side of the queue pair: message scheduling, FPDU segmentation, gather-send from the SGEs,
-// ORD and fence stalls, and the internal confirmation Read (design: queue_pair.h).
+// ORD and fence stalls, and the internal confirmation Read (design: qp.h).
+#include "soft/qp/qp.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstring>
 
-#include "soft/adapter.h"
-#include "soft/completion_queue.h"
-#include "soft/wire/crc32c.h"
-#include "soft/queue_pair.h"
 #include "soft/memory/stag_table.h"
+#include "soft/wire/crc32c.h"
 #include "soft/wire/terminate.h"
 #include "soft/trace.h"
 
@@ -37,17 +36,17 @@ uint64_t steady_ns() {
 }
 }  // namespace
 
-void SoftQueuePair::tx_set_want_write_locked(bool want) {
+void QueuePairCore::tx_set_want_write_locked(bool want) {
   mu_.assert_held();
   if (want == tx_.want_write || sock_ == net::kInvalidSocket) return;
   tx_.want_write = want;
   // Nothing while an inline poller drives the connection (qp.cc poll_progress): it retries the send. Same
   // host: the full ring asked the peer to ring our doorbell when it frees space (shm/link.cc Link::send_iov).
   if (rx_inline_ || shm_) return;
-  adapter_->engine().modify(sock_, this, sock_interest_locked());
+  engine_.modify(sock_, this, sock_interest_locked());
 }
 
-uint32_t SoftQueuePair::sock_interest_locked() const {
+uint32_t QueuePairCore::sock_interest_locked() const {
   mu_.assert_held();
   return Engine::kRead | (tx_.want_write && !shm_ ? Engine::kWrite : 0);
 }
@@ -55,16 +54,16 @@ uint32_t SoftQueuePair::sock_interest_locked() const {
 // After a receive round or a post: transmit now, or, on the thread between its Engine::progress(true) and its
 // flush (the event-loop consumer handing a round's completions to the application), at that flush — so the
 // application's replies and the round's Read Responses (and confirmation Reads) leave in one send.
-void SoftQueuePair::tx_progress_or_defer_locked() {
+void QueuePairCore::tx_progress_or_defer_locked() {
   mu_.assert_held();
-  Engine& engine = adapter_->engine();
+  Engine& engine = engine_;
   if (!engine.deferring()) {
     tx_progress_locked();
     return;
   }
   if (tx_deferred_ || !tx_pending_locked()) return;
   tx_deferred_ = true;
-  AddRef();  // released by the flush, on the driving thread
+  hold();  // released by the flush, on the driving thread
   engine.defer([this] {
     {
       std::lock_guard<ndkit::CheckedMutex> lock(mu_);
@@ -72,11 +71,11 @@ void SoftQueuePair::tx_progress_or_defer_locked() {
       tx_progress_locked();
     }
     kick_teardown();
-    Release();
+    drop();
   });
 }
 
-void SoftQueuePair::tx_progress_locked() {
+void QueuePairCore::tx_progress_locked() {
   mu_.assert_held();
   if (state_ != State::kConnected || sock_ == net::kInvalidSocket) return;
   for (;;) {
@@ -89,7 +88,7 @@ void SoftQueuePair::tx_progress_locked() {
   tx_fail_local_error_locked();
 }
 
-void SoftQueuePair::tx_fail_local_error_locked() {
+void QueuePairCore::tx_fail_local_error_locked() {
   mu_.assert_held();
   if (state_ != State::kConnected || sq_head_ != sq_next_ || sq_next_ == sq_tail_) return;
   const HRESULT st = sq_at(sq_head_).local_status;
@@ -97,7 +96,7 @@ void SoftQueuePair::tx_fail_local_error_locked() {
   fail_with_terminate_locked(kLocalCatastrophic, st, sq_head_, st);
 }
 
-void SoftQueuePair::fail_with_terminate_locked(TermCode code, HRESULT event_status, uint64_t offender,
+void QueuePairCore::fail_with_terminate_locked(TermCode code, HRESULT event_status, uint64_t offender,
                                                HRESULT status) {
   mu_.assert_held();
   send_terminate_locked(code, nullptr, 0, 0);
@@ -105,25 +104,25 @@ void SoftQueuePair::fail_with_terminate_locked(TermCode code, HRESULT event_stat
 }
 
 // ---- the bounded wait for Read Responses ----------------------------------------------------------------------
-// Writes and Sends complete when a later Read Response confirms them (queue_pair.h): a peer that keeps the
+// Writes and Sends complete when a later Read Response confirms them (qp.h): a peer that keeps the
 // connection open but never answers our Read would leave them pending for ever. So while an outbound Read is
 // outstanding, an engine timer checks that bytes keep moving in either direction (a large transfer ahead of the
 // response may legitimately delay it); after peer_timeout_ms_ without a byte, the oldest request completes
 // ND_IO_TIMEOUT, the rest ND_CANCELED, and the connection is Terminated and closed (docs/nd2.md §3.6).
 
-void SoftQueuePair::peer_wait_started_locked() {
+void QueuePairCore::peer_wait_started_locked() {
   mu_.assert_held();
   if (peer_timer_ != 0 || peer_timeout_ms_ == 0 || sock_ == net::kInvalidSocket) return;
   peer_activity_ns_ = steady_ns();
-  peer_timer_ = adapter_->engine().add_timer(peer_timeout_ms_, [this] { peer_deadline_check(); });
+  peer_timer_ = engine_.add_timer(peer_timeout_ms_, [this] { peer_deadline_check(); });
 }
 
-void SoftQueuePair::peer_activity_locked() {
+void QueuePairCore::peer_activity_locked() {
   mu_.assert_held();
   if (peer_timer_ != 0) peer_activity_ns_ = steady_ns();
 }
 
-void SoftQueuePair::peer_deadline_check() {
+void QueuePairCore::peer_deadline_check() {
   {
     std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     peer_timer_ = 0;
@@ -131,7 +130,7 @@ void SoftQueuePair::peer_deadline_check() {
     const uint64_t idle_ms = (steady_ns() - peer_activity_ns_) / 1000000;
     if (idle_ms < peer_timeout_ms_) {
       const uint32_t rest = peer_timeout_ms_ - static_cast<uint32_t>(idle_ms);
-      peer_timer_ = adapter_->engine().add_timer(rest, [this] { peer_deadline_check(); });
+      peer_timer_ = engine_.add_timer(rest, [this] { peer_deadline_check(); });
       return;
     }
     peer_timeout_locked();
@@ -139,7 +138,7 @@ void SoftQueuePair::peer_deadline_check() {
   kick_teardown();
 }
 
-void SoftQueuePair::peer_timeout_locked() {
+void QueuePairCore::peer_timeout_locked() {
   mu_.assert_held();
   // The oldest request is the one the peer failed to answer (or to confirm); with none (only the P2P RTR Read
   // was outstanding) everything just closes.
@@ -150,18 +149,18 @@ void SoftQueuePair::peer_timeout_locked() {
 // Anything for tx_progress_locked to do: an FPDU to send or finish, a Read Response to answer, the RTR, a
 // queued request, or a confirmation Read that is due now — the sources tx_next_message_locked takes from, in
 // the same order; a new source there belongs here too.
-bool SoftQueuePair::tx_pending_locked() const {
+bool QueuePairCore::tx_pending_locked() const {
   mu_.assert_held();
   return tx_.batch->iov_count > 0 || tx_.want_write || tx_.rtr_pending || tx_.kind != TxKind::kNone ||
          irq_started_ < irq_count_ || sq_next_ < sq_tail_ || tx_confirm_due_locked(true);
 }
 
-bool SoftQueuePair::needs_confirmation_locked() const {
+bool QueuePairCore::needs_confirmation_locked() const {
   mu_.assert_held();
   return ord_ > 0 && last_unconfirmed_ > confirm_requested_;
 }
 
-bool SoftQueuePair::confirm_read_outstanding_locked() const {
+bool QueuePairCore::confirm_read_outstanding_locked() const {
   mu_.assert_held();
   for (uint32_t i = 0; i < orq_count_; ++i) {
     const OutRead& o = orq_[(orq_head_ + i) % orq_.size()];
@@ -170,7 +169,7 @@ bool SoftQueuePair::confirm_read_outstanding_locked() const {
   return false;
 }
 
-bool SoftQueuePair::tx_fill_locked() {
+bool QueuePairCore::tx_fill_locked() {
   mu_.assert_held();
   TxBatch& b = *tx_.batch;
   b.sq_done = sq_next_;
@@ -236,7 +235,7 @@ bool SoftQueuePair::tx_fill_locked() {
   return true;
 }
 
-bool SoftQueuePair::tx_next_message_locked() {
+bool QueuePairCore::tx_next_message_locked() {
   mu_.assert_held();
   // 1. The P2P RTR is the initiator's first FPDU (docs/iwarp.md §1.2, §4).
   if (tx_.rtr_pending) {
@@ -341,7 +340,7 @@ bool SoftQueuePair::tx_next_message_locked() {
 // signaled Write still gets its Read at once. Silent requests produce no completion on success (a failure still
 // comes back as a Terminate naming the offender), so they alone only call for a Read once a batch of them holds
 // send-queue slots.
-bool SoftQueuePair::tx_confirm_due_locked(bool idle) const {
+bool QueuePairCore::tx_confirm_due_locked(bool idle) const {
   mu_.assert_held();
   if (!needs_confirmation_locked() || orq_count_ >= ord_) return false;
   const uint64_t unconfirmed = last_unconfirmed_ - confirm_requested_;
@@ -352,14 +351,14 @@ bool SoftQueuePair::tx_confirm_due_locked(bool idle) const {
 }
 
 // Appends an internal zero-length Read Request that confirms every request transmitted before it.
-void SoftQueuePair::tx_confirm_read_locked() {
+void QueuePairCore::tx_confirm_read_locked() {
   mu_.assert_held();
   confirm_requested_ = sq_next_;
   tx_internal_read_locked(sq_next_);
 }
 
 // Appends an internal zero-length Read Request (the P2P RTR, or a confirmation of requests with seq < confirms).
-void SoftQueuePair::tx_internal_read_locked(uint64_t confirms) {
+void QueuePairCore::tx_internal_read_locked(uint64_t confirms) {
   mu_.assert_held();
   OutRead& o = orq_[(orq_head_ + orq_count_) % orq_.size()];
   o = OutRead{0, confirms, true, ++tx_.read_msn, kRtrStag, 0, 0, 0};
@@ -374,13 +373,13 @@ void SoftQueuePair::tx_internal_read_locked(uint64_t confirms) {
   tx_append_fpdu_locked(h, body, sizeof body, nullptr, 0, 0, 0);
 }
 
-void SoftQueuePair::tx_append_fpdu_locked(const DdpHeader& h, const uint8_t* body, size_t body_len,
+void QueuePairCore::tx_append_fpdu_locked(const DdpHeader& h, const uint8_t* body, size_t body_len,
                                           const LocalSge* sge, uint32_t nsge, uint64_t offset, uint32_t len) {
   mu_.assert_held();
   tx_.batch->append_fpdu(h, body, body_len, sge, nsge, offset, len, crc_);
 }
 
-bool SoftQueuePair::tx_flush_locked() {
+bool QueuePairCore::tx_flush_locked() {
   mu_.assert_held();
   TxBatch& b = *tx_.batch;
   while (b.iov_pos < b.iov_count) {
@@ -426,7 +425,7 @@ bool SoftQueuePair::tx_flush_locked() {
   return true;
 }
 
-void SoftQueuePair::tx_batch_done_locked() {
+void QueuePairCore::tx_batch_done_locked() {
   mu_.assert_held();
   TxBatch& b = *tx_.batch;
   if (b.sq_done > sq_sent_) sq_sent_ = b.sq_done;
@@ -447,7 +446,7 @@ void SoftQueuePair::tx_batch_done_locked() {
   complete_ready_locked();
 }
 
-void SoftQueuePair::send_terminate_locked(TermCode code, const uint8_t* ulpdu, size_t avail, uint16_t ulpdu_len) {
+void QueuePairCore::send_terminate_locked(TermCode code, const uint8_t* ulpdu, size_t avail, uint16_t ulpdu_len) {
   mu_.assert_held();
   if (tx_.term_sent || sock_ == net::kInvalidSocket) return;
   tx_.term_sent = true;

@@ -1,6 +1,6 @@
 // Receive stream: FPDU parsing, every check on inbound DDP/RDMAP segments (MSN, MO, STag, key, rights, bounds),
 // placement (zero-copy readv with CRC off; staged, CRC-checked, then copied with CRC on), Read Request queuing and
-// Terminate decoding (design: queue_pair.h "Receive", rx_stream.h).
+// Terminate decoding (design: qp.h "Receive", rx_stream.h).
 #include "soft/qp/rx_stream.h"
 
 #include <algorithm>
@@ -124,7 +124,7 @@ void RxStream::progress(RxSource& src) {
     }
     if (crc_) {
       // CRC on: the rest of the FPDU (payload, pad, CRC) is collected in the staging buffer, checked there, and
-      // only then copied into its target (queue_pair.h, Receive). Never CRC the target itself: the consumer may
+      // only then copied into its target (qp.h, Receive). Never CRC the target itself: the consumer may
       // rewrite placed bytes at once (a spin on the last byte), and a failing FPDU must place nothing.
       const size_t need = payload_len_ + trailer_len_;
       const size_t avail = stage_end_ - stage_pos_;

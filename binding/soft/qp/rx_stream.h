@@ -6,8 +6,8 @@
 // It owns no socket and no queue: bytes come from an RxSource (the connection's socket in production, a byte
 // buffer in test/native/rx_stream_test.cc), and everything it needs from or reports to its queue pair goes
 // through RxEvents (posted receives, outstanding Reads, inbound Read queue, completions, errors). The locking
-// rule is the queue pair's (queue_pair.h): every call happens under the owner's lock.
-// Design of the receive path: queue_pair.h, "Receive"; checks and Terminate codes: RFC 5040 §7, RFC 5041 §7,
+// rule is the queue pair's (qp.h): every call happens under the owner's lock.
+// Design of the receive path: qp.h, "Receive"; checks and Terminate codes: RFC 5040 §7, RFC 5041 §7,
 // RFC 5044 §7.
 #ifndef NETDIRECT_SOFT_RX_STREAM_H_
 #define NETDIRECT_SOFT_RX_STREAM_H_

@@ -1,4 +1,4 @@
-// FPDU building of the transmit context (design: queue_pair.h "Transmit", tx_context.h).
+// FPDU building of the transmit context (design: qp.h "Transmit", tx_context.h).
 #include "soft/qp/tx_context.h"
 
 #include <algorithm>

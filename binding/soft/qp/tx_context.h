@@ -3,7 +3,7 @@
 // trailers, iovecs over the SGEs) being sent, and the Terminate slot. Scheduling (which message next: RTR, Read
 // Responses, send queue, confirmation Reads) stays with the queue pair in qp_tx.cc, because it reads the send
 // queue and the outstanding/inbound Read queues; this header is the state it works on plus FPDU building.
-// Locking: the queue pair's (queue_pair.h): everything here is touched only under its mu_.
+// Locking: the queue pair's (qp.h): everything here is touched only under its mu_.
 #ifndef NETDIRECT_SOFT_TX_CONTEXT_H_
 #define NETDIRECT_SOFT_TX_CONTEXT_H_
 
