@@ -11,7 +11,7 @@ import type { Local, RemoteMemory } from './memory-region.js';
 import type { PostOptions, QueuePair } from './queue-pair.js';
 import type { PreparedRequest } from './prepared.js';
 import { K_READ, K_RECEIVE, K_SEND, K_WRITE } from './records.js';
-import type { Pins } from './requests.js';
+import type { PendingRequest, Pins } from './requests.js';
 import { checkIndex, checkOptions, describe } from './validate.js';
 
 /** Options of qp.batch(). */
@@ -64,6 +64,8 @@ export class PostBatch {
   readonly _sges: Float64Array;
   /** @internal */ readonly _pins: Pins[];
   /** @internal */ readonly _context: unknown[];
+  /** @internal The request-table entries of the batch being posted (QueuePair._postBatch). */
+  readonly _entries: Array<PendingRequest | null>;
   /** @internal Local bytes of each request. */
   readonly _bytes: Float64Array;
   /** @internal Remote address of each Read/Write (for an error message), undefined for the others. */
@@ -97,6 +99,7 @@ export class PostBatch {
     this._sges = new Float64Array(capacity * maxSge * 3);
     this._pins = new Array<Pins>(capacity).fill(null);
     this._context = new Array<unknown>(capacity).fill(undefined);
+    this._entries = new Array<PendingRequest | null>(capacity).fill(null);
     this._bytes = new Float64Array(capacity);
     this._remote = new Array<bigint | undefined>(capacity).fill(undefined);
   }

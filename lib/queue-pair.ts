@@ -30,7 +30,7 @@ import {
 import type { NativeQueuePair } from './native.js';
 import type { AdapterContext } from './context.js';
 import { CompletionArrays, CompletionQueue, type Completion, type RawCompletion } from './completion-queue.js';
-import { InFlight, ignore, pin, requestError, settleRequest, unpin, type PendingRequest, type Pins, type RequestOwner, type Returned } from './requests.js';
+import { InFlight, RequestQueue, ignore, pin, requestError, settleRequest, unpin, type PendingRequest, type Pins, type RequestOwner, type Returned } from './requests.js';
 import { K_BIND, K_INVALIDATE, K_READ, K_RECEIVE, K_SEND, K_WRITE, REQUEST_TYPES } from './records.js';
 import { SCRATCH_SGES, checkBoolean, checkIndex, checkOptions, describe, formatBytes } from './validate.js';
 import {
@@ -235,10 +235,9 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
   private readonly _iq: SlotQueue;
   // Non-silent requests; close() waits for them. Silent ones are retired by the next completion of this QP.
   private readonly _inflight = new InFlight();
-  private _silent: PendingRequest[] = [];
+  private readonly _silent = new RequestQueue();
   /** What broke the queue pair (its first failed request that was not a flush), for the flushed ones after it. */
   private _brokenBy: string | null = null;
-  private _silentHead = 0;
   private _seq = 0;
   private _closing: Promise<void> | null = null;
 
@@ -625,7 +624,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     }
     const requests = this._ctx.requests;
     const d = b._desc;
-    const entries = BATCH_ENTRIES;
+    const entries = b._entries;
     const every = b.signalEvery;
     let initiator = 0;
     for (let i = 0; i < n; i++) {
@@ -656,13 +655,13 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     try {
       posted = this._native.postMany(d, b._sges, n);
     } catch (err) {
-      for (let i = 0; i < n; i++) requests.release(entries[i]);
-      entries.length = 0;
+      for (let i = 0; i < n; i++) requests.release(entries[i] as PendingRequest);
+      entries.fill(null, 0, n);
       b.clear();
       throw callerStack(asNdError(err, op));
     }
     for (let i = 0; i < posted; i++) {
-      const e = entries[i];
+      const e = entries[i] as PendingRequest;
       e.pins = b._pins[i];
       pin(e.pins);
       if (e.kind === K_RECEIVE) this._rq.outstanding++;
@@ -673,16 +672,16 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     let error: NdError | null = null;
     if (posted < n) {
       const status = d[posted * DESC_WORDS] >>> 0;
-      const failed = entries[posted];
+      const failed = entries[posted] as PendingRequest;
       error = this._postError(
         statusError(status, failed.operation,
           `request ${posted} of the batch of ${n} (${failed.bytes} bytes) was refused: the ${posted} before it were posted ` +
             `(their completions come from cq.poll()), it and the ${n - posted - 1} after it were not`),
         failed.bytes,
       );
-      for (let i = posted; i < n; i++) requests.release(entries[i]);
+      for (let i = posted; i < n; i++) requests.release(entries[i] as PendingRequest);
     }
-    entries.length = 0;
+    entries.fill(null, 0, n);
     b.clear();
     if (error !== null) throw callerStack(error);
     return n;
@@ -930,7 +929,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
       this._rq.outstanding--;
     } else {
       this._iq.outstanding--;
-      if (this._silentHead < this._silent.length) this._retireSilent(e);
+      if (this._silent.size > 0) this._retireSilent(e);
     }
     if (!e.silent) this._inflight.end();
     unpin(e.pins);
@@ -992,7 +991,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     const receive = kind === K_RECEIVE;
     const queue = receive ? this._rq : this._iq;
     queue.checkRoom(operation);
-    if (!receive && this._iq.outstanding === this._silent.length - this._silentHead) {
+    if (!receive && this._iq.outstanding === this._silent.size) {
       // Silent requests free their slots only when a later request of the queue completes: with nothing else
       // posted, a waiting request would wait forever.
       throw new NdError(
@@ -1037,24 +1036,14 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
   private _retireSilent(e: PendingRequest): void {
     const requests = this._ctx.requests;
     const list = this._silent;
-    while (this._silentHead < list.length) {
-      const s = list[this._silentHead];
-      if (s === e) {
-        this._silentHead++;
-        break;
-      }
+    while (list.size > 0) {
+      const s = list.first();
       if (s.seq > e.seq) break;
-      this._silentHead++;
+      list.shift();
+      if (s === e) break;
       this._iq.outstanding--;
       unpin(s.pins);
       requests.release(s);
-    }
-    if (this._silentHead === list.length) {
-      list.length = 0;
-      this._silentHead = 0;
-    } else if (this._silentHead > 1024) {
-      this._silent = list.slice(this._silentHead);
-      this._silentHead = 0;
     }
   }
 
@@ -1209,8 +1198,6 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
   }
 }
 
-/** The entries of a batch being posted (QueuePair._postBatch), reused between batches. */
-const BATCH_ENTRIES: PendingRequest[] = [];
 
 /** Throws ND_NO_MORE_ENTRIES unless `count` requests of a batch fit the free slots of `queue` with nothing waiting. */
 function checkBatchFits(queue: SlotQueue, count: number, operation: string): void {

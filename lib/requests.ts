@@ -84,6 +84,44 @@ export class Fifo<T> {
   }
 }
 
+/**
+ * Requests in posting order (a queue pair's silent requests, retired by a later completion). Its array is kept,
+ * never truncated: once it has grown to the most requests outstanding, push() and shift() allocate nothing.
+ */
+export class RequestQueue {
+  private items: Array<PendingRequest | null> = [];
+  private head = 0;
+  private tail = 0;
+
+  get size(): number {
+    return this.tail - this.head;
+  }
+
+  push(e: PendingRequest): void {
+    const items = this.items;
+    if (this.tail === items.length && this.head > 0) {
+      // Full at the end with room at the start: move the live ones down.
+      items.copyWithin(0, this.head, this.tail);
+      items.fill(null, this.tail - this.head, this.tail);
+      this.tail -= this.head;
+      this.head = 0;
+    }
+    if (this.tail === items.length) items.push(e);
+    else items[this.tail] = e;
+    this.tail++;
+  }
+
+  /** The oldest request (the caller checked size > 0). */
+  first(): PendingRequest {
+    return this.items[this.head] as PendingRequest;
+  }
+
+  shift(): void {
+    this.items[this.head++] = null;
+    if (this.head === this.tail) this.head = this.tail = 0;
+  }
+}
+
 /** For `promise.catch(ignore)`: marks a promise handled without changing what it settles with. */
 export function ignore(): void {}
 
@@ -183,8 +221,12 @@ export function unpin(pins: Pins): void {
 
 export class RequestTable {
   private readonly entries: Array<PendingRequest | undefined> = [undefined];
+  // Stacks with their own length: an array's length is never lowered, as lowering it lets V8 shrink the storage
+  // that the next pushes would allocate again (the posting path allocates nothing once these have grown).
   private readonly freeIds: number[] = [];
-  private readonly spare: PendingRequest[] = [];
+  private freeCount = 0;
+  private readonly spare: Array<PendingRequest | null> = [];
+  private spareCount = 0;
   private live = 0;
 
   get size(): number {
@@ -193,9 +235,17 @@ export class RequestTable {
 
   /** A fresh entry with an id that no pending request uses. */
   acquire(): PendingRequest {
-    const entry = this.spare.pop() ?? new PendingRequest();
-    let id = this.freeIds.pop();
-    if (id === undefined) {
+    let entry: PendingRequest;
+    if (this.spareCount > 0) {
+      entry = this.spare[--this.spareCount] as PendingRequest;
+      this.spare[this.spareCount] = null;
+    } else {
+      entry = new PendingRequest();
+    }
+    let id: number;
+    if (this.freeCount > 0) {
+      id = this.freeIds[--this.freeCount];
+    } else {
       id = this.entries.length;
       if (id > 0xffffffff) throw new RangeError('request table exhausted');
       this.entries.push(undefined);
@@ -215,11 +265,17 @@ export class RequestTable {
     const id = entry.id;
     if (id === 0 || this.entries[id] !== entry) return;
     this.entries[id] = undefined;
-    this.freeIds.push(id);
+    if (this.freeCount === this.freeIds.length) this.freeIds.push(id);
+    else this.freeIds[this.freeCount] = id;
+    this.freeCount++;
     this.live--;
     entry.id = 0;
     entry.reset();
-    if (this.spare.length < 1024) this.spare.push(entry);
+    if (this.spareCount < 1024) {
+      if (this.spareCount === this.spare.length) this.spare.push(entry);
+      else this.spare[this.spareCount] = entry;
+      this.spareCount++;
+    }
   }
 
   /** Every pending entry (a snapshot), for teardown. */

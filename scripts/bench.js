@@ -60,7 +60,7 @@ const ROWS = [
   { id: 'msg-rate', label: 'message rate, 8 B writes, post()+poll()', figure: 'MsgRate', args: ['write_bw', '-s', '8', '-n', q(1000000, 200), '--completion', 'manual', '--compare', 'tcp'],
     targets: [['>=', 2.0, 'abs', '≥ 2 Mpps']] },
   // The same through qp.batch(): 32 requests per native call (perftest's -l), every 16th signalled (issue #26).
-  { id: 'msg-rate-batch', label: 'message rate, 8 B writes, batch(32)+poll()', figure: 'MsgRate', args: ['write_bw', '-s', '8', '-n', q(1000000, 200), '--completion', 'manual', '-l', '32', '--compare', 'tcp'],
+  { id: 'msg-rate-batch', label: 'message rate, 8 B writes, prepare()+batch(32)+pollInto()', figure: 'MsgRate', args: ['write_bw', '-s', '8', '-n', q(1000000, 200), '--completion', 'manual', '-l', '32', '--compare', 'tcp'],
     targets: [['>=', 3.0, 'abs', '≥ 3 Mpps']] },
   // Same host through shared memory (issue #25, docs/shm.md): the rows above are TCP (shm off, the default).
   { id: 'shm-lat-manual', label: 'shm: write_lat 8 B, --completion manual', args: ['write_lat', '-s', '8', '-n', q(20000, 50), '--completion', 'manual', '--shm', 'on', '--compare', 'tcp'],

@@ -8,10 +8,10 @@
 // the promise API, completions from the event loop or from the poller thread, and the JS thread yields to the
 // event loop (setImmediate) while it waits, as a Node program would.
 
-import type { Adapter, CompletionQueue, Connector, Listener, MemoryRegion, QueuePair, RawCompletion, RemoteMemory } from '../index.js';
+import type { Adapter, CompletionQueue, Connector, Listener, MemoryRegion, PreparedRequest, QueuePair, RawCompletion, RemoteMemory } from '../index.js';
 import { loadBenchBinding, type NativeBenchBinding, type NativeNdBenchParams } from '../native.js';
 import type { TestName } from './options.js';
-import { bandwidthStats, latencyStats, peakFromMarks, type Stats } from './stats.js';
+import { HeapMeter, Marks, bandwidthStats, latencyStats, peakFromMarks, type Stats } from './stats.js';
 import { formatBytes } from '../validate.js';
 
 type Nd = typeof import('../index.js');
@@ -825,10 +825,16 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
   // perftest -l: the free slots of the window are posted in batches, one native call each, every K-th signalled.
   const postList = side.manual ? side.cfg.postList ?? 1 : 1;
   const batches = postList > 1 ? side.qps.map((qp) => qp.batch({ capacity: postList, signalEvery: K })) : null;
-  const marks: Array<[number, number]> = [];
+  // The batched loop posts one prepared request per QP (validated once) and takes completions as numbers.
+  // A mark per W / 4 messages or more (peaks are taken over windows of W): the loop's own allocations stay out of
+  // the heap column.
+  const marks = new Marks(Math.max(1, (W * n) >> 2));
   const stall = new Stall(side.cfg.timeoutMs, test);
   const inline = read ? undefined : inl(side, size);
   const wopts = { offset, inline };
+  const prepared = batches === null ? null : side.qps.map((qp, q) => qp.prepare(op, local, side.remotes[q], read ? { offset } : { offset, inline }));
+  const arrays = batches === null ? null : new (nd().CompletionArrays)(256);
+  const heap = new HeapMeter();
   if (metered) startMeter(L, n);
   const meterOn = metered ? 1 : 0;
   const qps = side.qps;
@@ -846,11 +852,8 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
           busy = true;
           const count = Math.min(postList, limit - posted[q], W - (posted[q] - done[q]));
           // A signalled request's context counts the requests it completes: the batch signals every K-th and its last.
-          for (let i = 0; i < count; i++) {
-            const context = q * 64 + (i % K) + 1;
-            if (read) b.read(local, remotes[q], { offset, context });
-            else b.write(local, remotes[q], { offset, context, inline });
-          }
+          const p = (prepared as PreparedRequest[])[q];
+          for (let i = 0; i < count; i++) b.add(p, undefined, undefined, q * 64 + (i % K) + 1);
           b.post();
           posted[q] += count;
         }
@@ -882,7 +885,22 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
         }
       }
     }
-    if (side.manual) {
+    if (arrays !== null) {
+      const got = side.cq.pollInto(arrays);
+      for (let i = 0; i < got; i++) {
+        if (arrays.status[i] !== 0) throw new Error(`${op} completed with ${nd().ndStatusName(arrays.status[i])} (0x${arrays.status[i].toString(16)})`);
+        const ctx = arrays.context[i];
+        const k = ctx & 63;
+        done[ctx >> 6] += k;
+        doneAll += k;
+      }
+      if (got > 0) {
+        marks.push(doneAll);
+        if (meterOn) meter.done = doneAll;
+        stall.progress();
+        heap.sample(doneAll);
+      }
+    } else if (side.manual) {
       const cs = checked(side.cq.poll(256));
       for (const c of cs) {
         const ctx = c.context as number;
@@ -891,9 +909,10 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
         doneAll += k;
       }
       if (cs.length) {
-        marks.push([Number(now() - t0), doneAll]);
+        marks.push(doneAll);
         if (meterOn) meter.done = doneAll;
         stall.progress();
+        heap.sample(doneAll);
       }
     } else {
       let progressed = false;
@@ -907,8 +926,9 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
       }
       if (progressed) {
         if (meterOn) meter.done = doneAll;
-        if ((doneAll & 15) === 0) marks.push([Number(now() - t0), doneAll]);
+        if ((doneAll & 15) === 0) marks.push(doneAll);
         stall.progress();
+        heap.sample(doneAll);
       } else if (!busy) {
         await immediate();
       }
@@ -920,7 +940,10 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
   }
   const elapsed = Number(now() - t0);
   // Aggregate over QPs: messages of `size` bytes moved in total.
-  return bandwidthStats(size, doneAll, elapsed, peakFromMarks(size, marks, W * n));
+  const stats = bandwidthStats(size, doneAll, elapsed, peakFromMarks(size, marks.list(), W * n));
+  const perOp = heap.perOp();
+  if (perOp !== undefined) stats.heap_bytes_per_op = perOp;
+  return stats;
 }
 
 // ---- registerMemory latency (local, no peer) --------------------------------------------------------------

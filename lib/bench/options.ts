@@ -111,6 +111,8 @@ export interface BenchOptions {
   runInfinitely: boolean;
   /** --cpu_util: this process's CPU use during each timed phase (% of one core). */
   cpuUtil: boolean;
+  /** --heap: a column of the JS heap allocated per completed message (the *_bw tests; always in the JSON report). */
+  heap: boolean;
   /** -w / -y: fail (exit 1) when BW average / MsgRate falls below (perftest's verifier limits). */
   limitBw?: number;
   limitMsgRate?: number;
@@ -177,6 +179,7 @@ export const USAGE = `usage: ndbench <test> [server-host] [options]     server: 
   --output bandwidth|message_rate|latency   print only that figure (BW average, MsgRate, t_avg), one line per size
   --run_infinitely         repeat one size until Ctrl-C, a row every -D seconds (default 5)
   --cpu_util               CPU use of this process during each timed phase, % of one core
+  --heap                   JS heap allocated per completed message, bytes (V8 heap statistics; the *_bw tests)
   --out_json, --out_json_file=<f>   perftest's names for --json (default file perftest_out.json)
   -m <min:max>             OSU: sizes min … max, doubling;  -W <n> OSU window (= -t);  --warmup <n> untimed iterations
                            with --format osu, -i <n> is OSU's iterations, -x <n> its warm-up, -m <max> its max size
@@ -501,6 +504,9 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
       case '--cpu_util':
         o.cpuUtil = true;
         break;
+      case '--heap':
+        o.heap = true;
+        break;
       case '-w':
       case '--limit_bw':
         o.limitBw = numArg(a, value(), 0);
@@ -687,6 +693,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
     output: o.output,
     runInfinitely: o.runInfinitely ?? false,
     cpuUtil: o.cpuUtil ?? false,
+    heap: o.heap ?? false,
     limitBw: o.limitBw,
     limitMsgRate: o.limitMsgRate,
     warmup: o.warmup,

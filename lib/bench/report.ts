@@ -208,6 +208,8 @@ export interface PerftestPrintOptions {
   unsorted?: boolean;
   /** --cpu_util: a CPU_Util[%] column after perftest's. */
   cpuUtil?: boolean;
+  /** --heap: a heap[B/msg] column (bandwidth tests). */
+  heap?: boolean;
 }
 
 /** perftest's way of shortest-form numbers (%g: six significant digits, no trailing zeros). */
@@ -233,10 +235,16 @@ export function perftestPrinter(report: Report, opts: PerftestPrintOptions): Pri
   const bw = (v: number) => f2(opts.reportGbits ? toGbits(v) : v);
   const compare = report.options.compare;
   const extraHeader = () =>
-    (opts.cpuUtil ? '    CPU_Util[%]' : '') + compare.map((b) => `   ${b}[${lat ? 'usec' : bwUnit}]   nd/${b}`).join('');
+    (opts.cpuUtil ? '    CPU_Util[%]' : '') + (opts.heap && !lat ? '   heap[B/msg]' : '') + compare.map((b) => `   ${b}[${lat ? 'usec' : bwUnit}]   nd/${b}`).join('');
   const cpuCell = (r: SizeResult) => (opts.cpuUtil ? `    ${pad(f2(r.cpu_util_percent ?? NaN), 11)}` : '');
+  const heapCell = (r: SizeResult) => {
+    if (!opts.heap || lat) return '';
+    const h = (r.netdirect as BandwidthStats).heap_bytes_per_op;
+    return `   ${pad(h === undefined ? 'n/a' : h.toFixed(2), 11)}`;
+  };
   const extraRow = (r: SizeResult) =>
     cpuCell(r) +
+    heapCell(r) +
     compare
       .map((b) => {
         const s = r.baselines[b];

@@ -200,6 +200,7 @@ function printerFor(o: BenchOptions, report: Report): Printer | null {
     histogram: o.histogram,
     unsorted: o.unsorted,
     cpuUtil: o.cpuUtil,
+    heap: o.heap,
   });
 }
 

@@ -147,6 +147,20 @@ describe('ndbench --output, -N, -w, --cpu_util, -I', { timeout: 120_000 }, () =>
     expect(inline.stderr).toContain("-I 512: the adapter's maxInlineDataSize is 256 bytes: use -I 256 or less");
   });
 
+  it('--heap adds a heap[B/msg] column: the batched loop (prepared requests, pollInto) allocates less per message than post() + poll()', () => {
+    const json = path.join(dir, 'heap.json');
+    const batched = ndbench('write_bw', '--loopback', '-s', '8', '-n', '60000', '--completion', 'manual', '-l', '32', '--heap', '--json', json, '--timeout', '30');
+    expect(batched.status, batched.out).toBe(0);
+    expect(batched.stdout).toMatch(/MsgRate\[Mpps\]\s+heap\[B\/msg\]/);
+    const perMessage = JSON.parse(readFileSync(json, 'utf8')).results[0].netdirect.heap_bytes_per_op;
+    expect(perMessage).toBeGreaterThanOrEqual(0);
+    expect(rows(batched.stdout)[0][5]).toBeCloseTo(perMessage, 2);
+    const single = ndbench('write_bw', '--loopback', '-s', '8', '-n', '60000', '--completion', 'manual', '--heap', '--timeout', '30');
+    expect(single.status, single.out).toBe(0);
+    // A RawCompletion object per completion, against none.
+    expect(rows(single.stdout)[0][5]).toBeGreaterThan(perMessage);
+  });
+
   it('notes for accepted no-op flags go to stderr once (not again from the --loopback server)', () => {
     const r = ndbench('write_lat', '--loopback', '-s', '8', '-n', '10', '-x', '3', '-R', '-F', '--timeout', '30');
     expect(r.status, r.out).toBe(0);
