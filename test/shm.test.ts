@@ -97,6 +97,63 @@ describe.runIf(linux)('which connections go through shared memory', () => {
   });
 });
 
+describe.runIf(linux)('event loop: the busy window of same-host connections', () => {
+  // With a connection on shared memory the provider asks the loop to keep polling a while after each message
+  // (INDSharedMemory::GetBusyPollMicros, NETDIRECT_SHM_SPIN_MICROS, default 50 µs; docs/shm.md "Waking").
+  const cases: Array<[string, boolean, string | undefined, boolean]> = [
+    ['shm, the default window', true, undefined, true],
+    ['shm, NETDIRECT_SHM_SPIN_MICROS=0', true, '0', false],
+    ['tcp', false, undefined, false],
+  ];
+  for (const [name, sharedMemory, env, spins] of cases) {
+    it(`${name}: ${spins ? 'polls inside the window, then blocks again' : 'never spins'}`, async () => {
+      const saved = process.env.NETDIRECT_SHM_SPIN_MICROS;
+      if (env === undefined) delete process.env.NETDIRECT_SHM_SPIN_MICROS;
+      else process.env.NETDIRECT_SHM_SPIN_MICROS = env;
+      let a: Adapter | undefined;
+      let b: Adapter | undefined;
+      try {
+        a = await openAdapter(TEST_ADDRESS, { completion: 'loop', sharedMemory, spinMicros: 0 });
+        b = await openAdapter(TEST_ADDRESS, { completion: 'loop', sharedMemory, spinMicros: 0 });
+      } finally {
+        if (saved === undefined) delete process.env.NETDIRECT_SHM_SPIN_MICROS;
+        else process.env.NETDIRECT_SHM_SPIN_MICROS = saved;
+      }
+      try {
+        const { qpa, qpb, mrb, rx } = await pair(a, b);
+        expect(qpa.transport).toBe(sharedMemory ? 'shm' : 'tcp');
+        const mra = await a.allocateMemory(4096);
+        await qpa.send(mra.slice(0, 8));
+        expect((await rx).bytes).toBe(8);
+        // Sends both ways, each answered: every post and completion opens the window.
+        for (let i = 0; i < 50; i++) {
+          const got = qpa.receive(mra.slice(64, 64));
+          const there = qpb.receive(mrb.slice(64, 64));
+          await qpa.send(mra.slice(0, 8));
+          await there;
+          await qpb.send(mrb.slice(0, 8));
+          expect((await got).bytes).toBe(8);
+        }
+        const spun = a.stats().spinRounds + b.stats().spinRounds;
+        if (spins) expect(spun, 'rounds polled inside the window').toBeGreaterThan(0);
+        else expect(spun).toBe(0);
+        // A receive stays pending with nothing arriving: the window closes and the loop blocks again; then a message
+        // still arrives (the doorbell, with the CQ armed again).
+        const waiting = qpa.receive(mra.slice(128, 64));
+        await new Promise((r) => setTimeout(r, 50));
+        const idle = a.stats().spinRounds;
+        await new Promise((r) => setTimeout(r, 100));
+        expect(a.stats().spinRounds - idle, 'rounds polled 50 ms after the last activity').toBe(0);
+        await qpb.send(mrb.slice(0, 16));
+        expect((await waiting).bytes).toBe(16);
+      } finally {
+        await a.close();
+        await b.close();
+      }
+    });
+  }
+});
+
 /** Entries of /dev/shm: a same-host connection must leave none behind (its rings are a memfd). */
 function devShm(): string[] {
   try {

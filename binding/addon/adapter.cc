@@ -178,6 +178,7 @@ Adapter::Adapter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Adapter>(inf
                      std::string("event-loop completions: ") + why);
       onBatch_ = Napi::Persistent(info[5].As<Napi::Function>());
       spinNs_ = static_cast<uint64_t>(spinMicros) * 1000;
+      if (FAILED(nd_->QueryInterface(IID_INDSharedMemory, reinterpret_cast<void**>(shmHint_.put())))) shmHint_.reset();
     } else {
       tsfn_ = Tsfn::New(env, info[5].As<Napi::Function>(), "netdirect.completions", 0, 1, this);
       tsfnLive_ = true;
@@ -417,13 +418,34 @@ uint64_t SteadyNs() {
 // Opens (or extends) the busy-poll window: something was posted or delivered, so an answer may be close.
 void Adapter::SpinFromNow() {
   if (!loop_) return;
-  spinUntilNs_ = SteadyNs() + spinNs_;
+  const uint64_t window = SpinWindowNs();
+  if (window == 0) return;
+  spinUntilNs_ = SteadyNs() + window;
   loop_->SetSpin(true);
+  poller_->BeginLoopSpin();
+}
+
+// The window has passed (or nothing is pending): every CQ is armed again and the loop may block. false when
+// results came in meanwhile: then the window goes on, and they were delivered.
+bool Adapter::EndSpin() {
+  Batch* late = poller_->EndLoopSpin();
+  if (late->empty()) {
+    loop_->SetSpin(false);
+    return true;
+  }
+  SpinFromNow();
+  Napi::Env env = Env();
+  Napi::HandleScope scope(env);
+  OnBatch(env, onBatch_.Value(), late);
+  if (!closed_ && progress_) progress_->Flush();
+  return false;
 }
 
 // Hands progress back to the provider's own thread and closes the loop's handles. Idempotent.
 void Adapter::StopLoop() {
   spinNs_ = 0;
+  shmHint_.reset();
+  if (poller_ && poller_->loopSpinning()) (void)poller_->EndLoopSpin();  // the thread's polling hint ends
   if (progress_) progress_->SetExternalDriver(FALSE);
   progress_.reset();
   loop_.reset();  // closes the handles
@@ -443,9 +465,12 @@ void Adapter::OnLoopReady(void* ctx) {
   // it returns) must wake the loop again: RunOnce does not look a second time.
   self->poller_->WillDrain(false);
   Batch* batch = self->poller_->RunOnce();
+  // Inside the busy window, the CQs are polled (their connections read on this thread: a same-host ring with no
+  // doorbell, docs/shm.md "Waking") instead of waiting for their Notify.
+  if (self->loop_->spinning() && self->poller_->loopSpinning()) self->poller_->PollCqs(batch);
   const bool delivered = !batch->empty();
   if (delivered) {
-    if (self->spinNs_ != 0) self->SpinFromNow();
+    self->SpinFromNow();
     Napi::Env env = self->Env();
     Napi::HandleScope scope(env);
     self->OnBatch(env, self->onBatch_.Value(), batch);
@@ -456,7 +481,9 @@ void Adapter::OnLoopReady(void* ctx) {
   self->progress_->Flush();
   // The spin window closes when it has passed with nothing delivered, or when nothing is pending: then the loop
   // blocks on the descriptors again.
-  if (self->loop_->spinning() && (self->pending_ == 0 || SteadyNs() >= self->spinUntilNs_)) self->loop_->SetSpin(false);
+  if (self->loop_->spinning() && (self->pending_ == 0 || SteadyNs() >= self->spinUntilNs_)) {
+    if (!self->EndSpin() && (self->closed_ || !self->progress_)) return;
+  }
   // An empty round inside the window offers the core to whatever else is runnable (MPI libraries' "yield when
   // idle"): on a machine with more busy threads than cores a spinning rank would otherwise hold its core for a
   // whole time slice while the peer it waits for, or the thread that would answer it, cannot run. With a core

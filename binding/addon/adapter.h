@@ -184,7 +184,7 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   // Pending requests (JS thread): the TSFN, and so the event loop, is referenced while > 0.
   void AddPending() {
     if (pending_++ == 0) KeepLoopAlive(true);
-    if (spinNs_ != 0) SpinFromNow();
+    if (loop_ && SpinWindowNs() != 0) SpinFromNow();
   }
   void SubPending(uint64_t n);
 
@@ -276,7 +276,17 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   // pending. A reply that comes back within the window is found without a wake-up from epoll.
   uint64_t spinNs_ = 0;
   uint64_t spinUntilNs_ = 0;
+  // Without a window of its own (spinNs_ 0), the provider's for same-host connections while it has one
+  // (INDSharedMemory::GetBusyPollMicros, docs/shm.md "Waking"); nullptr: a provider without the interface.
+  NdPtr<INDSharedMemory> shmHint_;
+  uint64_t SpinWindowNs() {
+    if (spinNs_ != 0) return spinNs_;
+    ULONG us = 0;
+    if (!shmHint_ || FAILED(shmHint_->GetBusyPollMicros(&us))) return 0;
+    return static_cast<uint64_t>(us) * 1000;
+  }
   void SpinFromNow();
+  bool EndSpin();
   Napi::FunctionReference onBatch_;
   std::unique_ptr<Napi::AsyncContext> asyncContext_;
   std::string provider_;

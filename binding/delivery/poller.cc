@@ -240,7 +240,7 @@ void Poller::OnNotify(CqState* s, Batch* batch) {
     ReportFailure(s, hr, batch);
   } else if (!armCqs_) {
     ArmForErrors(s, batch);  // no error after all (a spurious or quirky completion): watch again
-  } else if (spinMicros_ > 0) {
+  } else if (spinMicros_ > 0 || loopSpin_) {
     Drain(s, batch);  // the spin window that follows watches it; ArmAll re-arms it before sleeping
   } else {
     DrainAndArm(s, batch);
@@ -378,6 +378,26 @@ bool Poller::Spin(OVERLAPPED_ENTRY* entries, ULONG* n, std::unique_ptr<Batch>* b
   }
   SetPollingThread(FALSE);
   return got;
+}
+
+void Poller::PollCqs(Batch* batch) {
+  // Set on every call: another adapter's window on this thread may have ended the hint (it is the thread's).
+  SetPollingThread(TRUE);
+  for (CqState* s : cqs_) {
+    if (!s->closing && !s->failed) Drain(s, batch);
+  }
+}
+
+Batch* Poller::EndLoopSpin() {
+  loopBatch_.words.clear();
+  loopBatch_.mrUpdates.clear();
+  loopBatch_.counted = 0;
+  loopSpin_ = false;
+  // The thread stops polling: a CQ still armed from before the window gives its connections back to the
+  // provider's own progress now (the others when ArmAll's Notify arms them).
+  SetPollingThread(FALSE);
+  ArmAll(&loopBatch_);
+  return &loopBatch_;
 }
 
 void Poller::SetPollingThread(BOOL polling) {

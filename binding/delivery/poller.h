@@ -129,6 +129,17 @@ class Poller {
 
   uint64_t wakeups() const { return wakeups_.load(std::memory_order_relaxed); }
 
+  // Event-loop mode's busy window (the JS thread, between RunOnce() calls; delivery/event_loop.h SetSpin). While
+  // it is open, a CQ whose Notify completes is drained and left unarmed (the window watches it), and PollCqs()
+  // drains every CQ telling the provider that this thread polls (INDPollingHint): the built-in provider then reads
+  // its connections on this thread — a same-host ring with no system call on either side, the peer's doorbell
+  // included (docs/shm.md "Waking"). EndLoopSpin() ends the polling and arms every CQ again; what it drained
+  // meanwhile is in the batch it returns (RunOnce's: deliver it before the next RunOnce).
+  void BeginLoopSpin() { loopSpin_ = true; }
+  void PollCqs(Batch* batch);
+  Batch* EndLoopSpin();
+  bool loopSpinning() const { return loopSpin_; }
+
   // Appends one CQ result as a record and settles its accounting (batch->counted, cq->outstanding); shared
   // with cq.poll() on the JS thread.
   static void AppendResult(const ND2_RESULT& r, Batch* batch, CqState* cq);
@@ -167,6 +178,7 @@ class Poller {
   std::vector<CqState*> cqs_;
   int armed_ = 0;
   bool stopping_ = false;
+  bool loopSpin_ = false;  // event-loop mode's busy window is open (BeginLoopSpin .. EndLoopSpin)
 };
 
 }  // namespace netdirect

@@ -63,6 +63,11 @@ inline const GUID IID_INDSharedMemory = {0x6e657464, 0x6972, 0x6563, {0x74, 0x73
 struct INDSharedMemory : public IUnknown {
   virtual HRESULT ND_CALL SetSharedMemory(BOOL enable) = 0;
   virtual HRESULT ND_CALL GetSharedMemory(BOOL* pEnabled) = 0;
+  // How long a consumer that drives progress itself (INDProgress) should keep polling, without waiting, after a
+  // message was posted or completed: 0 while the adapter has no connection on shared memory (or the provider
+  // wants none). On a same-host connection a poll finds the peer's message with no system call, so a short window
+  // saves the peer's doorbell and this side's wake-up per message (docs/shm.md "Waking").
+  virtual HRESULT ND_CALL GetBusyPollMicros(ULONG* pMicros) = 0;
 };
 
 // {6E657464-6972-6563-7474-72616E730001}

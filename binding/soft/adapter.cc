@@ -78,6 +78,7 @@ HRESULT SoftAdapter::open(UINT64 id, SoftAdapter** out) {
   a->id_ = id;
   a->handshake_timeout_ms_ = cm::handshake_timeout_from_env();
   a->shared_memory_ = shm::available() && shm::enabled_from_env();
+  a->shm_spin_us_ = shm::spin_micros_from_env();
   trace_init();
   a->addresses_ = std::move(addrs);
   a->engine_.reset(new (std::nothrow) Engine());
@@ -127,6 +128,12 @@ HRESULT SoftAdapter::SetSharedMemory(BOOL enable) {
 HRESULT SoftAdapter::GetSharedMemory(BOOL* pEnabled) {
   if (pEnabled == nullptr) return ND_INVALID_PARAMETER_1;
   *pEnabled = shared_memory() ? TRUE : FALSE;
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::GetBusyPollMicros(ULONG* pMicros) {
+  if (pMicros == nullptr) return ND_INVALID_PARAMETER_1;
+  *pMicros = shm_links_.load(std::memory_order_relaxed) > 0 ? shm_spin_us_ : 0;
   return ND_SUCCESS;
 }
 

@@ -244,6 +244,18 @@ HRESULT SoftCompletionQueue::QueryInterface(REFIID riid, VOID** ppv) {
 
 HRESULT SoftCompletionQueue::SetPollingThread(BOOL polling) {
   t_inline_progress = polling != FALSE;
+  if (polling != FALSE) return ND_SUCCESS;
+  // The thread stops polling while this CQ is armed (armed before the polling began, and nothing completed since):
+  // the consumer waits now, as when it arms (notify_now), so the connections polled inline go back to the engine.
+  bool armed;
+  {
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+    armed = !waiters_.empty();
+  }
+  if (armed && polled_inline_.exchange(false, std::memory_order_relaxed)) {
+    std::lock_guard<std::mutex> lock(src_mu_);
+    for (ProgressSource* s : sources_) s->polling_stopped();
+  }
   return ND_SUCCESS;
 }
 

@@ -34,6 +34,18 @@ bool enabled_from_env() {
   return kDefaultOn;
 }
 
+uint32_t spin_micros_from_env() {
+  std::string v_env;
+  const char* v = env_value("NETDIRECT_SHM_SPIN_MICROS", v_env);
+  if (v == nullptr || v[0] == '\0') return kDefaultSpinMicros;
+  uint64_t n = 0;
+  for (const char* c = v; *c != '\0'; ++c) {
+    if (*c < '0' || *c > '9' || n > 1000000) return kDefaultSpinMicros;
+    n = n * 10 + static_cast<uint64_t>(*c - '0');
+  }
+  return n > 1000000 ? kDefaultSpinMicros : static_cast<uint32_t>(n);
+}
+
 std::string rendezvous_name(const net::Address& a) { return "netdirect-shm/1/" + a.to_string(); }
 
 #ifndef __linux__

@@ -40,6 +40,11 @@ bool available();
 // NETDIRECT_SHM: "0" off, "1" on, unset/other = kDefaultOn. Read by an adapter when it opens.
 bool enabled_from_env();
 constexpr bool kDefaultOn = false;
+// NETDIRECT_SHM_SPIN_MICROS: how long a consumer driving progress from its own loop keeps polling after a message
+// while the adapter has a same-host connection (INDSharedMemory::GetBusyPollMicros); a whole number up to 1000000,
+// 0 = never. Unset or not a number: kDefaultSpinMicros.
+uint32_t spin_micros_from_env();
+constexpr uint32_t kDefaultSpinMicros = 50;
 
 class Link {
  public:
