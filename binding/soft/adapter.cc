@@ -133,7 +133,7 @@ HRESULT SoftAdapter::GetSharedMemory(BOOL* pEnabled) {
 
 HRESULT SoftAdapter::GetBusyPollMicros(ULONG* pMicros) {
   if (pMicros == nullptr) return ND_INVALID_PARAMETER_1;
-  *pMicros = shm_links_.load(std::memory_order_relaxed) > 0 ? shm_spin_us_ : 0;
+  *pMicros = engine_->shm_links() > 0 ? shm_spin_us_ : 0;  // counted by the queue pairs (Engine::shm_link_up)
   return ND_SUCCESS;
 }
 

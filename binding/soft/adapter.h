@@ -72,10 +72,6 @@ class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress, pub
   uint32_t handshake_timeout_ms() const { return handshake_timeout_ms_; }
   // Same-host connections through shared memory (docs/shm.md): NETDIRECT_SHM at open, then INDSharedMemory.
   bool shared_memory() const { return shared_memory_.load(std::memory_order_relaxed); }
-  // Connections of this adapter on shared memory now (queue pairs count theirs in and out): while there is one, a
-  // consumer driving progress busy-polls for shm_spin_us_ after each message (GetBusyPollMicros).
-  void shm_link_up() { shm_links_.fetch_add(1, std::memory_order_relaxed); }
-  void shm_link_down() { shm_links_.fetch_sub(1, std::memory_order_relaxed); }
   // Bounds the Connects in progress (engine thread only).
   cm::ConnectGate& connect_gate() { return connect_gate_; }
 
@@ -86,7 +82,6 @@ class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress, pub
   UINT64 id_ = 0;
   uint32_t handshake_timeout_ms_ = 0;
   std::atomic<bool> shared_memory_{false};
-  std::atomic<uint32_t> shm_links_{0};
   uint32_t shm_spin_us_ = 0;  // NETDIRECT_SHM_SPIN_MICROS at open (shm::spin_micros_from_env)
   std::vector<net::Address> addresses_;
   std::unique_ptr<Engine> engine_;

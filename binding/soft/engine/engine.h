@@ -108,6 +108,12 @@ class Engine final : private ndkit::ProgressDriver::Rounds {
   void defer(std::function<void()> fn) { deferred_.push_back(std::move(fn)); }
   // Milliseconds until the next timer is due: 0 when tasks are queued, -1 when there is nothing.
   int next_timeout_ms();
+  // Same-host connections (docs/shm.md) among what the engine drives, counted in and out by their queue pairs:
+  // while there is one, a consumer driving progress busy-polls a while after each message (the adapter's
+  // INDSharedMemory::GetBusyPollMicros).
+  void shm_link_up() { shm_links_.fetch_add(1, std::memory_order_relaxed); }
+  void shm_link_down() { shm_links_.fetch_sub(1, std::memory_order_relaxed); }
+  uint32_t shm_links() const { return shm_links_.load(std::memory_order_relaxed); }
 
  private:
   uint32_t round(int timeout_ms);  // one wait + dispatch + tasks + due timers; caller holds round_mu_
@@ -118,6 +124,7 @@ class Engine final : private ndkit::ProgressDriver::Rounds {
   uint32_t run_timers(int* next_ms);  // runs due timers; *next_ms: until the next one (-1 none, 0 tasks wait)
 
   std::unique_ptr<PollSet> poll_;
+  std::atomic<uint32_t> shm_links_{0};
   std::atomic<std::thread::id> driver_{};  // the thread running rounds now (see in_engine_thread)
   std::mutex round_mu_;                    // held by whoever runs a round: one driver at a time
   std::recursive_mutex dispatch_mu_;   // held while handlers run; remove() waits on it

@@ -453,7 +453,7 @@ bool QueuePairCore::attach(const Connection& c, ConnectionEvents* events) {
   sock_ = c.socket;
   shm_ = c.shm;
   shm_used_ = shm_ != nullptr;
-  if (shm_) adapter_->shm_link_up();  // until close_socket_now() lets the link go
+  if (shm_) engine_.shm_link_up();  // until close_socket_now() lets the link go
   // Same host: no CRC (both ends agreed on the rings, so both know; nothing crosses a wire) and FPDUs as large as
   // the ULPDU Length allows (docs/shm.md).
   crc_ = shm_ ? false : c.mpa.crc;
@@ -705,7 +705,7 @@ void QueuePairCore::close_socket_now() {
     release = self_ref_;
     self_ref_ = false;
     link = std::move(shm_);
-    if (link) adapter_->shm_link_down();
+    if (link) engine_.shm_link_down();
     bell = doorbell_added_;
     doorbell_added_ = false;
   }
