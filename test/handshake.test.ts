@@ -182,8 +182,10 @@ describe('connect flood', () => {
     expect(shared.max).toBe(64); // saturated, never more
     for (const srv of srvs) expect(srv.mine.max).toBe(16); // per destination: 4 x 16 = 64
     expect(shared.accepted).toBeGreaterThan(64); // waiting Connects got slots freed by refused ones
-    // Each Connect that reached a server was refused; one still waiting at its deadline timed out.
-    expect(count('ND_CONNECTION_REFUSED')).toBe(shared.accepted);
+    // A Connect that reached a server was refused, unless its deadline came before the server's close (a loaded
+    // machine, seen under Wine); one still waiting at its deadline timed out. Nothing else ends a Connect here.
+    expect(count('ND_CONNECTION_REFUSED')).toBeGreaterThan(0);
+    expect(count('ND_CONNECTION_REFUSED')).toBeLessThanOrEqual(shared.accepted);
     expect(count('ND_CONNECTION_REFUSED') + count('ND_IO_TIMEOUT')).toBe(codes.length);
     await a.adapter.close();
     await Promise.all(srvs.map((srv) => srv.close()));
@@ -288,7 +290,7 @@ describe('slowloris', () => {
       });
     };
     for (let i = 0; i < 256; i++) hold(i);
-    await until(() => [...holders].filter((s) => !s.connecting).length === 256);
+    await until(() => [...holders].filter((s) => !s.connecting).length === 256, 30_000); // 256 TCP connects: slow under Wine
     await new Promise((r) => setTimeout(r, 200)); // the listener has accepted them all: its backlog is full
     try {
       for (let round = 0; round < 3; round++) {
