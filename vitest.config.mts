@@ -16,6 +16,7 @@ const COMPLETION_SUITES = [
   'test/poller.test.ts',
   'test/keepalive.test.ts',
   'test/posting.test.ts',
+  'test/request-abort.test.ts',
   'test/srq.test.ts',
   'test/handshake.test.ts',
   'test/cq-overrun.test.ts',

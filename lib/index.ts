@@ -22,7 +22,10 @@ export {
   type WriteOptions,
   type ReadOptions,
   type PostOptions,
+  type ReceiveOptions,
+  type RequestSignalOption,
 } from './queue-pair.js';
+export type { AbortedRequestError } from './waiting.js';
 export {
   MemoryRegion,
   encodeRemote,

@@ -44,7 +44,7 @@ import {
 } from './memory-region.js';
 import { MemoryWindow } from './memory-window.js';
 import { SharedReceiveQueue } from './shared-receive-queue.js';
-import { SlotQueue, Waiting, maxQueuedOf, neverPosted, type SlotOwner } from './waiting.js';
+import { SlotQueue, Waiting, abortable, abortedBeforePost, maxQueuedOf, neverPosted, requestSignal, type SlotOwner } from './waiting.js';
 import { DESC_WORDS, PostBatch, checkBatchOptions, type BatchOptions } from './batch.js';
 import { PreparedRequest, checkPrepareOp, type PrepareOptions } from './prepared.js';
 
@@ -92,16 +92,28 @@ export const QUEUE_PAIR_KEYS = [
   'srq',
   'maxQueued',
 ] as const;
-const SEND_KEYS = ['solicited', 'inline', 'fence'] as const;
-const WRITE_KEYS = ['offset', 'inline', 'fence'] as const;
-const READ_KEYS = ['offset', 'fence'] as const;
+const SEND_KEYS = ['solicited', 'inline', 'fence', 'signal'] as const;
+const WRITE_KEYS = ['offset', 'inline', 'fence', 'signal'] as const;
+const READ_KEYS = ['offset', 'fence', 'signal'] as const;
+const RECEIVE_KEYS = ['signal'] as const;
 const POST_KEYS = ['offset', 'context', 'silent', 'inline', 'solicited', 'fence'] as const;
 const PREPARE_KEYS = ['offset', 'silent', 'inline', 'solicited', 'fence'] as const;
 const BIND_ACCESS_KEYS = ['read', 'write'] as const;
-const KEYS_OF: Record<string, readonly string[]> = { send: SEND_KEYS, write: WRITE_KEYS, read: READ_KEYS, receive: [] };
+
+/**
+ * `signal` of a promise request (send, receive, write, read): when it aborts, the promise rejects with
+ * ERR_ND_ABORTED at once. A request still waiting for a slot is withdrawn; a posted one stays posted (ND cannot
+ * withdraw one request), its memory pinned, and its completion goes to the error's `completion` (docs/architecture.md,
+ * "Aborting a request").
+ */
+export interface RequestSignalOption {
+  signal?: AbortSignal;
+}
+/** Options of qp.receive(). */
+export type ReceiveOptions = RequestSignalOption;
 
 /** Options of qp.send(). */
-export interface SendOptions {
+export interface SendOptions extends RequestSignalOption {
   /** Ask for a solicited event at the peer (ND_OP_FLAG_SEND_AND_SOLICIT_EVENT). */
   solicited?: boolean;
   /** Copy the data into the request at post time (ND_OP_FLAG_INLINE): at most qp.inlineDataSize bytes. */
@@ -110,7 +122,7 @@ export interface SendOptions {
   fence?: boolean;
 }
 /** Options of qp.write(). */
-export interface WriteOptions {
+export interface WriteOptions extends RequestSignalOption {
   /** Byte offset into the remote memory (default 0). */
   offset?: number;
   /** Copy the data into the request at post time (ND_OP_FLAG_INLINE): at most qp.inlineDataSize bytes. */
@@ -119,7 +131,7 @@ export interface WriteOptions {
   fence?: boolean;
 }
 /** Options of qp.read(). */
-export interface ReadOptions {
+export interface ReadOptions extends RequestSignalOption {
   /** Byte offset into the remote memory (default 0). */
   offset?: number;
   /** Start only after earlier Reads of this queue pair completed (ND_OP_FLAG_READ_FENCE). */
@@ -327,7 +339,8 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
    *
    * @param local - the bytes to send: a region (all of it), a segment, a list of them (one SGE each, gathered in
    *   order) or null for a zero-byte message; at most adapter.info.maxTransferLength bytes.
-   * @param options - solicited, inline, fence.
+   * @param options - solicited, inline, fence; signal (ERR_ND_ABORTED at once; a posted request stays posted:
+   *   see RequestSignalOption).
    * @returns the completion, once the message was delivered (`bytes`: the bytes sent).
    * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed or
    *   deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them, an unknown
@@ -350,6 +363,8 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
    *
    * @param local - where the next message lands: a region, a segment, a list of them (scattered in order) or
    *   null for zero-byte messages only. The region needs `localWrite` access.
+   * @param options - signal: ERR_ND_ABORTED at once; a posted receive stays posted and still takes the next
+   *   message, which the error's `completion` gives (see RequestSignalOption).
    * @returns the completion (`bytes`: the message's length).
    * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed or
    *   deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them, an unknown
@@ -361,8 +376,8 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
    *   a disconnect, or an earlier request of the queue pair failed); ND_ACCESS_VIOLATION when a local SGE fails the
    *   provider's check (at post time); ND_BUFFER_OVERFLOW when the message is larger than `local`.
    */
-  receive(local: Local): Promise<Completion> {
-    return this._request(K_RECEIVE, 'receive', local, undefined, undefined, KEYS_OF.receive);
+  receive(local: Local, options?: ReceiveOptions): Promise<Completion> {
+    return this._request(K_RECEIVE, 'receive', local, undefined, options, RECEIVE_KEYS);
   }
 
   /**
@@ -372,7 +387,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
    * @param local - the bytes to write: a region, a segment, a list of them or null; at most
    *   adapter.info.maxTransferLength bytes.
    * @param remote - the peer's memory (decodeRemote() of what it sent); needs remoteWrite access there.
-   * @param options - offset (bytes into `remote`), inline, fence.
+   * @param options - offset (bytes into `remote`), inline, fence; signal (see RequestSignalOption).
    * @returns the completion (`bytes`: the bytes written).
    * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed or
    *   deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them, an unknown
@@ -396,7 +411,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
    * @param local - where the bytes land: a region, a segment or a list of them (regions with `readSink` and
    *   `localWrite` access); at most adapter.info.maxTransferLength bytes.
    * @param remote - the peer's memory; needs remoteRead access there.
-   * @param options - offset (bytes into `remote`), fence.
+   * @param options - offset (bytes into `remote`), fence; signal (see RequestSignalOption).
    * @returns the completion (`bytes`: the bytes read).
    * @throws {@link NdError} ERR_ND_CLOSED when the queue pair, its adapter or a region of `local` is closed or
    *   deregistered; ERR_ND_INVALID_ARGUMENT for a `local` that is not a region, a segment or a list of them, an unknown
@@ -1069,15 +1084,19 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     operation: string,
     local: Local,
     remote: RemoteMemory | undefined,
-    options: SendOptions | WriteOptions | ReadOptions | undefined,
+    options: SendOptions | WriteOptions | ReadOptions | ReceiveOptions | undefined,
     keys: readonly string[],
   ): Promise<Completion> {
     let pending: Promise<Completion>;
+    let signal: AbortSignal | undefined;
+    let waiting: Waiting | null = null;
     try {
       const flags = flagsOf(options, operation, keys);
+      signal = requestSignal(options?.signal, operation);
+      if (signal?.aborted) throw abortedBeforePost(operation, signal);
       const offset = (options as WriteOptions | undefined)?.offset;
       if (this._mustWait(kind)) {
-        const w = this._enqueue(kind, operation, local, remote, offset, flags);
+        const w = (waiting = this._enqueue(kind, operation, local, remote, offset, flags));
         pending = new Promise<Completion>((resolve, reject) => {
           w.resolve = resolve;
           w.reject = reject;
@@ -1096,8 +1115,9 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     }
     const returned: Returned = { promise: null };
     const settled = settleRequest(pending, operation, returned);
-    returned.promise = settled;
-    return settled;
+    if (signal === undefined) return (returned.promise = settled);
+    const queue = kind === K_RECEIVE ? this._rq : this._iq;
+    return (returned.promise = abortable(settled, signal, operation, () => waiting !== null && queue.withdraw(waiting, this)));
   }
 
   /** Validates, writes the SGEs, posts natively and pins. Throws NdError; returns the pending entry. */

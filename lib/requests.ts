@@ -75,6 +75,18 @@ export class Fifo<T> {
     return item;
   }
 
+  /** Removes `item` (the first of it), keeping the others' order; false when it is not queued. */
+  remove(item: T): boolean {
+    const i = this.items.indexOf(item, this.head);
+    if (i < 0) return false;
+    this.items.splice(i, 1);
+    if (this.head === this.items.length) {
+      this.items.length = 0;
+      this.head = 0;
+    }
+    return true;
+  }
+
   /** Removes and returns every item, oldest first. */
   drain(): T[] {
     const out = this.items.slice(this.head) as T[];

@@ -6,7 +6,7 @@
 
 import { ERR_ND_CLOSED, ND_CANCELED, NdError, asNdError, callerStack, misuse } from './errors.js';
 import { pin, requestError, settleRequest, unpin, type Returned } from './requests.js';
-import { SlotQueue, Waiting, maxQueuedOf, neverPosted, type SlotOwner } from './waiting.js';
+import { SlotQueue, Waiting, abortable, abortedBeforePost, maxQueuedOf, neverPosted, requestSignal, type SlotOwner } from './waiting.js';
 import type { NativeSharedReceiveQueue } from './native.js';
 import type { AdapterContext } from './context.js';
 import type { CompletionArrays, RawCompletion, SrqCompletion } from './completion-queue.js';
@@ -14,6 +14,7 @@ import type { QueuePair } from './queue-pair.js';
 import type { PendingRequest, RequestOwner } from './requests.js';
 import { K_RECEIVE, REQUEST_TYPES } from './records.js';
 import { writeSges, type Local, type SgeList } from './memory-region.js';
+import { checkOptions } from './validate.js';
 
 export interface SharedReceiveQueueOptions {
   /** Receives posted at once, 1..adapter.info.maxSharedReceiveQueueDepth (default 256, or that maximum). */
@@ -102,6 +103,8 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner, SlotOw
    *
    * @param local - where a message lands: a region, a segment, a list of them (at most maxSge) or null for
    *   zero-byte messages only; regions need `localWrite` access.
+   * @param options - signal: ERR_ND_ABORTED at once; a receive still waiting for a slot is withdrawn, a posted one
+   *   stays posted and still takes a message, which the error's `completion` gives (qp.receive()'s RequestSignalOption).
    * @returns the completion (`bytes`: the message's length; `qp`: the queue pair it arrived on).
    * @throws {@link NdError} ERR_ND_CLOSED when the SRQ, its adapter or a region of `local` is closed;
    *   ERR_ND_INVALID_ARGUMENT, ERR_ND_WRONG_ADAPTER, ERR_ND_OUT_OF_RANGE, ERR_ND_DETACHED, ERR_ND_TOO_MANY_SGES
@@ -109,13 +112,18 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner, SlotOw
    *   already wait; ND_ACCESS_VIOLATION when a local SGE fails the provider's check; ND_CANCELED when the SRQ
    *   is closed before a message used it; ND_BUFFER_OVERFLOW when the message is larger than `local`.
    */
-  receive(local: Local): Promise<SrqCompletion> {
+  receive(local: Local, options?: { signal?: AbortSignal }): Promise<SrqCompletion> {
     const op = 'receive';
     let pending: Promise<SrqCompletion>;
+    let signal: AbortSignal | undefined;
+    let waiting: Waiting | null = null;
     try {
+      if (options !== undefined) checkOptions(options, op, ['signal']);
+      signal = requestSignal(options?.signal, op);
+      if (signal?.aborted) throw abortedBeforePost(op, signal);
       this._checkPostable(op);
       if (this._slots.mustWait()) {
-        const w = this._enqueue(local, op);
+        const w = (waiting = this._enqueue(local, op));
         pending = new Promise<SrqCompletion>((resolve, reject) => {
           w.resolve = resolve;
           w.reject = reject;
@@ -133,8 +141,8 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner, SlotOw
     }
     const returned: Returned = { promise: null };
     const settled = settleRequest(pending, op, returned);
-    returned.promise = settled;
-    return settled;
+    if (signal === undefined) return (returned.promise = settled);
+    return (returned.promise = abortable(settled, signal, op, () => waiting !== null && this._slots.withdraw(waiting, this)));
   }
 
   private _checkPostable(op: string): void {

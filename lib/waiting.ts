@@ -5,13 +5,13 @@
 // posted. A leaf module beside requests.ts, so queue-pair.ts and shared-receive-queue.ts share it without
 // importing each other for it (test/import-cycles.test.ts).
 
-import { ERR_ND_OUT_OF_RANGE, ND_CANCELED, ND_NO_MORE_ENTRIES, NdError, asNdError, misuse, statusError } from './errors.js';
+import { ERR_ND_ABORTED, ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, ND_CANCELED, ND_NO_MORE_ENTRIES, NdError, asNdError, misuse, statusError } from './errors.js';
 import type { CompletionQueue } from './completion-queue.js';
 import type { Local, RemoteMemory } from './memory-region.js';
 import type { QueuePair } from './queue-pair.js';
 import { REQUEST_TYPES } from './records.js';
-import { Fifo, unpin, type PendingRequest, type Pins } from './requests.js';
-import { checkIndex } from './validate.js';
+import { Fifo, ignore, unpin, type PendingRequest, type Pins } from './requests.js';
+import { checkIndex, describe } from './validate.js';
 
 /** Default QueuePairOptions.maxQueued and SharedReceiveQueueOptions.maxQueued. */
 export const DEFAULT_MAX_QUEUED = 4096;
@@ -159,6 +159,17 @@ export class SlotQueue {
     }
   }
 
+  /**
+   * Withdraws `w` if it still waits (its regions unpinned; the requests behind it keep their order and may now
+   * be posted): true. False when it was posted already (or settled).
+   */
+  withdraw(w: Waiting, owner: SlotOwner): boolean {
+    if (!this.waiting.remove(w)) return false;
+    unpin(w.pins);
+    this.pump(owner);
+    return true;
+  }
+
   /** Removes every waiting request (their regions unpinned), oldest first, for the caller to fail. */
   drain(): Waiting[] {
     if (this.waiting.length === 0) return [];
@@ -166,4 +177,69 @@ export class SlotQueue {
     for (const w of out) unpin(w.pins);
     return out;
   }
+}
+
+/**
+ * The ERR_ND_ABORTED of a request whose signal aborted after it was posted: ND has no call that withdraws one
+ * posted request (IND2QueuePair::Flush ends them all), so it stays posted and `completion` settles with its own
+ * completion when the provider delivers it (or ND_CANCELED when the queue pair is flushed or closed). A receive so
+ * abandoned still takes the next message: `completion` gives it. Its memory stays pinned until then.
+ */
+export interface AbortedRequestError extends NdError {
+  readonly completion?: Promise<unknown>;
+}
+
+/** A request's `signal` option: undefined or an AbortSignal. */
+export function requestSignal(value: unknown, operation: string): AbortSignal | undefined {
+  if (value !== undefined && !(value instanceof AbortSignal)) {
+    throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `signal must be an AbortSignal, got ${describe(value)}`);
+  }
+  return value;
+}
+
+/** The error of a request whose signal was aborted before it was made: nothing was posted. */
+export function abortedBeforePost(operation: string, signal: AbortSignal): NdError {
+  return new NdError(ERR_ND_ABORTED, 0, operation, `${operation}: aborted before it was posted (its signal was already aborted): nothing was posted`, {
+    cause: signal.reason,
+  });
+}
+
+/**
+ * The promise of a request made with `{ signal }` (docs/architecture.md, "Aborting a request"): `settled`'s
+ * outcome, unless the signal aborts first. Then it rejects with ERR_ND_ABORTED at once, and `withdraw()` says what
+ * became of the request: true, it was still waiting for a slot and is withdrawn (nothing was posted); false, it is
+ * posted and stays so, its memory pinned, its completion delivered once, to the error's `completion` and never to
+ * this promise.
+ */
+export function abortable<T>(settled: Promise<T>, signal: AbortSignal, operation: string, withdraw: () => boolean): Promise<T> {
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => {
+      if (withdraw()) {
+        reject(new NdError(ERR_ND_ABORTED, 0, operation, `${operation}: aborted while it waited for a slot of its full queue: withdrawn, nothing was posted`, { cause: signal.reason }));
+        return;
+      }
+      settled.catch(ignore);
+      const err = new NdError(
+        ERR_ND_ABORTED,
+        0,
+        operation,
+        `${operation}: aborted; the request stays posted (ND cannot withdraw one posted request): its memory stays pinned ` +
+          'until it completes or the queue pair is flushed (qp.flush(), close()), and error.completion settles with its completion then',
+        { cause: signal.reason },
+      );
+      Object.defineProperty(err, 'completion', { value: settled, enumerable: false });
+      reject(err);
+    };
+    signal.addEventListener('abort', onAbort, { once: true });
+    settled.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (e) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(e);
+      },
+    );
+  });
 }

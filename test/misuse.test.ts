@@ -253,7 +253,7 @@ describe('strict options: unknown keys and non-boolean flags are refused, messag
     expect(message(await ndError(qp.write(mrA, mrA.remote(), { ofset: 4 } as never)))).toBe("write: unknown option 'ofset' (did you mean 'offset'?)");
     expect(message(await ndError(qp.send(mrA, { inline: 1 } as never)))).toBe('send: inline must be true or false, got number 1');
     expect(message(await ndError(qp.read(mrA, mrA.remote(), { inline: true } as never)))).toBe(
-      "read: unknown option 'inline' (known options: offset, fence)",
+      "read: unknown option 'inline' (known options: offset, fence, signal)",
     );
     expect(message(ndThrow(() => qp.post('write', mrA, mrA.remote(), { silet: true } as never)))).toBe(
       "write: unknown option 'silet' (did you mean 'silent'?)",
