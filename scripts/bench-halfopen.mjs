@@ -5,8 +5,9 @@
 // (10 ms doubling to 250 ms) until 15 s have passed.
 //   node scripts/bench-halfopen.mjs [--holders 256] [--trials 20]
 // Prints one line per trial and the median / worst, with the attempts the client needed and the reopens.
+// A repository tool (it imports test/, so it is not in the package: package.json "files").
 import { createRequire } from 'node:module';
-import net from 'node:net';
+import { holdHalfOpen } from '../test/halfopen-holders.mjs';
 
 const require = createRequire(import.meta.url);
 const { openAdapter } = require('../dist/cjs/index.js');
@@ -22,23 +23,9 @@ const ccq = client.createCompletionQueue({ depth: 64 });
 const listener = await server.listen({}); // the default backlog: 256 connections in setup
 const { port } = listener.address;
 
-let running = true;
-let reopened = 0;
-const holders = new Set();
-function hold(i) {
-  const s = net.connect({ port, host: '127.0.0.1', localAddress: `127.0.0.${2 + (i % 4)}` });
-  holders.add(s);
-  s.on('error', () => undefined);
-  s.resume();
-  s.on('close', () => {
-    holders.delete(s);
-    if (!running) return;
-    reopened++;
-    setTimeout(() => hold(i), 10);
-  });
-}
-for (let i = 0; i < holdersWanted; i++) hold(i);
-for (let i = 0; i < 500 && [...holders].filter((s) => !s.connecting).length < holdersWanted; i++) await new Promise((r) => setTimeout(r, 10));
+const holders = holdHalfOpen(port, { count: holdersWanted, reopenMs: 10 });
+const connected = () => holders.connected();
+for (let i = 0; i < 500 && connected() < holdersWanted; i++) await new Promise((r) => setTimeout(r, 10));
 await new Promise((r) => setTimeout(r, 300)); // the listener has accepted them: its backlog is full
 
 // The server side: every request is accepted on a fresh queue pair, then disconnected.
@@ -59,7 +46,6 @@ void (async () => {
 })();
 
 const times = [];
-const connected = () => [...holders].filter((s) => !s.connecting && !s.destroyed).length;
 for (let t = 0; t < trials; t++) {
   // Every holder connected (a dropped one has come back) and accepted: the backlog is full when the client comes.
   while (connected() < holdersWanted) await new Promise((r) => setTimeout(r, 5));
@@ -87,13 +73,12 @@ for (let t = 0; t < trials; t++) {
   const ms = performance.now() - t0;
   await qp.close();
   times.push(ok ? ms : Infinity);
-  console.log(`trial ${t + 1}: ${ok ? `connected in ${ms.toFixed(2)} ms` : `gave up after ${ms.toFixed(0)} ms (${failure})`}, ${attempts} attempt(s), ${connected()} holders connected, reopened ${reopened} so far`);
+  console.log(`trial ${t + 1}: ${ok ? `connected in ${ms.toFixed(2)} ms` : `gave up after ${ms.toFixed(0)} ms (${failure})`}, ${attempts} attempt(s), ${connected()} holders connected, reopened ${holders.reopened} so far`);
 }
 times.sort((a, b) => a - b);
 const fmt = (v) => (Number.isFinite(v) ? `${v.toFixed(2)} ms` : 'never (15 s)');
-console.log(`connect while ${holdersWanted} half-open handshakes are held: median ${fmt(times[Math.floor(times.length / 2)])}, worst ${fmt(times[times.length - 1])} over ${trials} trials (${reopened} holder reopens)`);
-running = false;
-for (const s of holders) s.destroy();
+console.log(`connect while ${holdersWanted} half-open handshakes are held: median ${fmt(times[Math.floor(times.length / 2)])}, worst ${fmt(times[times.length - 1])} over ${trials} trials (${holders.reopened} holder reopens)`);
+holders.stop();
 await listener.close();
 await client.close();
 await server.close();

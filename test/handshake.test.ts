@@ -7,6 +7,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Adapter, CompletionQueue, Listener } from '../lib/index';
 import { fixtures, ndError, openLocal, root } from './helpers';
+import { holdHalfOpen } from './halfopen-holders.mjs';
 
 // Read by each adapter when it opens: short, so the deadline cases finish quickly.
 const DEADLINE_MS = 1500;
@@ -251,46 +252,23 @@ describe('connect flood', () => {
 describe('slowloris', () => {
   it('one address holds at most 128 half-open setups: of 200 silent connections from it, the 72 oldest are reset', async () => {
     const target = await server.adapter.listen({}); // backlog 256: room for all 200 were it not for the per-address cap
-    const holders = Array.from({ length: 200 }, () => {
-      const s = net.connect({ port: target.address.port, host: '127.0.0.1', localAddress: '127.0.0.7' });
-      s.on('error', () => undefined);
-      s.resume();
-      return s;
-    });
+    const holders = holdHalfOpen(target.address.port, { count: 200, from: ['127.0.0.7'] });
     try {
-      let closed = 0;
-      for (const s of holders) s.on('close', () => closed++);
-      await until(() => holders.every((s) => !s.connecting));
+      await until(() => [...holders.sockets].every((s) => !s.connecting));
       // Well within the Request timeout (min(5 s, DEADLINE_MS)): only the cap drops connections here.
-      await until(() => closed >= 72, DEADLINE_MS / 2).catch(() => undefined);
+      await until(() => holders.closed >= 72, DEADLINE_MS / 2).catch(() => undefined);
       await new Promise((r) => setTimeout(r, 100));
-      expect(closed).toBe(72);
+      expect(holders.closed).toBe(72);
     } finally {
-      for (const s of holders) s.destroy();
+      holders.stop();
       await target.close();
     }
   });
 
   it('256 silent connections (from 4 addresses, reopened when dropped) do not keep out a client that completes its handshake', async () => {
     const target = await server.adapter.listen({}); // the default backlog: 256 connections in setup
-    const { port } = target.address;
-    let running = true;
-    let reopened = 0;
-    const holders = new Set<net.Socket>();
-    const hold = (i: number) => {
-      const s = net.connect({ port, host: '127.0.0.1', localAddress: `127.0.0.${2 + (i % 4)}` });
-      holders.add(s);
-      s.on('error', () => undefined);
-      s.resume();
-      s.on('close', () => {
-        holders.delete(s);
-        if (!running) return;
-        reopened++;
-        setTimeout(() => hold(i), 10); // the attacker comes back at once
-      });
-    };
-    for (let i = 0; i < 256; i++) hold(i);
-    await until(() => [...holders].filter((s) => !s.connecting).length === 256, 30_000); // 256 TCP connects: slow under Wine
+    const holders = holdHalfOpen(target.address.port, { count: 256, reopenMs: 10 }); // the attacker comes back at once
+    await until(() => holders.connected() === 256, 30_000); // 256 TCP connects: slow under Wine
     await new Promise((r) => setTimeout(r, 200)); // the listener has accepted them all: its backlog is full
     try {
       for (let round = 0; round < 3; round++) {
@@ -304,15 +282,14 @@ describe('slowloris', () => {
         const qps = newQp(server);
         await connector.accept(qps);
         const c = await connecting;
-        process.stderr.write(`[handshake.test] connect with 256 half-open setups held: ${(performance.now() - t0).toFixed(1)} ms (holders reopened ${reopened} times so far)\n`);
+        process.stderr.write(`[handshake.test] connect with 256 half-open setups held: ${(performance.now() - t0).toFixed(1)} ms (holders reopened ${holders.reopened} times so far)\n`);
         await c.disconnect();
         await connector.disconnect();
         await qpc.close();
         await qps.close();
       }
     } finally {
-      running = false;
-      for (const s of holders) s.destroy();
+      holders.stop();
       await target.close();
     }
   });

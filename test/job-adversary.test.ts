@@ -10,7 +10,8 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { NdError, openAdapter } from '../lib/index';
-import { encodePmi2, framePmi2, join, parsePmi1, parsePmi2, startRendezvous, type Job } from '../lib/job/index';
+import { encodePmi2, framePmi2, join, parsePmi1, startRendezvous, type Job } from '../lib/job/index';
+import { pmi2Launcher } from './launch-helpers';
 
 /** The rendezvous' proof as lib/job/rendezvous.ts states it: HMAC-SHA256 (RFC 2104) of the words, in hex. */
 const proof = (key: string, ...words: Array<string | number>) => createHmac('sha256', key).update(['netdirect-job', ...words].join(' ')).digest('hex');
@@ -95,55 +96,11 @@ async function pmi1Server(size: number, hook: (cmd: string, a: Record<string, st
   return { port, kvs, env: (rank: number): NodeJS.ProcessEnv => ({ PMI_PORT: `127.0.0.1:${port}`, PMI_RANK: String(rank), PMI_SIZE: String(size) }) };
 }
 
-/** A PMI-2 launcher as Slurm's serves it, by PMI_PORT; `hook` as for pmi1Server (raw replies are whole frames). */
+/** The PMI-2 launcher of test/launch-helpers.ts, reached by PMI_PORT; `hook` as for pmi1Server (raw replies are whole frames). */
 async function pmi2Server(size: number, hook: (cmd: string, a: Record<string, string>) => Reply = () => undefined) {
-  const kvs = new Map<string, string>();
-  let fence: Socket[] = [];
-  const { port } = await tcpServer((s) => {
-    let buf = Buffer.alloc(0);
-    let initDone = false;
-    const send = (cmd: string, attrs: Array<[string, string | number]>) => s.write(framePmi2(encodePmi2(cmd, attrs)));
-    s.on('data', (d: Buffer) => {
-      buf = Buffer.concat([buf, d]);
-      for (;;) {
-        if (!initDone) {
-          const nl = buf.indexOf(0x0a);
-          if (nl < 0) return;
-          buf = buf.subarray(nl + 1);
-          initDone = true;
-          s.write('cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n');
-          continue;
-        }
-        if (buf.length < 6) return;
-        const n = Number(buf.subarray(0, 6).toString().trim());
-        if (buf.length < 6 + n) return;
-        const a = parsePmi2(buf.subarray(6, 6 + n).toString());
-        buf = buf.subarray(6 + n);
-        const h = hook(a.cmd, a);
-        if (h === null) continue;
-        if (typeof h === 'string') {
-          s.write(h);
-          continue;
-        }
-        if (a.cmd === 'fullinit') send('fullinit-response', [['rc', 0], ['rank', a.pmirank], ['size', size], ['appnum', 0]]);
-        else if (a.cmd === 'job-getid') send('job-getid-response', [['rc', 0], ['jobid', '4242.0']]);
-        else if (a.cmd === 'kvs-put') {
-          kvs.set(a.key, a.value);
-          send('kvs-put-response', [['rc', 0]]);
-        } else if (a.cmd === 'kvs-fence') {
-          fence.push(s);
-          if (fence.length === size) {
-            for (const f of fence) f.write(framePmi2(encodePmi2('kvs-fence-response', [['rc', 0]])));
-            fence = [];
-          }
-        } else if (a.cmd === 'kvs-get') {
-          const v = kvs.get(a.key);
-          send('kvs-get-response', v === undefined ? [['rc', 0], ['found', 'FALSE']] : [['rc', 0], ['found', 'TRUE'], ['value', v]]);
-        } else if (a.cmd === 'finalize') send('finalize-response', [['rc', 0]]);
-      }
-    });
-  });
-  return { port, kvs, env: (rank: number): NodeJS.ProcessEnv => ({ PMI_PORT: `127.0.0.1:${port}`, PMI_RANK: String(rank), PMI_SIZE: String(size), PMI_JOBID: '4242.0' }) };
+  const launcher = pmi2Launcher({ size, jobid: '4242.0', hook });
+  const { port } = await tcpServer((s) => void launcher.serve(s));
+  return { port, kvs: launcher.kvs, env: (rank: number): NodeJS.ProcessEnv => ({ PMI_PORT: `127.0.0.1:${port}`, PMI_RANK: String(rank), PMI_SIZE: String(size), PMI_JOBID: '4242.0' }) };
 }
 
 async function failure(p: Promise<unknown>): Promise<NdError> {

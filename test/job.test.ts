@@ -10,6 +10,7 @@ import { connect, createServer, type AddressInfo, type Socket } from 'node:net';
 import { describe, expect, it } from 'vitest';
 import { detectLauncher, encodePmi2, framePmi2, join, parsePmi1, parsePmi2, startRendezvous } from '../lib/job/index';
 import { root } from './helpers';
+import { pmi2Launcher } from './launch-helpers';
 
 const rankScript = path.join(root, 'test/fixtures/job-rank.mjs');
 const ringScript = path.join(root, 'examples/ring-job.mjs');
@@ -310,69 +311,10 @@ describe.skipIf(!hasMpiexec)('jobs under MPICH mpiexec (Hydra, PMI-1 over PMI_FD
 });
 if (!hasMpiexec) console.warn('test/job.test.ts: MPICH\'s mpiexec (Hydra) not found (apt-get install mpich): the Hydra cases are skipped');
 
-/**
- * A PMI-2 server as a launcher runs it: one socketpair per rank (the child's fd 3), the PMI-1 style init line,
- * then length-prefixed commands: fullinit, job-getid, kvs-put, kvs-fence (answered once every rank fenced),
- * kvs-get, finalize. Where Slurm is stricter than the protocol's text, this server is as strict: fullinit needs
- * pmijobid.
- */
+/** The PMI-2 launcher of test/launch-helpers.ts on these sockets, as strict as Slurm (fullinit needs pmijobid); resolves with its log. */
 function pmi2Server(sockets: Socket[], jobid: string): Promise<string[]> {
-  const kvs = new Map<string, string>();
-  const log: string[] = [];
-  let fenced: Array<() => void> = [];
-  const send = (s: Socket, cmd: string, attrs: Array<[string, string | number]>) => s.write(framePmi2(encodePmi2(cmd, attrs)));
-  return Promise.all(
-    sockets.map(
-      (s, rank) =>
-        new Promise<void>((resolve) => {
-          let buf = Buffer.alloc(0);
-          let initDone = false;
-          s.on('data', (d: Buffer) => {
-            buf = Buffer.concat([buf, d]);
-            for (;;) {
-              if (!initDone) {
-                const nl = buf.indexOf(0x0a);
-                if (nl < 0) return;
-                const line = parsePmi1(buf.subarray(0, nl).toString());
-                buf = buf.subarray(nl + 1);
-                log.push(`init ${line.pmi_version}`);
-                s.write('cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n');
-                initDone = true;
-                continue;
-              }
-              if (buf.length < 6) return;
-              const n = Number(buf.subarray(0, 6).toString().trim());
-              if (buf.length < 6 + n) return;
-              const m = parsePmi2(buf.subarray(6, 6 + n).toString());
-              buf = buf.subarray(6 + n);
-              log.push(m.cmd);
-              // As Slurm 22.05's does (src/plugins/mpi/pmi2): a fullinit without pmijobid is refused with rc=3.
-              if (m.cmd === 'fullinit' && (m.pmijobid === undefined || m.pmijobid === '')) send(s, 'fullinit-response', [['rc', 3], ['errmsg', 'pmijobid missing in fullinit command']]);
-              else if (m.cmd === 'fullinit') send(s, 'fullinit-response', [['rc', 0], ['pmi-version', 2], ['pmi-subversion', 0], ['rank', m.pmirank], ['size', sockets.length], ['appnum', 0], ['debugged', 'FALSE'], ['pmiverbose', 'FALSE']]);
-              else if (m.cmd === 'job-getid') send(s, 'job-getid-response', [['rc', 0], ['jobid', jobid]]);
-              else if (m.cmd === 'kvs-put') {
-                kvs.set(m.key, m.value);
-                send(s, 'kvs-put-response', [['rc', 0]]);
-              } else if (m.cmd === 'kvs-fence') {
-                fenced.push(() => send(s, 'kvs-fence-response', [['rc', 0]]));
-                if (fenced.length === sockets.length) {
-                  for (const f of fenced) f();
-                  fenced = [];
-                }
-              } else if (m.cmd === 'kvs-get') {
-                const v = kvs.get(m.key);
-                send(s, 'kvs-get-response', v === undefined ? [['rc', 0], ['found', 'FALSE']] : [['rc', 0], ['found', 'TRUE'], ['value', v]]);
-              } else if (m.cmd === 'finalize') {
-                send(s, 'finalize-response', [['rc', 0]]);
-                resolve();
-              } else send(s, `${m.cmd}-response`, [['rc', -1], ['errmsg', 'not served by this test']]);
-              void rank;
-            }
-          });
-          s.on('close', () => resolve());
-        }),
-    ),
-  ).then(() => log);
+  const launcher = pmi2Launcher({ size: sockets.length, jobid, strict: true });
+  return Promise.all(sockets.map((s) => launcher.serve(s))).then(() => launcher.log);
 }
 
 describe('jobs under a PMI-2 launcher (the wire protocol srun --mpi=pmi2 speaks; served by this test)', () => {

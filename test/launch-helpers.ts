@@ -3,10 +3,11 @@
 // user), and the commands the README and docs/ show, read from their code blocks.
 import { chmodSync, mkdirSync, mkdtempSync, readFileSync, symlinkSync, writeFileSync } from 'node:fs';
 import { spawn, type SpawnOptions } from 'node:child_process';
-import { createServer } from 'node:net';
+import { createServer, type Socket } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { expect } from 'vitest';
+import { encodePmi2, framePmi2, parsePmi1, parsePmi2 } from '../lib/job/index';
 import { root } from './helpers';
 
 export interface Ran {
@@ -149,4 +150,84 @@ export function expectRing(ran: Ran, size: number, launcher: string, why = `${ra
   expect(ran.code, why).toBe(0);
   expect(ran.stdout).toContain(`ring of ${size} ranks: every block arrived intact`);
   for (let r = 0; r < size; r++) expect(ran.stdout).toContain(`rank ${r}/${size} (${launcher}): block from rank ${(r + size - 1) % size} intact`);
+}
+
+/** A launcher's answer replaced by a test: a raw reply written as it is, null (silence) or undefined (the normal one). */
+export type Pmi2Reply = string | null | undefined;
+
+export interface Pmi2LauncherOptions {
+  /** Ranks of the job: kvs-fence is answered once this many connections sent it. */
+  size: number;
+  /** What job-getid answers. */
+  jobid: string;
+  /** Refuse a fullinit without pmijobid with rc=3, as Slurm 22.05 does (src/plugins/mpi/pmi2). */
+  strict?: boolean;
+  /** Replaces any answer (a raw frame, or null: silence): how each adversary of test/job-adversary.test.ts is written. */
+  hook?: (cmd: string, attrs: Record<string, string>) => Pmi2Reply;
+}
+
+/**
+ * A PMI-2 launcher as Slurm's `--mpi=pmi2` serves it, for the sockets a test hands it (socketpairs, or connections
+ * to a PMI_PORT): the PMI-1 style init line, then length-prefixed commands: fullinit, job-getid, kvs-put, kvs-fence
+ * (answered once every rank fenced), kvs-get, finalize; anything else gets rc=-1. `log` records what was asked
+ * (`init <version>`, then each command), `kvs` what was put.
+ */
+export function pmi2Launcher(o: Pmi2LauncherOptions): { serve(s: Socket): Promise<void>; log: string[]; kvs: Map<string, string> } {
+  const kvs = new Map<string, string>();
+  const log: string[] = [];
+  let fenced: Socket[] = [];
+  const send = (s: Socket, cmd: string, attrs: Array<[string, string | number]>) => s.write(framePmi2(encodePmi2(cmd, attrs)));
+  const serve = (s: Socket) =>
+    new Promise<void>((resolve) => {
+      let buf = Buffer.alloc(0);
+      let initDone = false;
+      s.on('data', (d: Buffer) => {
+        buf = Buffer.concat([buf, d]);
+        for (;;) {
+          if (!initDone) {
+            const nl = buf.indexOf(0x0a);
+            if (nl < 0) return;
+            const line = parsePmi1(buf.subarray(0, nl).toString());
+            buf = buf.subarray(nl + 1);
+            log.push(`init ${line.pmi_version}`);
+            s.write('cmd=response_to_init pmi_version=2 pmi_subversion=0 rc=0\n');
+            initDone = true;
+            continue;
+          }
+          if (buf.length < 6) return;
+          const n = Number(buf.subarray(0, 6).toString().trim());
+          if (buf.length < 6 + n) return;
+          const m = parsePmi2(buf.subarray(6, 6 + n).toString());
+          buf = buf.subarray(6 + n);
+          log.push(m.cmd);
+          const h = o.hook?.(m.cmd, m);
+          if (h === null) continue;
+          if (typeof h === 'string') {
+            s.write(h);
+            continue;
+          }
+          if (m.cmd === 'fullinit' && o.strict && (m.pmijobid === undefined || m.pmijobid === '')) send(s, 'fullinit-response', [['rc', 3], ['errmsg', 'pmijobid missing in fullinit command']]);
+          else if (m.cmd === 'fullinit') send(s, 'fullinit-response', [['rc', 0], ['pmi-version', 2], ['pmi-subversion', 0], ['rank', m.pmirank], ['size', o.size], ['appnum', 0], ['debugged', 'FALSE'], ['pmiverbose', 'FALSE']]);
+          else if (m.cmd === 'job-getid') send(s, 'job-getid-response', [['rc', 0], ['jobid', o.jobid]]);
+          else if (m.cmd === 'kvs-put') {
+            kvs.set(m.key, m.value);
+            send(s, 'kvs-put-response', [['rc', 0]]);
+          } else if (m.cmd === 'kvs-fence') {
+            fenced.push(s);
+            if (fenced.length === o.size) {
+              for (const f of fenced) send(f, 'kvs-fence-response', [['rc', 0]]);
+              fenced = [];
+            }
+          } else if (m.cmd === 'kvs-get') {
+            const v = kvs.get(m.key);
+            send(s, 'kvs-get-response', v === undefined ? [['rc', 0], ['found', 'FALSE']] : [['rc', 0], ['found', 'TRUE'], ['value', v]]);
+          } else if (m.cmd === 'finalize') {
+            send(s, 'finalize-response', [['rc', 0]]);
+            resolve();
+          } else send(s, `${m.cmd}-response`, [['rc', -1], ['errmsg', 'not served by this test']]);
+        }
+      });
+      s.on('close', () => resolve());
+    });
+  return { serve, log, kvs };
 }
