@@ -306,6 +306,8 @@ export interface NativeNdBenchParams {
   iters: number;
   warmup: number;
   durationMs: number;
+  /** write_bw: Writes in flight at once. */
+  window?: number;
 }
 
 /** tcpBenchRun's parameters (binding/bench/bench_tcp.cc): a server passes the fd of tcpBenchListen, a client host and port. */
@@ -336,7 +338,8 @@ export interface NativeTcpBenchResult {
 /** The bench functions of the addon; optional, so that a build without them is reported, not crashed on. */
 export interface NativeBenchBinding {
   /** Runs the phase on the JS thread; the client gets its round trips (ns), the server undefined. */
-  ndBenchRun?(params: NativeNdBenchParams): { samples: Float64Array } | undefined;
+  /** write_bw's client also returns the messages completed and the time they took. */
+  ndBenchRun?(params: NativeNdBenchParams): { samples: Float64Array; messages?: number; elapsedNs?: number } | undefined;
   tcpBenchListen?(host: string, port: number): { fd: number; port: number };
   tcpBenchRun?(params: NativeTcpBenchParams): Promise<NativeTcpBenchResult>;
   tcpBenchClose?(fd: number): void;

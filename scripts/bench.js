@@ -43,8 +43,8 @@ const ROWS = [
     targets: [['<=', 0.8, 'node-net', '≤ 0.8× Node net']] },
   { id: 'lat-thread', label: 'write_lat 8 B, promises, poller thread', args: ['write_lat', '-s', '8', '-n', q(5000, 50), '--completion', 'thread', '--compare', 'tcp,node-net'],
     targets: [] },
-  { id: 'lat-manual', label: 'write_lat 8 B, --completion manual', args: ['write_lat', '-s', '8', '-n', q(5000, 50), '--completion', 'manual', '--compare', 'tcp,node-net'],
-    targets: [['<=', 1.3, 'tcp', '≤ 1.3× TCP half-RTT (busy-poll)'], ['<=', 0.4, 'node-net', '≥ 2.5× lower than net', 'lower']] },
+  { id: 'lat-manual', label: 'write_lat 8 B, --completion manual', args: ['write_lat', '-s', '8', '-n', q(5000, 50), '--completion', 'manual', '--compare', 'tcp,node-net,native'],
+    targets: [['<=', 1.3, 'tcp', '≤ 1.3× TCP half-RTT (busy-poll)'], ['<=', 0.4, 'node-net', '≥ 2.5× lower than net', 'lower'], ['<=', 1.1, 'native', '≤ 1.10× the native loop (#26)']] },
   { id: 'bw-4k', label: 'write_bw 4 KiB, CRC off, promises, event loop', args: ['write_bw', '-s', String(4 * KiB), '-n', q(20000, 50), '--crc', 'off', '--completion', 'loop', '--compare', 'tcp,node-net'],
     targets: [['>=', 2.0, 'node-net', '≥ 2× net']] },
   { id: 'bw-4k-thread', label: 'write_bw 4 KiB, CRC off, promises, poller thread', args: ['write_bw', '-s', String(4 * KiB), '-n', q(20000, 50), '--crc', 'off', '--completion', 'thread', '--compare', 'tcp,node-net'], targets: [] },
@@ -57,11 +57,12 @@ const ROWS = [
   { id: 'bw-1m-on', label: 'write_bw 1 MiB, CRC on', args: ['write_bw', '-s', String(MiB), '-n', q(3000, 20), '--crc', 'on', '--compare', 'tcp'],
     targets: [['>=', 0.85, 'tcp', '≥ 0.85× TCP stream']] },
   { id: 'read-1m', label: 'read_bw 1 MiB', args: ['read_bw', '-s', String(MiB), '-n', q(3000, 20), '--compare', 'tcp'], targets: [] },
-  { id: 'msg-rate', label: 'message rate, 8 B writes, post()+poll()', figure: 'MsgRate', args: ['write_bw', '-s', '8', '-n', q(1000000, 200), '--completion', 'manual', '--compare', 'tcp'],
-    targets: [['>=', 2.0, 'abs', '≥ 2 Mpps']] },
-  // The same through qp.batch(): 32 requests per native call (perftest's -l), every 16th signalled (issue #26).
-  { id: 'msg-rate-batch', label: 'message rate, 8 B writes, prepare()+batch(32)+pollInto()', figure: 'MsgRate', args: ['write_bw', '-s', '8', '-n', q(1000000, 200), '--completion', 'manual', '-l', '32', '--compare', 'tcp'],
-    targets: [['>=', 3.0, 'abs', '≥ 3 Mpps']] },
+  { id: 'msg-rate', label: 'message rate, 8 B writes, post()+poll()', figure: 'MsgRate', args: ['write_bw', '-s', '8', '-n', q(1000000, 200), '--completion', 'manual', '--compare', 'tcp,native', '--heap'],
+    targets: [['>=', 2.0, 'abs', '≥ 2 Mpps']], heap: true },
+  // The same through qp.batch(): 32 requests per native call (perftest's -l), every 16th signalled (issue #26); the
+  // native baseline is a C++ loop posting the same Writes on the same queue pair (ndbench --compare native).
+  { id: 'msg-rate-batch', label: 'message rate, 8 B writes, prepare()+batch(32)+pollInto()', figure: 'MsgRate', args: ['write_bw', '-s', '8', '-n', q(1000000, 200), '--completion', 'manual', '-l', '32', '--compare', 'tcp,native', '--heap'],
+    targets: [['>=', 3.0, 'abs', '≥ 3 Mpps'], ['>=', 0.8, 'native', '≥ 0.8× the native loop']], heap: true, heapTarget: ['<=', 0, '0 B heap per message (steady)'] },
   // Same host through shared memory (issue #25, docs/shm.md): the rows above are TCP (shm off, the default).
   { id: 'shm-lat-manual', label: 'shm: write_lat 8 B, --completion manual', args: ['write_lat', '-s', '8', '-n', q(20000, 50), '--completion', 'manual', '--shm', 'on', '--compare', 'tcp'],
     targets: [['<=', 0.4, 'tcp', '≤ 0.4× busy-poll native TCP']] },
@@ -137,7 +138,7 @@ function main() {
     const unit = unitOf(row, reports[0]);
     const baseline = {};
     const ratio = {};
-    for (const b of ['tcp', 'node-net']) {
+    for (const b of ['tcp', 'node-net', 'native']) {
       if (!reports[0].options.compare.includes(b)) continue;
       baseline[b] = median(reports.map((r) => {
         const s = r.results[0].baselines[b];
@@ -149,7 +150,7 @@ function main() {
     for (const [cmp, t, against, text, show] of row.targets) {
       let v;
       if (against === 'abs') v = entry.median;
-      else if (against === 'tcp' || against === 'node-net') v = ratio[against];
+      else if (against === 'tcp' || against === 'node-net' || against === 'native') v = ratio[against];
       else {
         // Another row of this suite, repetition by repetition (runs of the same repetition are adjacent in time).
         const other = collected.get(against);
@@ -162,13 +163,20 @@ function main() {
       entry.extra = { [row.extra]: v };
       entry.checks.push({ target: row.extraTarget[2], value: v, met: met(row.extraTarget[0], v, row.extraTarget[1]), unit: 'B' });
     }
+    if (row.heap) {
+      // ndbench --heap: JS heap allocated per completed message (median of the steady-state intervals).
+      const v = median(reports.map((r) => r.results[0].netdirect.heap_bytes_per_op));
+      entry.heap = v;
+      const [cmp, t, text] = row.heapTarget ?? [undefined, undefined, 'JS heap per message'];
+      entry.checks.push({ target: text, value: v, met: cmp === undefined ? '' : met(cmp, Math.round(v * 10) / 10, t), unit: 'B' });
+    }
     table.push(entry);
   }
   const lines = [];
   lines.push(`netdirect ${require(path.join(root, 'package.json')).version} — npm run bench, ${started.toISOString()}, ${os.cpus().length} CPUs, load ${os.loadavg().map((v) => v.toFixed(2)).join(' ')}`);
   lines.push(`medians over ${reps} repetitions (each a fresh --loopback run); ratios = netdirect / baseline within each run, then the median`);
   lines.push('');
-  const head = ['metric', 'netdirect median [min–max]', 'tcp', 'nd/tcp', 'node-net', 'nd/node-net', 'target', 'value', 'met'];
+  const head = ['metric', 'netdirect median [min–max]', 'tcp', 'nd/tcp', 'node-net', 'nd/node-net', 'native', 'nd/native', 'target', 'value', 'met'];
   const body = [];
   for (const e of table) {
     const checks = e.checks.length ? e.checks : [{ target: '—', value: NaN, met: '' }];
@@ -180,6 +188,8 @@ function main() {
         i === 0 && e.ratio.tcp !== undefined ? fmt(e.ratio.tcp) : '',
         i === 0 && e.baseline['node-net'] !== undefined ? `${fmt(e.baseline['node-net'])} ${e.unit}` : '',
         i === 0 && e.ratio['node-net'] !== undefined ? fmt(e.ratio['node-net']) : '',
+        i === 0 && e.baseline.native !== undefined ? `${fmt(e.baseline.native)} ${e.unit}` : '',
+        i === 0 && e.ratio.native !== undefined ? fmt(e.ratio.native) : '',
         c.target,
         !Number.isFinite(c.value) ? (c.value === undefined ? '' : 'n/a') : c.show === 'lower' ? (c.value <= 1 ? `${fmt(1 / c.value)}× lower` : `${fmt(c.value)}× higher`) : fmt(c.value) + (c.unit ? ` ${c.unit}` : ''),
         c.met,
@@ -193,7 +203,8 @@ function main() {
   for (const r of body) lines.push(line(r));
   lines.push('');
   lines.push('Units: latency µs (half round trip, median = perftest t_typical); bandwidth MiB/s (2^20 B/s); message rate Mpps.');
-  lines.push('Baselines: tcp = native C++ TCP (blocking; busy-polling for --completion manual rows), node-net = Node net; same pattern, sizes and counts.');
+  lines.push('Baselines: tcp = native C++ TCP (blocking; busy-polling for --completion manual rows), node-net = Node net; same pattern, sizes and counts;');
+  lines.push('native = the same test on the same queue pair posted and polled by a C++ loop through ND v2 (ndbench --compare native).');
   // Idle cost (target: no wake-ups of an idle adapter in event-loop mode): context switches per second of a process
   // with connected QPs and pending receives, beside an idle Node net socket (scripts/perf/idle.js).
   let idle = null;

@@ -17,12 +17,16 @@
 //              silent writes with a zero-byte signaled write (`drainSource`).
 //   read_lat   the client reads `size` bytes from the peer's `sendOffset` into offset 0, one at a time; the
 //              server is passive (it does not call this).
+//   write_bw   message rate: the client keeps `window` Writes of `size` bytes from `sendOffset` to the peer's offset 0
+//              in flight, every `moderation`-th and the last one signaled (as lib/bench/nd.ts bwClient in manual
+//              mode); the server is passive.
 #include <napi.h>
 
 #include <chrono>
 #include <cstdio>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "addon/addon.h"
@@ -43,6 +47,9 @@ using Clock = std::chrono::steady_clock;
 void* const kPingContext = reinterpret_cast<void*>(uintptr_t{0xFFFFFF01u});
 void* const kStopContext = reinterpret_cast<void*>(uintptr_t{0xFFFFFF02u});
 void* const kDrainContext = reinterpret_cast<void*>(uintptr_t{0xFFFFFF03u});
+// write_bw: a signaled Write's context is kStreamBase + the number of Writes it retires (1..kStreamMax).
+constexpr uintptr_t kStreamBase = 0xFFFE0000u;
+constexpr uintptr_t kStreamMax = 0xFFFFu;
 
 struct Params {
   bool client = false;
@@ -56,6 +63,7 @@ struct Params {
   uint32_t moderation = 1;
   bool inline_ = false;
   double timeoutMs = 0;
+  uint32_t window = 1;  // write_bw
 };
 
 double Number(Napi::Object o, const char* key, double min, double max) {
@@ -86,6 +94,8 @@ class Loop {
   std::vector<double> WriteLatClient();
   void WriteLatServer();
   std::vector<double> ReadLatClient();
+  // Returns { messages completed, ns } of the timed part.
+  std::pair<int64_t, double> WriteBwClient();
 
  private:
   volatile uint8_t& At(uint64_t offset) { return reinterpret_cast<volatile uint8_t*>(base_)[offset]; }
@@ -108,11 +118,15 @@ class Loop {
     int seen = 0;
     for (ULONG i = 0; i < n; ++i) {
       const ND2_RESULT& r = results[i];
-      if (r.RequestContext != kPingContext && r.RequestContext != kStopContext && r.RequestContext != kDrainContext) {
+      const uintptr_t c = reinterpret_cast<uintptr_t>(r.RequestContext);
+      const bool stream = c > kStreamBase && c <= kStreamBase + kStreamMax;
+      if (r.RequestContext != kPingContext && r.RequestContext != kStopContext && r.RequestContext != kDrainContext &&
+          !stream) {
         cq_->SetAside(r);
         continue;
       }
       if (r.Status != ND_SUCCESS) ThrowNdStatus(env_, r.Status, r.RequestType == Nd2RequestTypeRead ? "read" : "write");
+      if (stream) retired_ += static_cast<int64_t>(c - kStreamBase);
       if (r.RequestContext == wanted) ++seen;
     }
     return seen;
@@ -158,6 +172,7 @@ class Loop {
   INDPollingHint* hint_;
   uint32_t unsignaled_ = 0;
   uint32_t spins_ = 0;
+  int64_t retired_ = 0;  // write_bw: Writes retired by the signaled results polled so far
   Clock::time_point deadline_;
 };
 
@@ -229,6 +244,46 @@ std::vector<double> Loop::ReadLatClient() {
   });
 }
 
+std::pair<int64_t, double> Loop::WriteBwClient() {
+  const int64_t window = p_.window;
+  const uint32_t k = p_.moderation > kStreamMax ? static_cast<uint32_t>(kStreamMax) : p_.moderation;
+  // Runs `count` Writes (or, timed, until `end`), at most `window` in flight; returns the Writes completed.
+  auto run = [&](int64_t count, bool timed, Clock::time_point end) {
+    const int64_t base = retired_;
+    int64_t posted = 0;
+    uint32_t unsignaled = 0;
+    bool stopping = false;
+    for (;;) {
+      while (!stopping && (timed || posted < count) && posted - (retired_ - base) < window) {
+        ++unsignaled;
+        const bool last = !timed && posted + 1 == count;
+        const bool signaled = unsignaled >= k || last;
+        Post(true, p_.sendOffset, p_.size, 0, reinterpret_cast<void*>(kStreamBase + unsignaled), !signaled);
+        if (signaled) unsignaled = 0;
+        ++posted;
+      }
+      if (timed && !stopping && Clock::now() >= end) {
+        stopping = true;
+        // A last signaled Write retires the silent ones behind it.
+        if (unsignaled > 0) {
+          Post(true, p_.sendOffset, p_.size, 0, reinterpret_cast<void*>(kStreamBase + unsignaled + 1), false);
+          ++posted;
+          unsignaled = 0;
+        }
+      }
+      const int64_t before = retired_;
+      Poll(nullptr);
+      if (retired_ != before) Progress();
+      if (retired_ - base >= posted && (stopping || (!timed && posted >= count))) return retired_ - base;
+      CheckStall("write_bw");
+    }
+  };
+  if (p_.warmup > 0) run(p_.warmup, false, Clock::now());
+  const Clock::time_point t0 = Clock::now();
+  const int64_t done = run(p_.iters, Timed(), t0 + std::chrono::microseconds(static_cast<int64_t>(p_.durationMs * 1000)));
+  return {done, Since(t0)};
+}
+
 // ndBenchRun({ role, test, qp, cq, region, size, sendOffset, stop, stopSource, drainSource, remoteAddress,
 //              remoteToken, iters, warmup, durationMs, moderation, inline, timeoutMs })
 Napi::Value NdBenchRun(const Napi::CallbackInfo& info) {
@@ -241,11 +296,12 @@ Napi::Value NdBenchRun(const Napi::CallbackInfo& info) {
   const std::string test = o.Get("test").ToString();
   if (role != "client" && role != "server")
     ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "role must be 'client' or 'server'");
-  if (test != "write_lat" && test != "read_lat")
-    ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "the native baseline runs write_lat and read_lat, not " + test);
+  if (test != "write_lat" && test != "read_lat" && test != "write_bw")
+    ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "the native baseline runs write_lat, read_lat and write_bw, not " + test);
   p.client = role == "client";
-  p.write = test == "write_lat";
-  if (!p.write && !p.client) ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "read_lat's server is passive");
+  p.write = test != "read_lat";
+  const bool bw = test == "write_bw";
+  if ((!p.write || bw) && !p.client) ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, test + "'s server is passive");
   auto* qp = UnwrapTagged<QueuePair>(o.Get("qp"), op, "qp");
   Adapter* adapter = qp->adapter();
   if (adapter == nullptr) ThrowMisuse(env, "ERR_ND_CLOSED", op, "qp is closed");
@@ -275,6 +331,7 @@ Napi::Value NdBenchRun(const Napi::CallbackInfo& info) {
   p.moderation = static_cast<uint32_t>(Number(o, "moderation", 1, 1 << 20));
   p.inline_ = o.Get("inline").ToBoolean();
   p.timeoutMs = Number(o, "timeoutMs", 1, 1e9);
+  if (bw) p.window = static_cast<uint32_t>(Number(o, "window", 1, 1 << 16));
   if (p.client && p.durationMs == 0 && p.iters == 0)
     ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "iters must be at least 1 without durationMs");
 
@@ -283,6 +340,14 @@ Napi::Value NdBenchRun(const Napi::CallbackInfo& info) {
   if (!p.client) {
     loop.WriteLatServer();
     return env.Undefined();
+  }
+  if (bw) {
+    const auto [done, ns] = loop.WriteBwClient();
+    Napi::Object result = Napi::Object::New(env);
+    result.Set("samples", Napi::Float64Array::New(env, 0));
+    result.Set("messages", Napi::Number::New(env, static_cast<double>(done)));
+    result.Set("elapsedNs", Napi::Number::New(env, ns));
+    return result;
   }
   const std::vector<double> samples = p.write ? loop.WriteLatClient() : loop.ReadLatClient();
   Napi::Float64Array out = Napi::Float64Array::New(env, samples.size());

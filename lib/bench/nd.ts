@@ -387,18 +387,24 @@ function nativeParams(
   };
 }
 
-/** The client's native phase (write_lat, read_lat; manual mode): the same statistics as the JS loop's. */
+/**
+ * The client's native phase (write_lat, read_lat, write_bw; manual mode): the same statistics as the JS loop's.
+ * write_bw keeps the JS loop's window and signals every K-th Write as it does (bwClient).
+ */
 export function nativeClientPhase(side: NdSide, test: TestName, a: PhaseArgs): Stats {
+  const W = side.window;
   const r = nativeBench().ndBenchRun({
     ...nativeParams(side, 'client', test, a.size, side.cfg.timeoutMs),
     iters: a.durationMs > 0 ? 0 : a.iters,
     warmup: a.warmup,
     durationMs: a.durationMs,
+    ...(test === 'write_bw' ? { window: W, moderation: Math.max(1, Math.min(side.moderation, W >> 1 || 1)) } : {}),
   });
+  if (test === 'write_bw') return bandwidthStats(a.size, r!.messages as number, r!.elapsedNs as number);
   return latencyResult(a.size, Array.from(r!.samples), test === 'read_lat' ? 1 : 2);
 }
 
-/** The server's native phase: write_lat answers until the client's stop; read_lat's server is passive. */
+/** The server's native phase: write_lat answers until the client's stop; read_lat's and write_bw's server is passive. */
 export function nativeServerPhase(side: NdSide, test: TestName, size: number): void {
   if (test !== 'write_lat') return;
   nativeBench().ndBenchRun({ ...nativeParams(side, 'server', test, size, side.cfg.timeoutMs * 4), iters: 0, warmup: 0, durationMs: 0 });

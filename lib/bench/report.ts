@@ -145,6 +145,9 @@ export function newReport(o: BenchOptions, version: string, tcpMode: 'block' | '
           tcp: `native C++ TCP one-way stream of size-byte send()s (${tcpMode === 'spin' ? 'busy-polling' : 'blocking'}), same sizes and count, timed to the receiver's acknowledgement`,
           'node-net': "Node's net module one-way stream of size-byte writes (drain-paced), timed to the receiver's acknowledgement",
           perftest: `perftest's ib_${o.test} -R on the same RDMA device, same size, iterations, tx depth and QPs; its own BW average (MB/sec = MiB/s)`,
+          native:
+            'the same Writes on the same queue pair, completion queue and memory, posted one at a time and polled by a C++ loop ' +
+            "through the ND v2 interfaces (binding/bench/bench_nd.cc), same tx depth and moderation: the provider's share, without lib/, Node-API or V8",
           ratio: 'netdirect BW_average / baseline BW_average (> 1: netdirect is faster)',
         },
     options: {

@@ -137,6 +137,21 @@ describe('ndbench baselines in the same run', { timeout: 120_000 }, () => {
     const timed = ndbench('write_lat', '--loopback', '-s', '8', '-D', '1', '-I', '64', '--completion', 'manual', '--compare', 'native', '--timeout', '20');
     expect(timed.status, timed.out).toBe(0);
     expect(timed.stdout).toMatch(/native\[usec\]/);
+    // write_bw (the message rate): counted, timed and batched against Writes the C++ loop posts one at a time.
+    for (const extra of [['-n', '3000'], ['-D', '1'], ['-n', '3000', '-l', '16']]) {
+      const file = path.join(dir, `native-write_bw.json`);
+      const bw = ndbench('write_bw', '--loopback', '-s', '8', ...extra, '-t', '64', '--completion', 'manual', '--compare', 'native', '--json', file, '--timeout', '20');
+      expect(bw.status, bw.out).toBe(0);
+      expect(bw.stdout).toMatch(/native\[MiB\/sec\]\s+nd\/native/);
+      expect(bw.stdout).toMatch(/Baseline native\s*: the same Writes on the same queue pair/);
+      const saved = JSON.parse(readFileSync(file, 'utf8'));
+      expect(validateReport(saved), extra.join(' ')).toEqual([]);
+      const native = saved.results[0].baselines.native;
+      if (extra[0] === '-n') expect(native.n_iterations).toBe(3000);
+      else expect(native.n_iterations).toBeGreaterThan(0);
+      expect(native.MsgRate).toBeGreaterThan(0);
+      expect(saved.results[0].ratios.native).toBeGreaterThan(0);
+    }
   });
 
   it('bandwidth: --compare tcp in OSU format, and send_bw/read_bw patterns', () => {

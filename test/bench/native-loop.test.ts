@@ -71,6 +71,22 @@ describe('the native ND loop of ndbench', { timeout: 60_000 }, () => {
     for (const ns of r!.samples) expect(ns).toBeGreaterThan(0);
   });
 
+  it('runs write_bw: a window of Writes, every moderation-th signaled; each byte lands and nothing is left on the CQ', async () => {
+    const { client, server, toServer } = await pair('manual');
+    client.mr.buffer.fill(0x5c, 1024, 1024 + 64);
+    const r = binding.ndBenchRun(params(client, toServer, { test: 'write_bw', size: 64, iters: 1000, warmup: 10, window: 16, moderation: 4 })) as {
+      messages: number;
+      elapsedNs: number;
+    };
+    expect(r.messages).toBe(1000);
+    expect(r.elapsedNs).toBeGreaterThan(0);
+    expect(Array.from(server.mr.buffer.subarray(0, 64))).toEqual(new Array(64).fill(0x5c));
+    expect(client.cq.poll(16)).toEqual([]);
+    // Its server is passive; window 0 is refused.
+    expect(ndThrow(() => binding.ndBenchRun(params(client, toServer, { test: 'write_bw', role: 'server' }))).message).toMatch(/write_bw's server is passive/);
+    expect(ndThrow(() => binding.ndBenchRun(params(client, toServer, { test: 'write_bw', window: 0 }))).message).toMatch(/window must be a number/);
+  });
+
   it('refuses an adapter that is not in manual mode', async () => {
     const loop = await pair('thread'); // 'thread' exists on every platform ('loop' not on Windows)
     const e = ndThrow(() => binding.ndBenchRun(params(loop.client, loop.toServer, {})));
