@@ -13,7 +13,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { cleanEnv, docCommands, expectRankReports, expectRing, freePort, killAll, run, sh, userProject } from './launch-helpers';
+import { cleanEnv, docCommands, docInlineCommands, expectRankReports, expectRing, freePort, killAll, run, sh, userProject } from './launch-helpers';
 
 const which = (tool: string) => {
   const r = spawnSync('sh', ['-c', `command -v ${tool}`], { encoding: 'utf8' });
@@ -40,6 +40,25 @@ afterAll(() => {
   if (bin) rmSync(bin, { recursive: true, force: true });
 });
 const pathEnv = (extra: NodeJS.ProcessEnv = {}) => cleanEnv({ PATH: `${bin}:${process.env.PATH}`, ...extra });
+
+/** The commands docs/job.md's table "Under each launcher, as tested" shows (read on Linux only: docs/ is not staged under Wine). */
+const jobTable = () => docInlineCommands('docs/job.md', '### Under each launcher, as tested');
+
+// docs/job.md's launcher table repeats the README's launch lines and adds `npm run ring` under Hydra: each of its
+// commands is one that a tier runs as written (README's lines here and in test/job-slurm.test.ts; the npm run line
+// below, read from the table).
+describe.skipIf(!onLinux)("docs/job.md's launcher table", () => {
+  it('shows only commands the tiers run as written', () => {
+    const readme = docCommands('README.md', /^(mpiexec|srun|export NETDIRECT_JOB_SECRET=|NETDIRECT_RENDEZVOUS=\S+ mpirun) .*|^export NETDIRECT_JOB_SECRET=.*/);
+    const table = jobTable();
+    expect(table.length).toBeGreaterThanOrEqual(5);
+    for (const line of table) {
+      if (/npm run ring$/.test(line)) continue; // run from the table by the Hydra case below
+      expect(readme, `docs/job.md's \`${line}\` is not a README line the tiers run`).toContain(line);
+    }
+    expect(table.filter((l) => /npm run ring$/.test(l))).toEqual(['mpiexec -pmi-port -n 4 npm run ring']);
+  });
+});
 
 /** Quick forms of a documented osu_* command: the same launch, fewer sizes and iterations (later options win). */
 const QUICK = ['-m', '1:64', '-i', '20', '-x', '2'];
@@ -82,11 +101,12 @@ describe.skipIf(!hydra || !onLinux)(`MPICH's mpiexec (Hydra)${hydra ? '' : ': sk
   });
 
   it('mpiexec -n 4 npm run ring fails at once naming PMI_FD (it was a raw "open EEXIST"); with -pmi-port the ring runs', async () => {
-    const bad = await sh('mpiexec -n 4 npm run ring', { cwd: project, env: pathEnv(), timeoutMs: 90_000 });
+    const documented = jobTable().find((l) => /npm run ring$/.test(l))!; // docs/job.md's table, as written
+    const bad = await sh(documented.replace(' -pmi-port', ''), { cwd: project, env: pathEnv(), timeoutMs: 90_000 });
     expect(bad.code).not.toBe(0);
     expect(bad.stderr).toMatch(/NdError: join \(hydra\): PMI_FD="\d+" [^\n]*npm run[^\n]*mpiexec -pmi-port/);
     expect(bad.stderr).not.toMatch(/EEXIST|Aborted|Unsupported fd type/);
-    expectRing(await sh('mpiexec -pmi-port -n 4 npm run ring', { cwd: project, env: pathEnv(), timeoutMs: 90_000 }), 4, 'hydra');
+    expectRing(await sh(documented, { cwd: project, env: pathEnv(), timeoutMs: 90_000 }), 4, 'hydra');
   });
 
   it('mpiexec -n 2 ./node_modules/.bin/ndbench osu_latency (the descriptor reaches node directly) runs', async () => {

@@ -108,6 +108,21 @@ export function docCommands(file: string, match: RegExp): string[] {
 }
 
 /**
+ * The launch commands written as inline code (`mpiexec ...`, `mpirun ...`, `srun ...`, `export ...`,
+ * `NETDIRECT_RENDEZVOUS=... mpirun ...`) in the section of `file` under the heading `heading`, in order: the
+ * commands docs/job.md's launcher table shows, for the tests that run them as written.
+ */
+export function docInlineCommands(file: string, heading: string): string[] {
+  const text = readFileSync(path.join(root, file), 'utf8');
+  const at = text.indexOf(`\n${heading}\n`);
+  if (at < 0) throw new Error(`${file} has no heading ${JSON.stringify(heading)}`);
+  const rest = text.slice(at + heading.length + 2);
+  const end = rest.search(/\n#+ |\n\*\*/); // the next heading or bold paragraph
+  const section = end < 0 ? rest : rest.slice(0, end);
+  return [...section.matchAll(/`((?:mpiexec |mpirun |srun |export |NETDIRECT_RENDEZVOUS=)[^`]*)`/g)].map((m) => m[1]!); // a name alone is no command
+}
+
+/**
  * A user's project with netdirect installed as npm installs a dependency: node_modules/netdirect (here a link to
  * this checkout, built) and node_modules/.bin/ndbench and netdirect linking to its bins with the execute bit npm sets. A `ring`
  * script runs examples/ring-job.mjs (the issue's `npm run ring`). npx and npm run find both without the registry.
