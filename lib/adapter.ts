@@ -68,7 +68,7 @@ export interface AdapterOptions {
    * Same-host connections through shared memory (docs/shm.md): when both ends of a connection are processes of this
    * user on one machine, the built-in provider moves its data through shared memory instead of TCP, with the same
    * semantics (`qp.transport` says which). Default: the NETDIRECT_SHM environment variable ('1' on, '0' off), else
-   * the provider's default (off in this release). Applies to connections this adapter sets up afterwards, as
+   * the provider's default (on: a connection uses shared memory when both ends allow it and can). Applies to connections this adapter sets up afterwards, as
    * initiator (connect) or responder (a listener's listen). Other providers ignore it.
    */
   sharedMemory?: boolean;

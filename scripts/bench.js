@@ -63,7 +63,7 @@ const ROWS = [
   // native baseline is a C++ loop posting the same Writes on the same queue pair (ndbench --compare native).
   { id: 'msg-rate-batch', label: 'message rate, 8 B writes, prepare()+batch(32)+pollInto()', figure: 'MsgRate', args: ['write_bw', '-s', '8', '-n', q(1000000, 200), '--completion', 'manual', '-l', '32', '--compare', 'tcp,native', '--heap'],
     targets: [['>=', 3.0, 'abs', '≥ 3 Mpps'], ['>=', 0.8, 'native', '≥ 0.8× the native loop']], heap: true, heapTarget: ['<=', 0, '0 B heap per message (steady)'] },
-  // Same host through shared memory (issue #25, docs/shm.md): the rows above are TCP (shm off, the default).
+  // Same host through shared memory (issue #25, docs/shm.md): the rows above are TCP (runOnce adds --shm off).
   { id: 'shm-lat-manual', label: 'shm: write_lat 8 B, --completion manual', args: ['write_lat', '-s', '8', '-n', q(20000, 50), '--completion', 'manual', '--shm', 'on', '--compare', 'tcp'],
     targets: [['<=', 0.4, 'tcp', '≤ 0.4× busy-poll native TCP']] },
   { id: 'shm-spin-data', label: 'shm: write_lat 8 B, both sides spin on the placed byte', args: ['write_lat', '-s', '8', '-n', q(20000, 50), '--completion', 'manual', '--spin-on-data', '--shm', 'on'],
@@ -89,7 +89,9 @@ function median(values) {
 
 function runOnce(row) {
   const tmp = path.join(os.tmpdir(), `ndbench-suite-${process.pid}-${row.id}.json`);
-  const res = spawnSync(process.execPath, [cli, ...row.args, '--loopback', '--format', 'json', '--json', tmp, '--no-progress', '--timeout', '60'], {
+  // Rows that do not name a transport measure TCP: same-host shared memory is on by default (docs/shm.md).
+  const shm = row.args.includes('--shm') ? [] : ['--shm', 'off'];
+  const res = spawnSync(process.execPath, [cli, ...row.args, ...shm, '--loopback', '--format', 'json', '--json', tmp, '--no-progress', '--timeout', '60'], {
     cwd: root,
     encoding: 'utf8',
     timeout: 15 * 60 * 1000,

@@ -149,7 +149,9 @@ function startRole(side: 'a' | 'b', args: string[]): Role {
   const proc = spawn('ip', ['netns', 'exec', ns[side], process.execPath, path.join(root, 'scripts/soak.js'), ...args], {
     cwd: root,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, NETDIRECT_SOFT_TCP_TIMEOUT_MS: String(TCP_TIMEOUT_MS) },
+    // The faults are put on the wire (the veth pair), so the bytes must travel TCP: shared memory off (docs/shm.md;
+    // the two namespaces would not find each other's side channel anyway, but this must not rest on that).
+    env: { ...process.env, NETDIRECT_SOFT_TCP_TIMEOUT_MS: String(TCP_TIMEOUT_MS), NETDIRECT_SHM: '0' },
   });
   let stderr = '';
   proc.stderr!.setEncoding('utf8').on('data', (d: string) => (stderr += d));

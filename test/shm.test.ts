@@ -45,6 +45,7 @@ describe.runIf(linux)('which connections go through shared memory', () => {
     ['both ends ask', { sharedMemory: true }, { sharedMemory: true }, undefined, 'shm'],
     ['the initiator does not', { sharedMemory: false }, { sharedMemory: true }, undefined, 'tcp'],
     ['the responder does not', { sharedMemory: true }, { sharedMemory: false }, undefined, 'tcp'],
+    ['no option, no NETDIRECT_SHM (the default)', {}, {}, undefined, 'shm'],
     ['NETDIRECT_SHM=1, no option', {}, {}, '1', 'shm'],
     ['NETDIRECT_SHM=0, no option', {}, {}, '0', 'tcp'],
     ['NETDIRECT_SHM=0, the option on both ends', { sharedMemory: true }, { sharedMemory: true }, '0', 'shm'],

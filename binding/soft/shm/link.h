@@ -39,7 +39,7 @@ constexpr uint32_t kShmMss = 65528;
 bool available();
 // NETDIRECT_SHM: "0" off, "1" on, unset/other = kDefaultOn. Read by an adapter when it opens.
 bool enabled_from_env();
-constexpr bool kDefaultOn = false;
+constexpr bool kDefaultOn = true;  // on where both ends can (docs/shm.md "Turning it on and off")
 // NETDIRECT_SHM_SPIN_MICROS: how long a consumer driving progress from its own loop keeps polling after a message
 // while the adapter has a same-host connection (INDSharedMemory::GetBusyPollMicros); a whole number up to 1000000,
 // 0 = never. Unset or not a number: kDefaultSpinMicros.
