@@ -409,11 +409,26 @@ bool Adapter::StartLoop(Napi::Env env, const char** why) {
 }
 
 namespace {
+constexpr uint64_t kYieldedLongNs = 50 * 1000;       // a yield this long: another thread had the core
+constexpr uint64_t kShmBackoffNs = 100 * 1000 * 1000;  // the provider's window stays shut this long after one
 uint64_t SteadyNs() {
   return static_cast<uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count());
 }
 }  // namespace
+
+// Busy-poll window length: the application's (spinMicros), else the provider's for same-host connections unless
+// it is backing off (shmBackoffUntilNs_); 0: none.
+uint64_t Adapter::SpinWindowNs() {
+  if (spinNs_ != 0) return spinNs_;
+  ULONG us = 0;
+  if (!shmHint_ || FAILED(shmHint_->GetBusyPollMicros(&us)) || us == 0) return 0;
+  if (shmBackoffUntilNs_ != 0) {
+    if (SteadyNs() < shmBackoffUntilNs_) return 0;
+    shmBackoffUntilNs_ = 0;
+  }
+  return static_cast<uint64_t>(us) * 1000;
+}
 
 // Opens (or extends) the busy-poll window: something was posted or delivered, so an answer may be close.
 void Adapter::SpinFromNow() {
@@ -429,11 +444,9 @@ void Adapter::SpinFromNow() {
 // results came in meanwhile: then the window goes on, and they were delivered.
 bool Adapter::EndSpin() {
   Batch* late = poller_->EndLoopSpin();
-  if (late->empty()) {
-    loop_->SetSpin(false);
-    return true;
-  }
-  SpinFromNow();
+  loop_->SetSpin(false);
+  if (late->empty()) return true;
+  SpinFromNow();  // opens a new window when one is wanted
   Napi::Env env = Env();
   Napi::HandleScope scope(env);
   OnBatch(env, onBatch_.Value(), late);
@@ -488,7 +501,18 @@ void Adapter::OnLoopReady(void* ctx) {
   // idle"): on a machine with more busy threads than cores a spinning rank would otherwise hold its core for a
   // whole time slice while the peer it waits for, or the thread that would answer it, cannot run. With a core
   // to itself the call returns at once.
-  if (!delivered && self->loop_->spinning()) LoopWatch::YieldCpu();
+  if (!delivered && self->loop_->spinning()) {
+    const uint64_t before = SteadyNs();
+    LoopWatch::YieldCpu();
+    // The provider's window (not one the application asked for) stops when the yield gave the core to another
+    // thread for long: more runnable threads than cores, where a spinning rank only loses its share of the CPU
+    // to the threads it waits for and a sleeper is woken sooner (measured: osu_latency with 2 ranks on 2 cores
+    // busy with other work, docs/shm.md "Busy window").
+    if (self->spinNs_ == 0 && SteadyNs() - before > kYieldedLongNs) {
+      self->shmBackoffUntilNs_ = SteadyNs() + kShmBackoffNs;
+      self->spinUntilNs_ = 0;  // closes the window below
+    }
+  }
   DWORD ms = INFINITE;
   self->progress_->GetNextTimeout(&ms);
   self->loop_->SetTimeout(ms == INFINITE ? -1 : static_cast<int>(ms));

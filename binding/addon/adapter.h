@@ -279,12 +279,11 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   // Without a window of its own (spinNs_ 0), the provider's for same-host connections while it has one
   // (INDSharedMemory::GetBusyPollMicros, docs/shm.md "Waking"); nullptr: a provider without the interface.
   NdPtr<INDSharedMemory> shmHint_;
-  uint64_t SpinWindowNs() {
-    if (spinNs_ != 0) return spinNs_;
-    ULONG us = 0;
-    if (!shmHint_ || FAILED(shmHint_->GetBusyPollMicros(&us))) return 0;
-    return static_cast<uint64_t>(us) * 1000;
-  }
+  // The provider's window backs off while the machine has more runnable threads than cores: an empty round's
+  // yield that gave the core away for long (OnLoopReady) ends it, and it stays shut until shmBackoffUntilNs_ —
+  // spinning then only costs the ranks their share of the CPU against the threads they wait for.
+  uint64_t shmBackoffUntilNs_ = 0;
+  uint64_t SpinWindowNs();
   void SpinFromNow();
   bool EndSpin();
   Napi::FunctionReference onBatch_;
