@@ -75,10 +75,11 @@ void CompletionQueue::Gather(uint32_t max) {
   batch.words.clear();
   batch.counted = 0;
   uint32_t got = 0;
-  if (!setAside_.empty()) {  // results taken by native code on this thread (SetAside) come first
-    const size_t n = std::min<size_t>(setAside_.size(), max);
-    for (size_t i = 0; i < n; ++i) Poller::AppendResult(setAside_[i], &batch, state_);
-    setAside_.erase(setAside_.begin(), setAside_.begin() + n);
+  std::vector<ND2_RESULT>& back = state_->handedBack;
+  if (!back.empty()) {  // results taken by native code on this thread (CqState::HandBack) come first
+    const size_t n = std::min<size_t>(back.size(), max);
+    for (size_t i = 0; i < n; ++i) Poller::AppendResult(back[i], &batch, state_);
+    back.erase(back.begin(), back.begin() + n);
     got = static_cast<uint32_t>(n);
   }
   // Manual mode: this thread polls in a loop; a provider that can use that (INDPollingHint, optional) may

@@ -24,16 +24,14 @@ class CompletionQueue : public Child, public Napi::ObjectWrap<CompletionQueue> {
 
   IND2CompletionQueue* nd() const { return cq_.get(); }
   CqState* state() const { return state_; }
-  // A result that native code on the JS thread took from the CQ but does not own (ndbench's native loop,
-  // binding/bench/bench_nd.cc): the next poll() returns it first, so the request it belongs to still settles.
-  void SetAside(const ND2_RESULT& result) { setAside_.push_back(result); }
 
  private:
   Napi::Value GetDepth(const Napi::CallbackInfo& info);
   Napi::Value Poll(const Napi::CallbackInfo& info);
   // pollInto(records, max): the same records written into the caller's Uint32Array (no allocation); returns the count.
   Napi::Value PollInto(const Napi::CallbackInfo& info);
-  // Dequeues up to max results into pollBatch_ (set-aside ones first, then GetResults; inline progress as poll()).
+  // Dequeues up to max results into pollBatch_ (those handed back to state_ first, then GetResults; inline progress
+  // as poll()).
   void Gather(uint32_t max);
   static Napi::Value PollBound(const Napi::CallbackInfo& info);  // `poll` bound to each instance
   Napi::Value Resize(const Napi::CallbackInfo& info);
@@ -46,7 +44,6 @@ class CompletionQueue : public Child, public Napi::ObjectWrap<CompletionQueue> {
   CqState* state_ = nullptr;  // one reference
   uint32_t depth_ = 0;
   Batch pollBatch_;                   // poll()'s records, reused (no allocation per call once grown)
-  std::vector<ND2_RESULT> setAside_;  // see SetAside
   // What an empty poll() returns (a spin loop makes many). Held as a plain object: re-wrapping it as a typed
   // array on each return would ask V8 for its type and data every time.
   Napi::ObjectReference empty_;

@@ -9,7 +9,7 @@
 // It runs on the calling (JS) thread, synchronously, as lib/bench/nd.ts's manual-mode loops do: the adapter must
 // be in manual mode, so that nothing else takes results from the completion queue. The requests it posts carry
 // contexts of its own; every one is retired before it returns (a final signaled request follows the silent ones),
-// and a result of any other request is set aside for the CQ's next poll() (CompletionQueue::SetAside).
+// and a result of any other request is handed back for the CQ's next poll() (CqState::HandBack, binding/delivery/).
 // Wire pattern (the same offsets as lib/bench/nd.ts):
 //   write_lat  ping-pong: the client writes `size` bytes from `sendOffset` to the peer's offset 0 with a tag in the
 //              last byte; the server answers once its last byte shows the tag. The client then writes the stop
@@ -79,9 +79,8 @@ double Number(Napi::Object o, const char* key, double min, double max) {
 // The loop's state: the ND objects, the region's memory and what it has posted but not yet seen retired.
 class Loop {
  public:
-  Loop(Napi::Env env, const Params& p, IND2QueuePair* qp, CompletionQueue* cq, uint8_t* base, UINT32 localToken,
-       INDPollingHint* hint)
-      : env_(env), p_(p), qp_(qp), cq_(cq), base_(base), localToken_(localToken), hint_(hint) {
+  Loop(Napi::Env env, const Params& p, IND2QueuePair* qp, CqState* cq, uint8_t* base, UINT32 localToken)
+      : env_(env), p_(p), qp_(qp), state_(cq), cq_(cq->cq), base_(base), localToken_(localToken), hint_(cq->hint) {
     if (hint_ != nullptr) hint_->SetPollingThread(TRUE);
     Progress();
   }
@@ -110,11 +109,11 @@ class Loop {
   }
 
   // One GetResults round: throws on a failed request of the loop's own. A result of a request the loop did not post
-  // (the application's, on a CQ it shares) is set aside for the application's next poll(). Returns how many of the
+  // (the application's, on a CQ it shares) is handed back for the application's next poll(). Returns how many of the
   // results were `wanted`.
   int Poll(const void* wanted) {
     ND2_RESULT results[16];
-    const ULONG n = cq_->nd()->GetResults(results, 16);
+    const ULONG n = cq_->GetResults(results, 16);
     int seen = 0;
     for (ULONG i = 0; i < n; ++i) {
       const ND2_RESULT& r = results[i];
@@ -122,7 +121,7 @@ class Loop {
       const bool stream = c > kStreamBase && c <= kStreamBase + kStreamMax;
       if (r.RequestContext != kPingContext && r.RequestContext != kStopContext && r.RequestContext != kDrainContext &&
           !stream) {
-        cq_->SetAside(r);
+        state_->HandBack(r);
         continue;
       }
       if (r.Status != ND_SUCCESS) ThrowNdStatus(env_, r.Status, r.RequestType == Nd2RequestTypeRead ? "read" : "write");
@@ -166,7 +165,8 @@ class Loop {
   Napi::Env env_;
   const Params& p_;
   IND2QueuePair* qp_;
-  CompletionQueue* cq_;
+  CqState* state_;           // the CQ as delivery shares it (delivery/poller.h): HandBack
+  IND2CompletionQueue* cq_;
   uint8_t* base_;
   UINT32 localToken_;
   INDPollingHint* hint_;
@@ -336,7 +336,8 @@ Napi::Value NdBenchRun(const Napi::CallbackInfo& info) {
     ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "iters must be at least 1 without durationMs");
 
   CqState* state = cq->state();
-  Loop loop(env, p, qp->nd(), cq, slot->base, mr->nd()->GetLocalToken(), state != nullptr ? state->hint : nullptr);
+  if (state == nullptr) ThrowMisuse(env, "ERR_ND_CLOSED", op, "cq is closed");
+  Loop loop(env, p, qp->nd(), state, slot->base, mr->nd()->GetLocalToken());
   if (!p.client) {
     loop.WriteLatServer();
     return env.Undefined();

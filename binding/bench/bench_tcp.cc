@@ -10,6 +10,8 @@
 // = size for write/send, small request + size reply for read). The server echoes until EOF. Stream: the sender
 // writes `size`-byte messages, then shuts its write side; the receiver reads to EOF and answers with the byte
 // count (8 bytes), which stops the sender's clock. Every wait is bounded by timeoutMs.
+// Its sockets are the software provider's socket seam (binding/soft/net/socket.h: non-blocking TCP, POSIX and
+// Winsock), the same calls the provider's connections make.
 #include <napi.h>
 
 #include <algorithm>
@@ -18,41 +20,23 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
-#ifdef _WIN32
-#include <winsock2.h>
-#include <ws2tcpip.h>
-#else
-#include <arpa/inet.h>
-#include <fcntl.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <poll.h>
-#include <sys/socket.h>
-#include <unistd.h>
+#ifndef _WIN32
+#include <sys/uio.h>  // iovec (the seam's own on Windows)
 #endif
+
+#include "soft/net/socket.h"
 
 namespace netdirect {
 namespace {
 
-#ifdef _WIN32
-using Sock = SOCKET;
-constexpr Sock kBad = INVALID_SOCKET;
-void CloseSock(Sock s) { closesocket(s); }
-int LastError() { return WSAGetLastError(); }
-bool WouldBlock(int e) { return e == WSAEWOULDBLOCK; }
-int PollFd(WSAPOLLFD* p, ULONG n, int ms) { return WSAPoll(p, n, ms); }
-using PollStruct = WSAPOLLFD;
-#else
-using Sock = int;
-constexpr Sock kBad = -1;
-void CloseSock(Sock s) { close(s); }
-int LastError() { return errno; }
-bool WouldBlock(int e) { return e == EAGAIN || e == EWOULDBLOCK; }
-int PollFd(pollfd* p, nfds_t n, int ms) { return poll(p, n, ms); }
-using PollStruct = pollfd;
-#endif
+namespace net = soft::net;
+using Sock = net::Socket;
+constexpr Sock kBad = net::kInvalidSocket;
+
+std::string ErrorText(int negativeErrno) { return std::strerror(-negativeErrno); }
 
 using Clock = std::chrono::steady_clock;
 
@@ -86,17 +70,9 @@ struct RunResult {
 // One connected socket with bounded, optionally busy-polling I/O. Errors carry a message for the promise.
 class Conn {
  public:
-  Conn(Sock s, bool spin, int timeoutMs) : s_(s), spin_(spin), timeoutMs_(timeoutMs) {
-    int one = 1;
-    setsockopt(s_, IPPROTO_TCP, TCP_NODELAY, reinterpret_cast<const char*>(&one), sizeof(one));
-#ifdef _WIN32
-    u_long nb = 1;
-    ioctlsocket(s_, FIONBIO, &nb);
-#else
-    fcntl(s_, F_SETFL, fcntl(s_, F_GETFL) | O_NONBLOCK);
-#endif
-  }
-  ~Conn() { CloseSock(s_); }
+  // s is non-blocking (net::tcp_socket, net::accept_from).
+  Conn(Sock s, bool spin, int timeoutMs) : s_(s), spin_(spin), timeoutMs_(timeoutMs) { net::set_nodelay(s_); }
+  ~Conn() { net::close_socket(s_); }
   Conn(const Conn&) = delete;
   Conn& operator=(const Conn&) = delete;
 
@@ -105,7 +81,7 @@ class Conn {
     size_t got = 0;
     *eof = false;
     while (got < n) {
-      const auto r = recv(s_, reinterpret_cast<char*>(p + got), static_cast<int>(std::min<size_t>(n - got, 1 << 30)), 0);
+      const ptrdiff_t r = net::recv_bytes(s_, p + got, std::min<size_t>(n - got, 1 << 30));
       if (r > 0) {
         got += static_cast<size_t>(r);
         spinStart_ = 0;
@@ -119,12 +95,11 @@ class Conn {
         *err = "peer closed mid-message";
         return false;
       }
-      const int e = LastError();
-      if (!WouldBlock(e)) {
-        *err = std::string("recv: ") + std::strerror(e);
+      if (r != -EAGAIN) {
+        *err = "recv: " + ErrorText(static_cast<int>(r));
         return false;
       }
-      if (!Wait(POLLIN, err)) return false;
+      if (!Wait(false, err)) return false;
     }
     return true;
   }
@@ -132,56 +107,44 @@ class Conn {
   // Reads what is available (waiting for at least one byte): > 0 bytes, 0 at EOF, -1 on error.
   int64_t ReadSome(uint8_t* p, size_t n, std::string* err) {
     for (;;) {
-      const auto r = recv(s_, reinterpret_cast<char*>(p), static_cast<int>(std::min<size_t>(n, 1 << 30)), 0);
+      const ptrdiff_t r = net::recv_bytes(s_, p, std::min<size_t>(n, 1 << 30));
       if (r >= 0) {
         spinStart_ = 0;
         return static_cast<int64_t>(r);
       }
-      const int e = LastError();
-      if (!WouldBlock(e)) {
-        *err = std::string("recv: ") + std::strerror(e);
+      if (r != -EAGAIN) {
+        *err = "recv: " + ErrorText(static_cast<int>(r));
         return -1;
       }
-      if (!Wait(POLLIN, err)) return -1;
+      if (!Wait(false, err)) return -1;
     }
   }
 
   bool WriteFull(const uint8_t* p, size_t n, std::string* err) {
     size_t put = 0;
     while (put < n) {
-#ifdef MSG_NOSIGNAL
-      const int flags = MSG_NOSIGNAL;
-#else
-      const int flags = 0;
-#endif
-      const auto r = send(s_, reinterpret_cast<const char*>(p + put), static_cast<int>(std::min<size_t>(n - put, 1 << 30)), flags);
+      iovec iov{const_cast<uint8_t*>(p + put), std::min<size_t>(n - put, 1 << 30)};
+      const ptrdiff_t r = net::send_iov(s_, &iov, 1);  // no SIGPIPE (MSG_NOSIGNAL)
       if (r > 0) {
         put += static_cast<size_t>(r);
         spinStart_ = 0;
         continue;
       }
-      const int e = LastError();
-      if (r < 0 && !WouldBlock(e)) {
-        *err = std::string("send: ") + std::strerror(e);
+      if (r < 0 && r != -EAGAIN) {
+        *err = "send: " + ErrorText(static_cast<int>(r));
         return false;
       }
-      if (!Wait(POLLOUT, err)) return false;
+      if (!Wait(true, err)) return false;
     }
     return true;
   }
 
-  void ShutdownWrite() {
-#ifdef _WIN32
-    shutdown(s_, SD_SEND);
-#else
-    shutdown(s_, SHUT_WR);
-#endif
-  }
+  void ShutdownWrite() { net::shutdown_write(s_); }
 
  private:
   // Spin mode: return at once (the caller retries, i.e. busy-polls) until timeoutMs without progress; else
   // poll() for it.
-  bool Wait(short events, std::string* err) {
+  bool Wait(bool write, std::string* err) {
     if (spin_) {
       if (spinStart_ == 0) spinStart_ = NowNs();
       if (++spins_ % 4096 == 0 && NowNs() - spinStart_ > int64_t(timeoutMs_) * 1000000) {
@@ -190,16 +153,13 @@ class Conn {
       }
       return true;
     }
-    PollStruct pfd{};
-    pfd.fd = s_;
-    pfd.events = events;
-    const int r = PollFd(&pfd, 1, timeoutMs_);
+    const int r = net::wait_ready(s_, write, timeoutMs_);
     if (r == 0) {
       *err = "timed out";
       return false;
     }
-    if (r < 0 && LastError() != EINTR) {
-      *err = std::string("poll: ") + std::strerror(LastError());
+    if (r < 0 && r != -EINTR) {
+      *err = "poll: " + ErrorText(r);
       return false;
     }
     return true;
@@ -212,66 +172,44 @@ class Conn {
   uint64_t spins_ = 0;
 };
 
-bool ResolveV4V6(const std::string& host, uint32_t port, sockaddr_storage* ss, socklen_t* len) {
-  std::memset(ss, 0, sizeof(*ss));
-  auto* v4 = reinterpret_cast<sockaddr_in*>(ss);
-  if (inet_pton(AF_INET, host.c_str(), &v4->sin_addr) == 1) {
-    v4->sin_family = AF_INET;
-    v4->sin_port = htons(static_cast<uint16_t>(port));
-    *len = sizeof(sockaddr_in);
-    return true;
-  }
-  auto* v6 = reinterpret_cast<sockaddr_in6*>(ss);
-  if (inet_pton(AF_INET6, host.c_str(), &v6->sin6_addr) == 1) {
-    v6->sin6_family = AF_INET6;
-    v6->sin6_port = htons(static_cast<uint16_t>(port));
-    *len = sizeof(sockaddr_in6);
-    return true;
-  }
-  return false;
-}
-
 Sock AcceptOne(Sock listener, int timeoutMs, std::string* err) {
-  PollStruct pfd{};
-  pfd.fd = listener;
-  pfd.events = POLLIN;
-  const int r = PollFd(&pfd, 1, timeoutMs);
+  const int r = net::wait_ready(listener, false, timeoutMs);
   if (r <= 0) {
-    *err = r == 0 ? "accept timed out" : std::string("poll: ") + std::strerror(LastError());
+    *err = r == 0 ? "accept timed out" : "poll: " + ErrorText(r);
     return kBad;
   }
-  Sock s = accept(listener, nullptr, nullptr);
-  if (s == kBad) *err = std::string("accept: ") + std::strerror(LastError());
+  Sock s = net::accept_from(listener, nullptr);
+  if (s == kBad) *err = "accept: " + ErrorText(-errno);
   return s;
 }
 
 Sock ConnectTo(const std::string& host, uint32_t port, int timeoutMs, std::string* err) {
-  sockaddr_storage ss;
-  socklen_t len = 0;
-  if (!ResolveV4V6(host, port, &ss, &len)) {
+  net::Address a;
+  if (port > 65535 || !net::parse_numeric(host, static_cast<uint16_t>(port), &a)) {
     *err = "'" + host + "' is not a numeric IPv4/IPv6 address";
     return kBad;
   }
   const auto deadline = Clock::now() + std::chrono::milliseconds(timeoutMs);
   for (;;) {
-    Sock s = socket(ss.ss_family, SOCK_STREAM, 0);
+    Sock s = net::tcp_socket(a.family());
     if (s == kBad) {
-      *err = std::string("socket: ") + std::strerror(LastError());
+      *err = "socket: " + ErrorText(-errno);
       return kBad;
     }
-    if (connect(s, reinterpret_cast<sockaddr*>(&ss), len) == 0) return s;
-    const int e = LastError();
-    CloseSock(s);
+    int r = net::connect_to(s, a);
+    if (r == -EINPROGRESS) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      r = net::wait_ready(s, true, static_cast<int>(std::max<int64_t>(left, 1)));
+      r = r > 0 ? net::connect_result(s) : r == 0 ? -ETIMEDOUT : r;
+    }
+    if (r == 0) return s;
+    net::close_socket(s);
     // The peer may not be listening yet: retry briefly on refusal.
-    if (Clock::now() > deadline || e != ECONNREFUSED) {
-      *err = std::string("connect: ") + std::strerror(e);
+    if (Clock::now() > deadline || r != -ECONNREFUSED) {
+      *err = "connect: " + ErrorText(r);
       return kBad;
     }
-#ifdef _WIN32
-    Sleep(5);
-#else
-    usleep(5000);
-#endif
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
 }
 
@@ -408,7 +346,7 @@ class RunWorker : public Napi::AsyncWorker {
     Sock s = kBad;
     if (params_.server) {
       s = AcceptOne(static_cast<Sock>(params_.listenFd), params_.timeoutMs, &err);
-      CloseSock(static_cast<Sock>(params_.listenFd));
+      net::close_socket(static_cast<Sock>(params_.listenFd));
     } else {
       s = ConnectTo(params_.host, params_.port, params_.timeoutMs, &err);
     }
@@ -456,23 +394,21 @@ Napi::Value TcpBenchListen(const Napi::CallbackInfo& info) {
   if (!info[0].IsString() || !info[1].IsNumber()) throw Napi::TypeError::New(env, "tcpBenchListen(host: string, port: number)");
   const std::string host = info[0].As<Napi::String>().Utf8Value();
   const uint32_t port = info[1].As<Napi::Number>().Uint32Value();
-  sockaddr_storage ss;
-  socklen_t len = 0;
-  if (!ResolveV4V6(host, port, &ss, &len)) throw Napi::Error::New(env, "tcpBenchListen: '" + host + "' is not a numeric address");
-  Sock s = socket(ss.ss_family, SOCK_STREAM, 0);
-  if (s == kBad) throw Napi::Error::New(env, std::string("tcpBenchListen: socket: ") + std::strerror(LastError()));
-  int one = 1;
-  setsockopt(s, SOL_SOCKET, SO_REUSEADDR, reinterpret_cast<const char*>(&one), sizeof(one));
-  if (bind(s, reinterpret_cast<sockaddr*>(&ss), len) != 0 || listen(s, 4) != 0) {
-    const int e = LastError();
-    CloseSock(s);
-    throw Napi::Error::New(env, std::string("tcpBenchListen: ") + std::strerror(e));
+  net::Address a;
+  if (port > 65535 || !net::parse_numeric(host, static_cast<uint16_t>(port), &a))
+    throw Napi::Error::New(env, "tcpBenchListen: '" + host + "' is not a numeric address");
+  Sock s = net::tcp_socket(a.family());
+  if (s == kBad) throw Napi::Error::New(env, "tcpBenchListen: socket: " + ErrorText(-errno));
+  net::set_reuseaddr(s);
+  int r = net::bind_to(s, a);
+  if (r == 0) r = net::listen_on(s, 4);
+  net::Address bound;
+  if (r == 0) r = net::local_address(s, &bound);
+  if (r != 0) {
+    net::close_socket(s);
+    throw Napi::Error::New(env, "tcpBenchListen: " + ErrorText(r));
   }
-  sockaddr_storage bound;
-  socklen_t blen = sizeof(bound);
-  getsockname(s, reinterpret_cast<sockaddr*>(&bound), &blen);
-  const uint16_t p = bound.ss_family == AF_INET ? ntohs(reinterpret_cast<sockaddr_in*>(&bound)->sin_port)
-                                                : ntohs(reinterpret_cast<sockaddr_in6*>(&bound)->sin6_port);
+  const uint16_t p = bound.port();
   Napi::Object o = Napi::Object::New(env);
   o.Set("fd", Napi::Number::New(env, static_cast<double>(s)));
   o.Set("port", Napi::Number::New(env, p));
@@ -480,7 +416,7 @@ Napi::Value TcpBenchListen(const Napi::CallbackInfo& info) {
 }
 
 Napi::Value TcpBenchClose(const Napi::CallbackInfo& info) {
-  if (info[0].IsNumber()) CloseSock(static_cast<Sock>(info[0].As<Napi::Number>().Int64Value()));
+  if (info[0].IsNumber()) net::close_socket(static_cast<Sock>(info[0].As<Napi::Number>().Int64Value()));
   return info.Env().Undefined();
 }
 
@@ -523,8 +459,8 @@ void InitBenchTcp(Napi::Env env, Napi::Object exports) {
 }  // namespace netdirect
 
 #ifdef NETDIRECT_BENCH_TCP_STANDALONE
-// Development build of this file alone as its own addon (lib/bench/baselines.ts loads it when
-// NETDIRECT_BENCH_TCP_ADDON names it).
+// Development build of this file alone as its own addon, with binding/soft/net/socket_address.cc and the socket file
+// of the platform (lib/bench/baselines.ts loads it when NETDIRECT_BENCH_TCP_ADDON names it).
 static Napi::Object InitStandalone(Napi::Env env, Napi::Object exports) {
   netdirect::InitBenchTcp(env, exports);
   return exports;

@@ -67,6 +67,11 @@ struct CqState : PollHeader {
   bool failed = false;  // a Notify completed with a CQ error (overrun, device removed): never armed again
   bool reported = false;  // the failure went to JS (one kKindCqError record)
   uint32_t id = 0;        // lib/'s id of the CompletionQueue, named by that record
+  // JS thread only (manual mode): results that native code on the JS thread took from the CQ with GetResults but
+  // does not own (ndbench's native loop, binding/bench/bench_nd.cc, which shares the application's CQ) are handed
+  // back here; the wrapper's next poll() delivers them first, so the requests they belong to still settle.
+  std::vector<ND2_RESULT> handedBack;
+  void HandBack(const ND2_RESULT& r) { handedBack.push_back(r); }
 
   explicit CqState(IND2CompletionQueue* cqIn);
   void Ref() { refs.fetch_add(1); }

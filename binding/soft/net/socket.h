@@ -51,6 +51,10 @@ struct Address {
   std::string to_string() const;  // "1.2.3.4:5" / "[::1]:5"
 };
 
+// A numeric IPv4 or IPv6 address ("10.0.0.1", "::1", no brackets) with a port; false for anything else (no name
+// lookup).
+bool parse_numeric(const std::string& ip, uint16_t port, Address* out);
+
 // Validates and copies an ND sockaddr argument: ND_INVALID_ADDRESS for an unknown family,
 // ND_INVALID_PARAMETER when len is too short for the family.
 HRESULT address_from(const sockaddr* sa, ULONG len, Address* out);
@@ -87,6 +91,10 @@ ptrdiff_t send_iov(Socket s, const iovec* iov, int iovcnt);
 ptrdiff_t recv_iov(Socket s, const iovec* iov, int iovcnt);
 ptrdiff_t recv_bytes(Socket s, void* buf, size_t len);
 int shutdown_write(Socket s);
+// Blocks until s is readable (write = false) or writable, or has an error or hang-up to report (the next call on
+// it tells which): 1, or 0 when timeout_ms (-1: none) passed first, or -errno. For users that block a thread of
+// their own (ndbench's TCP baseline, binding/bench/bench_tcp.cc); the provider waits in its engine instead.
+int wait_ready(Socket s, bool write, int timeout_ms);
 // Closes; with abortive = true the peer sees a reset (used after protocol errors).
 void close_socket(Socket s, bool abortive = false);
 

@@ -89,6 +89,26 @@ std::string Address::to_string() const {
   return out;
 }
 
+bool parse_numeric(const std::string& ip, uint16_t port, Address* out) {
+  *out = Address{};
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&out->storage);
+  if (inet_pton(AF_INET, ip.c_str(), &v4->sin_addr) == 1) {
+    v4->sin_family = AF_INET;
+    v4->sin_port = htons(port);
+    out->length = kLenV4;
+    return true;
+  }
+  auto* v6 = reinterpret_cast<sockaddr_in6*>(&out->storage);
+  if (inet_pton(AF_INET6, ip.c_str(), &v6->sin6_addr) == 1) {
+    v6->sin6_family = AF_INET6;
+    v6->sin6_port = htons(port);
+    out->length = kLenV6;
+    return true;
+  }
+  *out = Address{};
+  return false;
+}
+
 HRESULT address_from(const sockaddr* sa, ULONG len, Address* out) {
   if (sa == nullptr || len < sizeof(sa->sa_family) + sizeof(uint16_t)) return ND_INVALID_PARAMETER;
   Address a;

@@ -7,6 +7,7 @@
 #include <ifaddrs.h>
 #include <net/if.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -183,6 +184,17 @@ ptrdiff_t recv_bytes(Socket s, void* buf, size_t len) {
 }
 
 int shutdown_write(Socket s) { return ::shutdown(s, SHUT_WR) == 0 ? 0 : neg_errno(); }
+
+int wait_ready(Socket s, bool write, int timeout_ms) {
+  pollfd p{};
+  p.fd = s;
+  p.events = write ? POLLOUT : POLLIN;
+  for (;;) {
+    const int r = ::poll(&p, 1, timeout_ms);
+    if (r >= 0) return r > 0 ? 1 : 0;
+    if (errno != EINTR) return neg_errno();
+  }
+}
 
 void close_socket(Socket s, bool abortive) {
   if (s == kInvalidSocket) return;

@@ -297,6 +297,15 @@ ptrdiff_t recv_bytes(Socket s, void* buf, size_t len) {
 
 int shutdown_write(Socket s) { return ::shutdown(s, SD_SEND) == 0 ? 0 : neg_wsa(); }
 
+int wait_ready(Socket s, bool write, int timeout_ms) {
+  WSAPOLLFD p{};
+  p.fd = s;
+  p.events = write ? POLLOUT : POLLIN;
+  const int r = ::WSAPoll(&p, 1, timeout_ms);
+  if (r >= 0) return r > 0 ? 1 : 0;
+  return neg_wsa();
+}
+
 void close_socket(Socket s, bool abortive) {
   if (s == kInvalidSocket) return;
   if (abortive) {
