@@ -50,7 +50,7 @@ void Engine::remove(net::Socket s, Handler* h) {
     std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);  // waits for a dispatch round in progress
     live_.erase(h);
   }
-  // The caller closes the socket next; WSAPoll is not woken by a close, so leave the poll set now.
+  // The caller closes the socket next; on Windows the set lets go of it (cancels its poll) only in its next wait.
   if (poll_->changes_need_wake() && !in_engine_thread()) wake();
 }
 

@@ -1,5 +1,5 @@
 // The software provider's progress engine: what an RNIC's engine does, for one adapter. It waits on the
-// adapter's sockets (a PollSet: epoll on Linux, WSAPoll on Windows), reads and places incoming FPDUs, answers
+// adapter's sockets (a PollSet: epoll on Linux, AFD polls on a completion port on Windows), reads and places incoming FPDUs, answers
 // Read Requests, continues blocked transmissions, runs connection-setup timers and posted tasks.
 //
 // Who drives it: progress runs in rounds (wait for readiness, dispatch handlers, run due tasks and timers), and

@@ -1,6 +1,6 @@
 // The readiness seam of the progress engine: one small interface over the OS's socket readiness API, so
-// that the engine (engine.cc) is written once. epoll on Linux (poll_set_epoll.cc), WSAPoll on Windows
-// (poll_set_wsapoll.cc). Level-triggered on both, like the data path expects (it reads and writes until
+// that the engine (engine.cc) is written once. epoll on Linux (poll_set_epoll.cc); on Windows AFD polls on an
+// I/O completion port (poll_set_iocp.cc), WSAPoll (poll_set_wsapoll.cc) as its fallback. Level-triggered on all, like the data path expects (it reads and writes until
 // EAGAIN, then waits for readiness).
 #ifndef NETDIRECT_SOFT_POLL_SET_H_
 #define NETDIRECT_SOFT_POLL_SET_H_
@@ -38,14 +38,19 @@ class PollSet {
   // Ends a wait() in progress, or the next one. Thread-safe, cheap when a wake-up is already pending.
   virtual void wake() = 0;
   // False if `s` stopped being registered with `tag` since the wait that reported it (WSAPoll reports from a
-  // snapshot of the set; epoll never reports a removed socket).
+  // snapshot of the set, the port from polls issued before; epoll never reports a removed socket).
   virtual bool still_watching(net::Socket s, void* tag) const = 0;
-  // True if a change of the interest set from another thread takes effect only after a wake() (WSAPoll).
+  // True if a change of the interest set from another thread takes effect only after a wake() (Windows).
   virtual bool changes_need_wake() const = 0;
   // A descriptor that is readable while wait() would return at once (the epoll descriptor itself), for an
-  // event loop to watch; -1 where the OS has none (WSAPoll has no waitable handle).
+  // event loop to watch; -1 where the OS has none (Windows: neither WSAPoll nor a port is one).
   virtual intptr_t descriptor() const = 0;
 };
+
+#ifdef _WIN32
+// The WSAPoll set (poll_set_wsapoll.cc), which PollSet::create (poll_set_iocp.cc) falls back to; nullptr on failure.
+std::unique_ptr<PollSet> create_wsapoll_set();
+#endif
 
 }  // namespace netdirect::soft
 

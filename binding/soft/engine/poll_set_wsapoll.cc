@@ -1,9 +1,7 @@
-// PollSet over WSAPoll (Windows). WSAPoll rather than an I/O completion port because the provider's data path is
-// readiness-based (non-blocking send_iov/recv_iov until EAGAIN, exactly as on Linux): an IOCP engine would need
-// a completion-based rewrite of the transmit, receive and connection code for one platform. Its cost is an
-// O(sockets) pollfd rebuild per wait, small next to a system call for an adapter's few sockets. WSAPoll cannot
-// wait on events, so wake-ups are datagrams on a connected loopback UDP socket, and it has no descriptor an
-// event loop could watch (descriptor() is -1).
+// PollSet over WSAPoll (Windows): the fallback of the completion-port set (poll_set_iocp.cc), taken when that one
+// cannot be set up or NETDIRECT_SOFT_POLL=wsapoll asks for it. Its cost is an O(sockets) pollfd rebuild and
+// hand-over per wait. WSAPoll cannot wait on events, so wake-ups are datagrams on a connected loopback UDP socket,
+// and it has no descriptor an event loop could watch (descriptor() is -1).
 #ifdef _WIN32
 
 #include <atomic>
@@ -157,7 +155,7 @@ class WsaPollSet final : public PollSet {
 
 }  // namespace
 
-std::unique_ptr<PollSet> PollSet::create() {
+std::unique_ptr<PollSet> create_wsapoll_set() {  // PollSet::create (poll_set_iocp.cc) picks it or the port
   std::unique_ptr<WsaPollSet> p(new WsaPollSet());
   if (!p->init()) return nullptr;
   return p;
