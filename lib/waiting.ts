@@ -213,7 +213,7 @@ export function abortedBeforePost(operation: string, signal: AbortSignal): NdErr
  */
 export function abortable<T>(settled: Promise<T>, signal: AbortSignal, operation: string, withdraw: () => boolean): Promise<T> {
   return new Promise<T>((resolve, reject) => {
-    const onAbort = () => {
+    const forget = whenAborted(signal, () => {
       if (withdraw()) {
         reject(new NdError(ERR_ND_ABORTED, 0, operation, `${operation}: aborted while it waited for a slot of its full queue: withdrawn, nothing was posted`, { cause: signal.reason }));
         return;
@@ -229,17 +229,45 @@ export function abortable<T>(settled: Promise<T>, signal: AbortSignal, operation
       );
       Object.defineProperty(err, 'completion', { value: settled, enumerable: false });
       reject(err);
-    };
-    signal.addEventListener('abort', onAbort, { once: true });
+    });
     settled.then(
       (v) => {
-        signal.removeEventListener('abort', onAbort);
+        forget();
         resolve(v);
       },
       (e) => {
-        signal.removeEventListener('abort', onAbort);
+        forget();
         reject(e);
       },
     );
   });
+}
+
+/** The callbacks of the requests waiting on each signal (one 'abort' listener per signal: see whenAborted). */
+const aborters = new WeakMap<AbortSignal, Set<() => void>>();
+
+/**
+ * Runs `callback` once when `signal` aborts; returns the function that forgets it. Every request made with one
+ * signal shares a single 'abort' listener: an EventTarget listener costs about a microsecond to add and remove
+ * (a large part of a loopback round trip), and Node warns of a leak past 10 listeners on one signal, which a
+ * program posting its receives ahead with one signal would pass.
+ */
+function whenAborted(signal: AbortSignal, callback: () => void): () => void {
+  let set = aborters.get(signal);
+  if (set === undefined) {
+    const callbacks = (set = new Set());
+    aborters.set(signal, callbacks);
+    signal.addEventListener(
+      'abort',
+      () => {
+        aborters.delete(signal);
+        for (const f of [...callbacks]) f();
+        callbacks.clear();
+      },
+      { once: true },
+    );
+  }
+  const callbacks = set;
+  callbacks.add(callback);
+  return () => callbacks.delete(callback);
 }

@@ -145,6 +145,29 @@ describe('a request still waiting for a slot whose signal aborts', () => {
   });
 });
 
+describe('one signal for many requests', () => {
+  it('64 receives posted ahead with one signal: one abort rejects them all, and Node warns of no listener leak', async () => {
+    const { b, qb } = await pair();
+    const region = await b.allocateMemory(64 * 64);
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const ac = new AbortController();
+      const receives = Array.from({ length: 64 }, (_, i) => qb.receive(region.slice(i * 64, 64), { signal: ac.signal }).catch((e) => e));
+      ac.abort();
+      const errs = await Promise.all(receives);
+      expect(errs.map((e) => e.code)).toEqual(Array(64).fill('ERR_ND_ABORTED'));
+      await new Promise((r) => setImmediate(r)); // warnings are emitted on the next tick
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+      await qb.flush();
+      await Promise.all(errs.map((e) => (e as AbortedRequestError).completion!.catch(() => undefined)));
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+});
+
 describe('a signal that cannot be used', () => {
   it('already aborted: nothing is posted; not an AbortSignal: ERR_ND_INVALID_ARGUMENT', async () => {
     const { b, qb } = await pair();
