@@ -315,3 +315,33 @@ export function asNdError(err: unknown, operation: string): NdError {
   const message = err instanceof Error ? err.message : String(err);
   return new NdError(ERR_ND_INVALID_ARGUMENT, 0, operation, `${operation}: ${message}`, { cause: err });
 }
+
+/** The callbacks of the waits on each signal (one 'abort' listener per signal: see whenAborted). */
+const aborters = new WeakMap<AbortSignal, Set<() => void>>();
+
+/**
+ * Runs `callback` once when `signal` aborts; returns the function that forgets it. Every wait given one signal
+ * (requests of lib/waiting.ts abortable, the job's waits of lib/job/errors.ts raceLimit) shares a single 'abort'
+ * listener: an EventTarget listener costs about a microsecond to add and remove (a large part of a loopback round
+ * trip), and Node warns of a leak past 10 listeners on one signal, which a program posting its receives ahead with
+ * one signal would pass.
+ */
+export function whenAborted(signal: AbortSignal, callback: () => void): () => void {
+  let set = aborters.get(signal);
+  if (set === undefined) {
+    const callbacks = (set = new Set());
+    aborters.set(signal, callbacks);
+    signal.addEventListener(
+      'abort',
+      () => {
+        aborters.delete(signal);
+        for (const f of [...callbacks]) f();
+        callbacks.clear();
+      },
+      { once: true },
+    );
+  }
+  const callbacks = set;
+  callbacks.add(callback);
+  return () => callbacks.delete(callback);
+}

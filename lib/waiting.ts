@@ -5,7 +5,7 @@
 // posted. A leaf module beside requests.ts, so queue-pair.ts and shared-receive-queue.ts share it without
 // importing each other for it (test/import-cycles.test.ts).
 
-import { ERR_ND_ABORTED, ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, ND_CANCELED, ND_NO_MORE_ENTRIES, NdError, asNdError, misuse, statusError } from './errors.js';
+import { ERR_ND_ABORTED, ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, ND_CANCELED, ND_NO_MORE_ENTRIES, NdError, asNdError, misuse, statusError, whenAborted } from './errors.js';
 import type { CompletionQueue } from './completion-queue.js';
 import type { Local, RemoteMemory } from './memory-region.js';
 import type { QueuePair } from './queue-pair.js';
@@ -241,33 +241,4 @@ export function abortable<T>(settled: Promise<T>, signal: AbortSignal, operation
       },
     );
   });
-}
-
-/** The callbacks of the requests waiting on each signal (one 'abort' listener per signal: see whenAborted). */
-const aborters = new WeakMap<AbortSignal, Set<() => void>>();
-
-/**
- * Runs `callback` once when `signal` aborts; returns the function that forgets it. Every request made with one
- * signal shares a single 'abort' listener: an EventTarget listener costs about a microsecond to add and remove
- * (a large part of a loopback round trip), and Node warns of a leak past 10 listeners on one signal, which a
- * program posting its receives ahead with one signal would pass.
- */
-function whenAborted(signal: AbortSignal, callback: () => void): () => void {
-  let set = aborters.get(signal);
-  if (set === undefined) {
-    const callbacks = (set = new Set());
-    aborters.set(signal, callbacks);
-    signal.addEventListener(
-      'abort',
-      () => {
-        aborters.delete(signal);
-        for (const f of [...callbacks]) f();
-        callbacks.clear();
-      },
-      { once: true },
-    );
-  }
-  const callbacks = set;
-  callbacks.add(callback);
-  return () => callbacks.delete(callback);
 }

@@ -41,6 +41,23 @@ describe('recv with a timeout or a signal', () => {
     expect(Array.from(await r0.recv(1, { timeoutMs: 10_000 }))).toEqual([1]);
   });
 
+  it('32 receives waiting on one signal: one abort ends them all, and Node warns of no listener leak', async () => {
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      const ac = new AbortController();
+      const waiting = Array.from({ length: 32 }, (_, i) => ndError(r0.recv(1, { tag: 100 + i, signal: ac.signal })));
+      ac.abort();
+      expect((await Promise.all(waiting)).map((e) => e.code)).toEqual(Array(32).fill('ERR_ND_ABORTED'));
+      await new Promise((r) => setImmediate(r));
+      expect(warnings.filter((w) => w.name === 'MaxListenersExceededWarning')).toEqual([]);
+      expect(r0.failure).toBeNull();
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   it('bad options are typed errors', async () => {
     expect((await ndError(r0.recv(1, { timeoutMs: 0 }))).code).toBe('ERR_ND_OUT_OF_RANGE');
     expect((await ndError(r0.recv(1, { timeoutMs: 1.5 }))).code).toBe('ERR_ND_OUT_OF_RANGE');

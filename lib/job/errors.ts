@@ -1,7 +1,7 @@
 // Errors of the job layer: every one is an NdError. Those caused by a peer carry `peer` (its rank) and name it
 // in the message; those of the launcher's protocol carry the launcher's name.
 
-import { ERR_ND_ABORTED, ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, ERR_ND_JOB_ABANDONED, ERR_ND_JOB_AUTH, ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_MISMATCH, ERR_ND_JOB_PEER, ERR_ND_JOB_TIMEOUT, NdError } from '../errors.js';
+import { ERR_ND_ABORTED, ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, ERR_ND_JOB_ABANDONED, ERR_ND_JOB_AUTH, ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_MISMATCH, ERR_ND_JOB_PEER, ERR_ND_JOB_TIMEOUT, NdError, whenAborted } from '../errors.js';
 
 export { ERR_ND_JOB_ABANDONED, ERR_ND_JOB_AUTH, ERR_ND_JOB_BOOTSTRAP, ERR_ND_JOB_MISMATCH, ERR_ND_JOB_PEER, ERR_ND_JOB_TIMEOUT };
 
@@ -80,18 +80,19 @@ export function raceLimit<T>(work: Promise<T>, limit: Limit, end: (why: 'timeout
   }
   return new Promise<T>((resolve, reject) => {
     let timer: NodeJS.Timeout | undefined;
+    let forget: (() => void) | undefined;
     const stop = (why: 'timeout' | 'abort') => {
       cleanup();
       work.catch(() => undefined);
       reject(end(why));
     };
-    const onAbort = () => stop('abort');
     const cleanup = () => {
       clearTimeout(timer);
-      signal?.removeEventListener('abort', onAbort);
+      forget?.();
     };
     timer = setTimeout(() => stop('timeout'), Math.max(0, limit.deadline - Date.now()));
-    signal?.addEventListener('abort', onAbort, { once: true });
+    // One listener per signal however many waits share it (lib/errors.ts whenAborted).
+    if (signal) forget = whenAborted(signal, () => stop('abort'));
     work.then(
       (v) => {
         cleanup();

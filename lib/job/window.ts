@@ -8,6 +8,7 @@
 // waitNotifications(from, n) resolves once n such puts from rank `from` have landed (and consumes them).
 
 import { MemoryRegion, NdError, type Local, type RemoteMemory } from '../index.js';
+import { whenAborted } from '../errors.js';
 import type { Job } from './job.js';
 import { abortError, checkWaitOptions, limitOf, timeoutError, type JobError, type WaitOptions } from './errors.js';
 
@@ -172,10 +173,11 @@ export class Window implements AsyncDisposable {
       if (timeoutMs === 0) throw timeoutError(op, `${count} notifications from rank ${from} did not arrive`, limitOf(0));
       return new Promise((resolve, reject) => {
         let timer: NodeJS.Timeout | undefined;
+        let forget: (() => void) | undefined;
         const list = this.waiters[from];
         const cleanup = () => {
           clearTimeout(timer);
-          signal?.removeEventListener('abort', onAbort);
+          forget?.();
         };
         const waiter = {
           need: count,
@@ -195,9 +197,8 @@ export class Window implements AsyncDisposable {
           // The waiter before which others queued is gone: those behind it may be satisfied now.
           this._notified(from, 0);
         };
-        const onAbort = () => give(abortError(op, signal!));
         if (timeoutMs !== undefined) timer = setTimeout(() => give(timeoutError(op, `${count} notifications from rank ${from} did not arrive`, limitOf(timeoutMs))), timeoutMs);
-        signal?.addEventListener('abort', onAbort, { once: true });
+        if (signal) forget = whenAborted(signal, () => give(abortError(op, signal))); // one listener per signal (lib/errors.ts)
         list.push(waiter);
       });
     } catch (err) {
