@@ -8,7 +8,8 @@
 //   node scripts/test-node-lines.js [version ...]     default: the versions in LINES below
 //
 // The subset: the data path and the quick start, the job layer (children spawned with the same node), misuse and
-// teardown: what differs between Node versions is V8, libuv and Node-API's behaviour around them.
+// teardown, and the waits given a signal or a timeout (AbortSignal and its listener warnings are Node's own): what
+// differs between Node versions is V8, libuv and Node-API's behaviour around them.
 'use strict';
 
 const { spawnSync } = require('node:child_process');
@@ -19,7 +20,7 @@ const path = require('node:path');
 const root = path.resolve(__dirname, '..');
 /** One version per supported major line, pinned so a run is repeatable (package.json "engines" names the lines). */
 const LINES = ['22.23.5', '24.22.3', '26.12.1'];
-const SUITES = ['test/data.test.ts', 'test/examples.test.ts', 'test/job.test.ts', 'test/misuse.test.ts', 'test/lifecycle.test.ts'];
+const SUITES = ['test/data.test.ts', 'test/examples.test.ts', 'test/job.test.ts', 'test/misuse.test.ts', 'test/lifecycle.test.ts', 'test/job-wait.test.ts', 'test/request-abort.test.ts'];
 
 function nodeBinary(version) {
   const dir = path.join(process.env.NETDIRECT_NODE_CACHE || path.join(os.homedir(), '.cache', 'netdirect-node'), version);
