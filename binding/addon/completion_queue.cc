@@ -68,7 +68,7 @@ Napi::Value CompletionQueue::GetDepth(const Napi::CallbackInfo& info) {
 }
 
 // Dequeues up to max results into pollBatch_, the onBatch record layout.
-void CompletionQueue::Gather(uint32_t max) {
+void CompletionQueue::Gather(uint32_t max, bool keepPolling) {
   constexpr ULONG kChunk = 64;
   ND2_RESULT results[kChunk];
   Batch& batch = pollBatch_;
@@ -93,7 +93,13 @@ void CompletionQueue::Gather(uint32_t max) {
     got += n;
     if (n < want) break;
   }
-  if (hint != nullptr) hint->SetPollingThread(FALSE);
+  // Telling the provider after each poll that this thread stopped polling hands its connections back to the engine
+  // thread, and the next poll takes them again: with the built-in provider two epoll_ctl calls per poll and engine
+  // wake-ups, which halved a pollInto() message-rate loop. pollInto()'s loops poll continuously, so it leaves the
+  // thread polling; the provider takes reading back itself once polls stop (its inline lease, binding/soft/qp/qp.cc
+  // kInlineLeaseMs). poll() keeps ending each poll: a loop that waits on memory between sparse polls wants the
+  // engine to place the peer's data meanwhile.
+  if (hint != nullptr && !keepPolling) hint->SetPollingThread(FALSE);
   if (got == 0 && max > 0 && adapter_->loopMode()) {
     // Event-loop mode and nothing here: a loop spinning on poll() drives the provider itself (the event loop
     // cannot while this thread spins), then looks once more.
@@ -136,7 +142,7 @@ Napi::Value CompletionQueue::PollInto(const Napi::CallbackInfo& info) {
     ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "records must be a Uint32Array");
   const uint32_t max = std::min<uint32_t>(ArgU32(info, 1), static_cast<uint32_t>(std::min<size_t>(length / kRecordWords, UINT32_MAX)));
   if (max == 0) return Napi::Number::New(env, 0);
-  Gather(max);
+  Gather(max, true);
   const std::vector<uint32_t>& words = pollBatch_.words;
   std::copy(words.begin(), words.end(), static_cast<uint32_t*>(data));
   return Napi::Number::New(env, static_cast<double>(words.size() / kRecordWords));

@@ -31,8 +31,9 @@ class CompletionQueue : public Child, public Napi::ObjectWrap<CompletionQueue> {
   // pollInto(records, max): the same records written into the caller's Uint32Array (no allocation); returns the count.
   Napi::Value PollInto(const Napi::CallbackInfo& info);
   // Dequeues up to max results into pollBatch_ (those handed back to state_ first, then GetResults; inline progress
-  // as poll()).
-  void Gather(uint32_t max);
+  // as poll()). keepPolling: pollInto's loops poll continuously; the thread stays the provider's polling thread
+  // between calls.
+  void Gather(uint32_t max, bool keepPolling = false);
   static Napi::Value PollBound(const Napi::CallbackInfo& info);  // `poll` bound to each instance
   Napi::Value Resize(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
