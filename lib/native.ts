@@ -308,6 +308,8 @@ export interface NativeNdBenchParams {
   durationMs: number;
   /** write_bw: Writes in flight at once. */
   window?: number;
+  /** send_lat: receives lib/ has posted on the queue pair (the loop uses them first and hands their results back). */
+  receives?: number;
 }
 
 /** tcpBenchRun's parameters (binding/bench/bench_tcp.cc): a server passes the fd of tcpBenchListen, a client host and port. */

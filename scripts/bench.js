@@ -38,6 +38,8 @@ const ROWS = [
   // be driven from it), then the poller thread of earlier releases for comparison.
   { id: 'send-lat', label: 'send_lat 8 B, promises, event loop', args: ['send_lat', '-s', '8', '-n', q(5000, 50), '--completion', 'loop', '--compare', 'tcp,node-net'],
     targets: [['<=', 0.8, 'node-net', '≤ 0.8× Node net'], ['<=', 1.5, 'tcp', '≤ 1.5× blocking TCP']] },
+  // Manual mode beside the native loop (ndbench --compare native): what lib/ and Node-API add to a Send round trip.
+  { id: 'send-lat-manual', label: 'send_lat 8 B, post()+poll(), --completion manual', args: ['send_lat', '-s', '8', '-n', q(5000, 50), '--completion', 'manual', '--compare', 'tcp,native'], targets: [] },
   { id: 'send-lat-thread', label: 'send_lat 8 B, promises, poller thread', args: ['send_lat', '-s', '8', '-n', q(5000, 50), '--completion', 'thread', '--compare', 'tcp,node-net'], targets: [] },
   { id: 'lat-loop', label: 'write_lat 8 B, promises, event loop', args: ['write_lat', '-s', '8', '-n', q(5000, 50), '--completion', 'loop', '--compare', 'tcp,node-net'],
     targets: [['<=', 0.8, 'node-net', '≤ 0.8× Node net']] },

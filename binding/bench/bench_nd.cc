@@ -17,6 +17,12 @@
 //              silent writes with a zero-byte signaled write (`drainSource`).
 //   read_lat   the client reads `size` bytes from the peer's `sendOffset` into offset 0, one at a time; the
 //              server is passive (it does not call this).
+//   send_lat   ping-pong of `size`-byte Sends from `sendOffset`: the client sends and waits for a receive to
+//              complete, the server answers each receive with a Send; the client's zero-byte Send ends it, and the
+//              server retires its silent Sends with a zero-byte Write (`drainSource`). Receives land at offset 0.
+//              The receives lib/ keeps posted (`receives` of them) are used first: their results are handed back to
+//              lib/ (which counts them); after those, the loop keeps one receive of its own posted, so that none of
+//              its own is left posted when it returns.
 //   write_bw   message rate: the client keeps `window` Writes of `size` bytes from `sendOffset` to the peer's offset 0
 //              in flight, every `moderation`-th and the last one signaled (as lib/bench/nd.ts bwClient in manual
 //              mode); the server is passive.
@@ -47,6 +53,7 @@ using Clock = std::chrono::steady_clock;
 void* const kPingContext = reinterpret_cast<void*>(uintptr_t{0xFFFFFF01u});
 void* const kStopContext = reinterpret_cast<void*>(uintptr_t{0xFFFFFF02u});
 void* const kDrainContext = reinterpret_cast<void*>(uintptr_t{0xFFFFFF03u});
+void* const kReceiveContext = reinterpret_cast<void*>(uintptr_t{0xFFFFFF04u});
 // write_bw: a signaled Write's context is kStreamBase + the number of Writes it retires (1..kStreamMax).
 constexpr uintptr_t kStreamBase = 0xFFFE0000u;
 constexpr uintptr_t kStreamMax = 0xFFFFu;
@@ -64,6 +71,8 @@ struct Params {
   bool inline_ = false;
   double timeoutMs = 0;
   uint32_t window = 1;  // write_bw
+  bool send = false;    // send_lat
+  int64_t receives = 0;  // send_lat: receives lib/ has posted on the queue pair
 };
 
 double Number(Napi::Object o, const char* key, double min, double max) {
@@ -95,6 +104,8 @@ class Loop {
   std::vector<double> ReadLatClient();
   // Returns { messages completed, ns } of the timed part.
   std::pair<int64_t, double> WriteBwClient();
+  std::vector<double> SendLatClient();
+  void SendLatServer();
 
  private:
   volatile uint8_t& At(uint64_t offset) { return reinterpret_cast<volatile uint8_t*>(base_)[offset]; }
@@ -119,6 +130,16 @@ class Loop {
       const ND2_RESULT& r = results[i];
       const uintptr_t c = reinterpret_cast<uintptr_t>(r.RequestContext);
       const bool stream = c > kStreamBase && c <= kStreamBase + kStreamMax;
+      if (p_.send && r.RequestType == Nd2RequestTypeReceive) {
+        // send_lat: a message arrived, in one of lib/'s receives (handed back to it) or the loop's own.
+        if (r.RequestContext != kReceiveContext) state_->HandBack(r);
+        else ownReceive_ = false;
+        if (r.Status != ND_SUCCESS) ThrowNdStatus(env_, r.Status, "receive");
+        if (libReceives_ > 0 && r.RequestContext != kReceiveContext) --libReceives_;
+        ++received_;
+        lastBytes_ = r.BytesTransferred;
+        continue;
+      }
       if (r.RequestContext != kPingContext && r.RequestContext != kStopContext && r.RequestContext != kDrainContext &&
           !stream) {
         state_->HandBack(r);
@@ -173,6 +194,33 @@ class Loop {
   uint32_t unsignaled_ = 0;
   uint32_t spins_ = 0;
   int64_t retired_ = 0;  // write_bw: Writes retired by the signaled results polled so far
+  // send_lat: lib/'s receives still posted, whether the loop's own is, messages received, the last one's bytes.
+  int64_t libReceives_ = 0;
+  bool ownReceive_ = false;
+  int64_t received_ = 0;
+  ULONG lastBytes_ = 0;
+  // send_lat: a receive is posted for the next message (lib/'s while it has some, else the loop's own one).
+  void EnsureReceive() {
+    if (libReceives_ > 0 || ownReceive_) return;
+    ND2_SGE sge{base_, static_cast<ULONG>(p_.size), localToken_};
+    const HRESULT hr = qp_->Receive(kReceiveContext, &sge, 1);
+    if (FAILED(hr)) ThrowNdStatus(env_, hr, "receive");
+    ownReceive_ = true;
+  }
+  void PostSend(uint32_t length, void* context, bool silent) {
+    ND2_SGE sge{base_ + p_.sendOffset, static_cast<ULONG>(length), localToken_};
+    const ULONG flags = (silent ? ND_OP_FLAG_SILENT_SUCCESS : 0) | (p_.inline_ && length > 0 ? ND_OP_FLAG_INLINE : 0);
+    const HRESULT hr = qp_->Send(context, length == 0 ? nullptr : &sge, length == 0 ? 0 : 1, flags);
+    if (FAILED(hr)) ThrowNdStatus(env_, hr, "send");
+  }
+  // Polls until another message arrived.
+  void AwaitMessage(const char* what) {
+    const int64_t before = received_;
+    while (received_ == before) {
+      Poll(nullptr);
+      CheckStall(what);
+    }
+  }
   Clock::time_point deadline_;
 };
 
@@ -284,6 +332,36 @@ std::pair<int64_t, double> Loop::WriteBwClient() {
   return {done, Since(t0)};
 }
 
+std::vector<double> Loop::SendLatClient() {
+  libReceives_ = p_.receives;
+  std::vector<double> samples = Measure([&] {
+    EnsureReceive();
+    const Clock::time_point t0 = Clock::now();
+    PostSend(p_.size, kPingContext, !Signaled());
+    AwaitMessage("send_lat");
+    return Since(t0);
+  });
+  // The zero-byte Send that ends it, signaled: it retires the silent pings before it.
+  PostSend(0, kStopContext, false);
+  while (Poll(kStopContext) == 0) CheckStall("send_lat stop");
+  return samples;
+}
+
+void Loop::SendLatServer() {
+  libReceives_ = p_.receives;
+  EnsureReceive();
+  for (;;) {
+    AwaitMessage("send_lat server");
+    Progress();
+    if (lastBytes_ == 0) {
+      RetireWith(p_.drainSource, 0, p_.drainSource, kDrainContext, "send_lat drain");
+      return;
+    }
+    EnsureReceive();  // for the next ping, or the stop
+    PostSend(p_.size, kPingContext, !Signaled());
+  }
+}
+
 // ndBenchRun({ role, test, qp, cq, region, size, sendOffset, stop, stopSource, drainSource, remoteAddress,
 //              remoteToken, iters, warmup, durationMs, moderation, inline, timeoutMs })
 Napi::Value NdBenchRun(const Napi::CallbackInfo& info) {
@@ -296,8 +374,8 @@ Napi::Value NdBenchRun(const Napi::CallbackInfo& info) {
   const std::string test = o.Get("test").ToString();
   if (role != "client" && role != "server")
     ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "role must be 'client' or 'server'");
-  if (test != "write_lat" && test != "read_lat" && test != "write_bw")
-    ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "the native baseline runs write_lat, read_lat and write_bw, not " + test);
+  if (test != "write_lat" && test != "read_lat" && test != "write_bw" && test != "send_lat")
+    ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "the native baseline runs write_lat, read_lat, send_lat and write_bw, not " + test);
   p.client = role == "client";
   p.write = test != "read_lat";
   const bool bw = test == "write_bw";
@@ -332,6 +410,8 @@ Napi::Value NdBenchRun(const Napi::CallbackInfo& info) {
   p.inline_ = o.Get("inline").ToBoolean();
   p.timeoutMs = Number(o, "timeoutMs", 1, 1e9);
   if (bw) p.window = static_cast<uint32_t>(Number(o, "window", 1, 1 << 16));
+  p.send = test == "send_lat";
+  if (p.send) p.receives = static_cast<int64_t>(Number(o, "receives", 0, 1 << 20));
   if (p.client && p.durationMs == 0 && p.iters == 0)
     ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "iters must be at least 1 without durationMs");
 
@@ -339,7 +419,8 @@ Napi::Value NdBenchRun(const Napi::CallbackInfo& info) {
   if (state == nullptr) ThrowMisuse(env, "ERR_ND_CLOSED", op, "cq is closed");
   Loop loop(env, p, qp->nd(), state, slot->base, mr->nd()->GetLocalToken());
   if (!p.client) {
-    loop.WriteLatServer();
+    if (p.send) loop.SendLatServer();
+    else loop.WriteLatServer();
     return env.Undefined();
   }
   if (bw) {
@@ -350,7 +431,7 @@ Napi::Value NdBenchRun(const Napi::CallbackInfo& info) {
     result.Set("elapsedNs", Napi::Number::New(env, ns));
     return result;
   }
-  const std::vector<double> samples = p.write ? loop.WriteLatClient() : loop.ReadLatClient();
+  const std::vector<double> samples = p.send ? loop.SendLatClient() : p.write ? loop.WriteLatClient() : loop.ReadLatClient();
   Napi::Float64Array out = Napi::Float64Array::New(env, samples.size());
   std::copy(samples.begin(), samples.end(), out.Data());
   Napi::Object result = Napi::Object::New(env);

@@ -399,15 +399,36 @@ export function nativeClientPhase(side: NdSide, test: TestName, a: PhaseArgs): S
     warmup: a.warmup,
     durationMs: a.durationMs,
     ...(test === 'write_bw' ? { window: W, moderation: Math.max(1, Math.min(side.moderation, W >> 1 || 1)) } : {}),
+    ...(test === 'send_lat' ? { receives: side.postedReceives } : {}),
   });
+  if (test === 'send_lat') takeHandedBack(side);
   if (test === 'write_bw') return bandwidthStats(a.size, r!.messages as number, r!.elapsedNs as number);
   return latencyResult(a.size, Array.from(r!.samples), test === 'read_lat' ? 1 : 2);
 }
 
 /** The server's native phase: write_lat answers until the client's stop; read_lat's and write_bw's server is passive. */
 export function nativeServerPhase(side: NdSide, test: TestName, size: number): void {
-  if (test !== 'write_lat') return;
-  nativeBench().ndBenchRun({ ...nativeParams(side, 'server', test, size, side.cfg.timeoutMs * 4), iters: 0, warmup: 0, durationMs: 0 });
+  if (test !== 'write_lat' && test !== 'send_lat') return;
+  nativeBench().ndBenchRun({
+    ...nativeParams(side, 'server', test, size, side.cfg.timeoutMs * 4),
+    iters: 0,
+    warmup: 0,
+    durationMs: 0,
+    ...(test === 'send_lat' ? { receives: side.postedReceives } : {}),
+  });
+  if (test === 'send_lat') takeHandedBack(side);
+}
+
+/**
+ * send_lat after the native loop: the results of lib/'s receives it used were handed back for the CQ's next poll();
+ * they are counted here, before the next phase's loop could take one for its own message.
+ */
+function takeHandedBack(side: NdSide): void {
+  for (;;) {
+    const cs = checked(side.cq.poll(256));
+    if (cs.length === 0) return;
+    for (const c of cs) if (c.type === 'receive') receiveTaken(side);
+  }
 }
 
 export function serverIsActive(test: TestName): boolean {

@@ -150,7 +150,7 @@ export const USAGE = `usage: ndbench <test> [server-host] [options]     server: 
   --report_gbits           bandwidth in Gb/s (10^9 bit/s) instead of MiB/s
   --compare tcp|node-net|perftest|native|all   also run the same pattern over native TCP / Node's net, or
                            perftest's ib_<test> on the same RDMA device (-R; both sides started by ndbench's two
-                           sides), or (native: write_lat, read_lat, write_bw with --completion manual) a C++ loop on the same
+                           sides), or (native: write_lat, read_lat, send_lat, write_bw; --completion manual) a C++ loop on the same
                            queue pair through the same provider, which shows what the JS layers add; repeatable or
                            comma-separated; ratios netdirect/baseline beside each figure (same run); all = every
                            baseline, perftest and native only where they can run
@@ -638,8 +638,8 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
   if (test === 'reg_mr' && o.compare.includes('perftest') && !compareAll) throw new UsageError('--compare perftest: reg_mr has no perftest counterpart');
   if (o.compare.includes('native')) {
     const why =
-      test !== 'write_lat' && test !== 'read_lat' && test !== 'write_bw'
-        ? `the native baseline runs write_lat, read_lat and write_bw, not ${test}`
+      test !== 'write_lat' && test !== 'read_lat' && test !== 'write_bw' && test !== 'send_lat'
+        ? `the native baseline runs write_lat, read_lat, send_lat and write_bw, not ${test}`
         : test === 'write_bw' && qps > 1
           ? 'the native baseline drives one queue pair: use -q 1'
           : o.completion !== 'manual'

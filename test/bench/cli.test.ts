@@ -117,7 +117,7 @@ describe('ndbench baselines in the same run', { timeout: 120_000 }, () => {
   });
 
   it('--compare native: the same test on the same queue pair from a C++ loop, beside the JS figure (manual mode)', () => {
-    for (const test of ['write_lat', 'read_lat']) {
+    for (const test of ['write_lat', 'read_lat', 'send_lat']) {
       const file = path.join(dir, `native-${test}.json`);
       const r = ndbench(test, '--loopback', '-s', '64', '-n', '200', '-Q', '2', '--completion', 'manual', '--compare', 'native', '--json', file, '--timeout', '20');
       expect(r.status, r.out).toBe(0);

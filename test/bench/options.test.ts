@@ -65,7 +65,7 @@ describe('ndbench options', () => {
     [['write_lat', '--format', 'csv'], /perftest\|osu\|json/],
     [['write_lat', '--compare', 'udp'], /tcp\|node-net/],
     [['write_lat', '--compare', 'native'], /--compare native: .*add --completion manual/],
-    [['send_lat', '--compare', 'native', '--completion', 'manual'], /--compare native: the native baseline runs write_lat, read_lat and write_bw, not send_lat/],
+    [['send_bw', '--compare', 'native', '--completion', 'manual'], /--compare native: the native baseline runs write_lat, read_lat, send_lat and write_bw, not send_bw/],
     [['write_lat', '--plot', 'x.png'], /SVG/],
     [['write_lat', '-q', '2'], /\*_bw/],
     [['write_lat', 'host', '--loopback'], /no server host/],
