@@ -57,7 +57,7 @@ export function abortError(operation: string, signal: AbortSignal): JobError {
 
 /**
  * Settles with `work`, or rejects when `limit`'s deadline passes or its signal aborts first (then `onEnd` runs,
- * e.g. to close the socket that was being waited on). The timer does not keep the process alive on its own.
+ * e.g. to close the socket that was being waited on). The timer is cleared as soon as `work` settles.
  */
 export function bounded<T>(work: Promise<T>, limit: Limit | undefined, operation: string, what: string, onEnd?: () => void): Promise<T> {
   if (limit === undefined) return work;
