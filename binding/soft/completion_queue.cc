@@ -247,10 +247,10 @@ HRESULT SoftCompletionQueue::SetPollingThread(BOOL polling) {
   if (polling != FALSE) return ND_SUCCESS;
   // The thread stops polling while this CQ is armed (armed before the polling began, and nothing completed since):
   // the consumer waits now, as when it arms (notify_now), so the connections polled inline go back to the engine.
-  bool armed;
+  bool armed = false;  // for completions: an ERRORS-only Notify (manual mode's poller) does not wait for messages
   {
     std::lock_guard<ndkit::CheckedMutex> lock(mu_);
-    armed = !waiters_.empty();
+    for (const Waiter& w : waiters_) armed = armed || w.type != ND_CQ_NOTIFY_ERRORS;
   }
   if (armed && polled_inline_.exchange(false, std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lock(src_mu_);
