@@ -180,8 +180,7 @@ export class CompletionQueue implements AsyncDisposable {
    * 'loop' mode the ones the addon already delivered come first, as poll() returns them). Made for loops that poll
    * continuously: in 'manual' mode the calling thread stays the provider's polling thread between calls (the
    * built-in provider reads the connections there and hands them back to its own thread about a millisecond after
-   * the last call), where poll() ends polling after each call; a loop that waits on memory between sparse polls
-   * should use poll().
+   * the last call).
    *
    * @param out - the arrays to fill (new CompletionArrays(capacity), reused between calls).
    * @param max - the most completions to return, 0..out.capacity (default out.capacity).

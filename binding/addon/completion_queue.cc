@@ -93,12 +93,11 @@ void CompletionQueue::Gather(uint32_t max, bool keepPolling) {
     got += n;
     if (n < want) break;
   }
-  // Telling the provider after each poll that this thread stopped polling hands its connections back to the engine
-  // thread, and the next poll takes them again: with the built-in provider two epoll_ctl calls per poll and engine
-  // wake-ups, which halved a pollInto() message-rate loop. pollInto()'s loops poll continuously, so it leaves the
-  // thread polling; the provider takes reading back itself once polls stop (its inline lease, binding/soft/qp/qp.cc
-  // kInlineLeaseMs). poll() keeps ending each poll: a loop that waits on memory between sparse polls wants the
-  // engine to place the peer's data meanwhile.
+  // pollInto()'s loops poll continuously: the thread stays marked as the polling thread between its calls (the
+  // built-in provider takes reading back itself once polls stop: its inline lease, binding/soft/qp/qp.cc
+  // kInlineLeaseMs). poll() ends each call; the built-in provider hands its connections back to the engine thread
+  // then only for a CQ armed for completions (binding/soft/completion_queue.cc SetPollingThread), not for manual
+  // mode's errors-only arming, which made every poll cost two epoll_ctl calls and an engine wake-up.
   if (hint != nullptr && !keepPolling) hint->SetPollingThread(FALSE);
   if (got == 0 && max > 0 && adapter_->loopMode()) {
     // Event-loop mode and nothing here: a loop spinning on poll() drives the provider itself (the event loop
