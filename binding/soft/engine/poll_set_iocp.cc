@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "ndkit/checked_mutex.h"
 #include "soft/engine/poll_set.h"
 #include "soft/env.h"
 #include "soft/trace.h"
@@ -155,7 +156,7 @@ class IocpPollSet final : public PollSet {
   bool skip_on_success() const { return skip_on_success_; }
 
   bool add(net::Socket s, void* tag, uint32_t events) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     if (by_socket_.count(s) != 0) return false;
     all_.emplace_back(new Watch());
     Watch* w = all_.back().get();
@@ -169,7 +170,7 @@ class IocpPollSet final : public PollSet {
   }
 
   bool modify(net::Socket s, void* tag, uint32_t events) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     auto it = by_socket_.find(s);
     if (it == by_socket_.end()) return false;
     Watch* w = it->second;
@@ -182,7 +183,7 @@ class IocpPollSet final : public PollSet {
   }
 
   void remove(net::Socket s) override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     auto it = by_socket_.find(s);
     if (it == by_socket_.end()) return;
     it->second->removed = true;
@@ -202,7 +203,7 @@ class IocpPollSet final : public PollSet {
       const DWORD err = ::GetLastError();
       return (err == WAIT_TIMEOUT || err == WAIT_IO_COMPLETION || k > 0) ? k : -1;
     }
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     for (ULONG i = 0; i < got; ++i) {
       if (ents[i].lpOverlapped == nullptr) {
         // A wake-up. Cleared after it is taken: the changes and tasks of a wake() that found it still set are
@@ -224,7 +225,7 @@ class IocpPollSet final : public PollSet {
   }
 
   bool still_watching(net::Socket s, void* tag) const override {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     auto it = by_socket_.find(s);
     return it != by_socket_.end() && it->second->tag == tag;
   }
@@ -247,6 +248,7 @@ class IocpPollSet final : public PollSet {
   };
 
   void queue_locked(Watch* w) {
+    mu_.assert_held();
     if (w->queued) return;
     w->queued = true;
     changes_.push_back(w);
@@ -256,7 +258,7 @@ class IocpPollSet final : public PollSet {
   // for something else than is wanted now, or belong to a removed socket (re-issued when their packet is back);
   // frees removed Watches with nothing in flight. Polls that complete inside the call are reported into out.
   void apply_changes(Ready* out, int max, int* k) {
-    std::lock_guard<std::mutex> lock(mu_);
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     std::vector<Watch*> todo;
     todo.swap(changes_);
     size_t i = 0;
@@ -282,6 +284,7 @@ class IocpPollSet final : public PollSet {
   }
 
   void issue_locked(Watch* w, Ready* out, int* k) {
+    mu_.assert_held();
     std::memset(&w->ov, 0, sizeof w->ov);
     w->info.timeout.QuadPart = INT64_MAX;  // no timeout
     w->info.count = 1;
@@ -316,6 +319,7 @@ class IocpPollSet final : public PollSet {
   // A poll of w is over (packet taken, or finished inside the call): report it if w still wants it, queue w for
   // its next poll (or its release).
   void finished_locked(Watch* w, Ready* out, int* k) {
+    mu_.assert_held();
     const uint32_t status = static_cast<uint32_t>(w->ov.Internal);  // the NTSTATUS the driver ended the poll with
     const bool cancelled = w->cancelling || status == kStatusCancelled;
     w->cancelling = false;
@@ -333,6 +337,7 @@ class IocpPollSet final : public PollSet {
   }
 
   void free_locked(Watch* w) {
+    mu_.assert_held();
     auto it = std::find_if(all_.begin(), all_.end(), [w](const std::unique_ptr<Watch>& p) { return p.get() == w; });
     if (it != all_.end()) {
       std::swap(*it, all_.back());
@@ -343,7 +348,7 @@ class IocpPollSet final : public PollSet {
   HANDLE port_ = nullptr;
   SOCKET helper_ = INVALID_SOCKET;  // the polls are issued on it; associated with port_
   bool skip_on_success_ = false;
-  mutable std::mutex mu_;
+  mutable ndkit::CheckedMutex mu_;
   std::map<net::Socket, Watch*> by_socket_;   // guarded by mu_: the registered sockets
   std::vector<std::unique_ptr<Watch>> all_;   // guarded by mu_: registered and removed-but-in-flight Watches
   std::vector<Watch*> changes_;               // guarded by mu_: Watches to look at in the next wait()
