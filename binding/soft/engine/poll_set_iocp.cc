@@ -212,6 +212,12 @@ class IocpPollSet final : public PollSet {
         continue;
       }
       Watch* w = CONTAINING_RECORD(ents[i].lpOverlapped, Watch, ov);
+      if (!w->pending) {
+        // A packet for a poll that finished inside its call: skip-on-success not honoured. Never seen (Wine 8
+        // honours it); ignoring it keeps the poll from being reported twice.
+        trace("engine: a completion packet for a poll that had finished inside its call");
+        continue;
+      }
       --in_flight_;
       w->pending = false;
       finished_locked(w, out, &k);
