@@ -153,6 +153,20 @@ describe('binding/: each layer includes only what is below its seam', () => {
     expect(bad).toEqual([]);
   });
 
+  it("soft/cm/ (headers and sources) drives the queue pair's state machine, never its ND face", () => {
+    // As siw_cm.c drives siw_qp: the connector holds a QueuePairCore (soft/qp/qp.h), not the SoftQueuePair over it.
+    const bad: string[] = [];
+    for (const [file, { quoted }] of all) {
+      if (file.startsWith('soft/cm/')) for (const inc of quoted) if (inc === 'soft/queue_pair.h') bad.push(`${file} includes "${inc}"`);
+    }
+    for (const file of filesUnder(path.join(BINDING, 'soft', 'cm'), /\.(cc|h)$/)) {
+      stripComments(readFileSync(file, 'utf8')).split('\n').forEach((line, i) => {
+        if (/\bSoftQueuePair\b/.test(line)) bad.push(`${path.relative(BINDING, file)}:${i + 1} names SoftQueuePair`);
+      });
+    }
+    expect(bad).toEqual([]);
+  });
+
   it('the ND face of the queue pair derives from the state machine (the split is there to be held)', () => {
     const face = stripComments(readFileSync(path.join(BINDING, 'soft', 'queue_pair.h'), 'utf8'));
     expect(face).toMatch(/class\s+SoftQueuePair\s+final\s*:[^{]*\bpublic\s+QueuePairCore\b/);

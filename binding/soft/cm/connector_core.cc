@@ -5,7 +5,7 @@
 #include <new>
 
 #include "soft/adapter.h"
-#include "soft/queue_pair.h"
+#include "soft/qp/qp.h"
 #include "soft/variance.h"
 
 namespace netdirect::soft {
@@ -18,7 +18,7 @@ ConnectorCore::~ConnectorCore() {
   leave_gate();
   if (qp_ != nullptr) {
     if (attached_) qp_->detach_events();
-    qp_->Release();
+    qp_->drop();
   }
   net::close_socket(sock_, true);
   adapter_->Release();  // last: the engine must outlive this destructor
@@ -40,7 +40,7 @@ HRESULT ConnectorCore::bind(const sockaddr* addr, ULONG len) {
   return open_socket(a);
 }
 
-HRESULT ConnectorCore::connect(SoftQueuePair* qp, const net::Address& dest, ULONG inbound, ULONG outbound,
+HRESULT ConnectorCore::connect(QueuePairCore* qp, const net::Address& dest, ULONG inbound, ULONG outbound,
                                const void* pd, ULONG cb, OVERLAPPED* ov) {
   // The QP is claimed before our lock is taken (QP locks are never taken under ours) and given back if
   // this Connect fails synchronously.
@@ -54,7 +54,7 @@ HRESULT ConnectorCore::connect(SoftQueuePair* qp, const net::Address& dest, ULON
   return hr;
 }
 
-HRESULT ConnectorCore::connect_locked(SoftQueuePair* qp, const net::Address& dest, ULONG inbound, ULONG outbound,
+HRESULT ConnectorCore::connect_locked(QueuePairCore* qp, const net::Address& dest, ULONG inbound, ULONG outbound,
                                       const void* pd, ULONG cb, OVERLAPPED* ov) {
   mu_.assert_held();
   if (st_ != St::kIdle) return ND_CONNECTION_ACTIVE;
@@ -84,7 +84,7 @@ HRESULT ConnectorCore::connect_locked(SoftQueuePair* qp, const net::Address& des
     return hr;
   }
   sock_ = net::kInvalidSocket;  // the channel owns it now
-  qp->AddRef();
+  qp->hold();
   qp_ = qp;
   peer_ = dest;
   st_ = St::kConnecting;
@@ -113,7 +113,7 @@ HRESULT ConnectorCore::complete_connect(OVERLAPPED* ov) {
   return ND_PENDING;
 }
 
-HRESULT ConnectorCore::accept(SoftQueuePair* qp, ULONG inbound, ULONG outbound, const void* pd, ULONG cb,
+HRESULT ConnectorCore::accept(QueuePairCore* qp, ULONG inbound, ULONG outbound, const void* pd, ULONG cb,
                               OVERLAPPED* ov) {
   HRESULT hr = qp->begin_connect();  // before our lock, as in connect()
   if (FAILED(hr)) return hr;
@@ -125,7 +125,7 @@ HRESULT ConnectorCore::accept(SoftQueuePair* qp, ULONG inbound, ULONG outbound, 
   return hr;
 }
 
-HRESULT ConnectorCore::accept_locked(SoftQueuePair* qp, ULONG inbound, ULONG outbound, const void* pd, ULONG cb,
+HRESULT ConnectorCore::accept_locked(QueuePairCore* qp, ULONG inbound, ULONG outbound, const void* pd, ULONG cb,
                                      OVERLAPPED* ov) {
   mu_.assert_held();
   if (st_ != St::kIncoming) {
@@ -135,7 +135,7 @@ HRESULT ConnectorCore::accept_locked(SoftQueuePair* qp, ULONG inbound, ULONG out
     st_ = St::kClosed;
     return ND_CONNECTION_ABORTED;
   }
-  qp->AddRef();
+  qp->hold();
   qp_ = qp;
   st_ = St::kAccepting;
   accept_ov_ = ov;
@@ -369,7 +369,7 @@ void ConnectorCore::on_channel_event(cm::Channel* ch, cm::MpaEvent ev) {
         was_connected_ = true;
         const bool established = !c.mpa.p2p;
         if (established) st_ = St::kEstablished;
-        SoftQueuePair* qp = qp_;
+        QueuePairCore* qp = qp_;
         lock.unlock();  // Engine::remove (in release_socket) must not run under a lock on_io takes
         c.socket = ch->release_socket();
         c.mss = net::tcp_mss(c.socket);
@@ -470,7 +470,7 @@ void ConnectorCore::do_complete_connect() {
   c.peer = peer_;
   attached_ = true;
   st_ = St::kEstablished;
-  SoftQueuePair* qp = qp_;
+  QueuePairCore* qp = qp_;
   lock.unlock();  // Engine::remove (in release_socket) must not run under a lock on_io takes
   c.socket = channel_->release_socket();
   c.mss = net::tcp_mss(c.socket);
@@ -644,10 +644,10 @@ void ConnectorCore::abandon() {
   disconnect_started_ = true;
   attached_ = false;  // events detached below: the destructor must not detach again
   lock.unlock();
-  SoftQueuePair* qp = qp_;
+  QueuePairCore* qp = qp_;
   qp->detach_events();
-  qp->AddRef();
-  qp->disconnect([qp] { qp->Release(); });
+  qp->hold();
+  qp->disconnect([qp] { qp->drop(); });
 }
 
 }  // namespace netdirect::soft

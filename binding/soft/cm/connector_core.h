@@ -26,7 +26,7 @@
 namespace netdirect::soft {
 
 class SoftAdapter;
-class SoftQueuePair;
+class QueuePairCore;
 
 // The connector's state, shared with engine tasks; destroyed on the engine thread only.
 class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
@@ -41,17 +41,17 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
 
   HRESULT bind(const sockaddr* addr, ULONG len);
 
-  HRESULT connect(SoftQueuePair* qp, const net::Address& dest, ULONG inbound, ULONG outbound, const void* pd,
+  HRESULT connect(QueuePairCore* qp, const net::Address& dest, ULONG inbound, ULONG outbound, const void* pd,
                   ULONG cb, OVERLAPPED* ov);
 
   // mu_ held (connect() claims the QP first, then takes it).
-  HRESULT connect_locked(SoftQueuePair* qp, const net::Address& dest, ULONG inbound, ULONG outbound,
+  HRESULT connect_locked(QueuePairCore* qp, const net::Address& dest, ULONG inbound, ULONG outbound,
                          const void* pd, ULONG cb, OVERLAPPED* ov);
   HRESULT complete_connect(OVERLAPPED* ov);
-  HRESULT accept(SoftQueuePair* qp, ULONG inbound, ULONG outbound, const void* pd, ULONG cb, OVERLAPPED* ov);
+  HRESULT accept(QueuePairCore* qp, ULONG inbound, ULONG outbound, const void* pd, ULONG cb, OVERLAPPED* ov);
 
   // mu_ held (accept() claims the QP first, then takes it).
-  HRESULT accept_locked(SoftQueuePair* qp, ULONG inbound, ULONG outbound, const void* pd, ULONG cb,
+  HRESULT accept_locked(QueuePairCore* qp, ULONG inbound, ULONG outbound, const void* pd, ULONG cb,
                         OVERLAPPED* ov);
   HRESULT reject(const void* pd, ULONG cb);
   HRESULT get_read_limits(ULONG* in, ULONG* out);
@@ -96,7 +96,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   void complete_all(std::vector<OVERLAPPED*>& list, HRESULT status);  // mu_ held
   void do_complete_connect();  // engine thread
 
-  // The QP was flushed while the connection was set up and refused it (SoftQueuePair::attach): the request that
+  // The QP was flushed while the connection was set up and refused it (QueuePairCore::attach): the request that
   // would have established it is cancelled, the connection is over and no QP event will report it.
   void refused_by_qp(OVERLAPPED*& slot);  // mu_ held
 
@@ -150,7 +150,7 @@ class ConnectorCore final : public cm::Channel::Owner, public ConnectionEvents,
   net::Address local_;
   net::Address peer_;
   std::unique_ptr<cm::Channel> channel_;  // engine thread (set under mu_ before the first task)
-  SoftQueuePair* qp_ = nullptr;  // referenced from Connect/Accept on
+  QueuePairCore* qp_ = nullptr;  // referenced from Connect/Accept on
   bool attached_ = false;
   bool broken_ = false;          // setup ended before CompleteConnect/Accept
   bool was_connected_ = false;

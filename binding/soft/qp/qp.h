@@ -154,6 +154,11 @@ class QueuePairCore : private Engine::Handler, private ProgressSource, private R
   // is waited for, unless called from inside it).
   void detach_events();
 
+  // The owner's reference count (the ND face's COM count, soft/queue_pair.h): the connection and work posted to the
+  // engine hold one, and so does the connector that drives this machine from Connect/Accept on.
+  virtual void hold() = 0;
+  virtual void drop() = 0;
+
   // ---- introspection (tests, connector) ----
   void* context() const { return context_; }
   bool connected() const;
@@ -174,9 +179,6 @@ class QueuePairCore : private Engine::Handler, private ProgressSource, private R
   // pair released without a flush (never connected, or after teardown) gives back every pin, completes nothing,
   // and closes a socket still attached.
   void destroy();
-  // The owner's reference count (the face's COM count): the connection and work posted to the engine hold one.
-  virtual void hold() = 0;
-  virtual void drop() = 0;
 
   // ---- posting: the face's IND2QueuePair methods after their argument checks ----
   // Send / Write / Read (sge and flags checked by the face).
