@@ -97,12 +97,12 @@ const RULES: Rule[] = [
   { files: /^delivery\//, may: ['nd/', 'ndkit/', 'delivery/'], why: 'delivery sits below the wrappers' },
   {
     files: /^addon\//,
-    may: ['nd/', 'ndkit/', 'addon/', 'delivery/', 'providers/providers.h'],
-    why: 'the wrappers see only ND v2 interfaces: never which provider is behind them',
+    may: ['nd/', 'ndkit/', 'addon/', 'delivery/', 'providers/providers.h', 'bench/bench.h'],
+    why: "the wrappers see only ND v2 interfaces, never which provider is behind them; ndbench's loops by their entry header",
   },
   {
     files: /^bench\//,
-    may: ['nd/', 'ndkit/', 'addon/', 'delivery/', 'soft/net/socket.h'],
+    may: ['nd/', 'ndkit/', 'addon/', 'delivery/', 'bench/', 'soft/net/socket.h'],
     why: "ndbench's loops drive the wrappers' ND objects, its TCP baseline the provider's socket seam",
   },
 ];
@@ -200,6 +200,19 @@ describe('binding/bench/ is a library of its own (CMakeLists.txt)', () => {
     expect(glob('NETDIRECT_BENCH_SOURCES')).toMatch(/bench\/\*\.cc/);
     expect(cmake).toMatch(/add_library\(netdirect_bench STATIC \$\{NETDIRECT_BENCH_SOURCES\}\)/);
     expect(cmake).toMatch(/target_link_libraries\(netdirect PRIVATE[^)]*\bnetdirect_bench\b/);
+  });
+
+  it("the bench's entry points are declared in bench/bench.h alone (the addon includes it, declares none by hand)", () => {
+    const bad: string[] = [];
+    for (const file of filesUnder(BINDING, /\.(cc|h)$/)) {
+      const rel = path.relative(BINDING, file).split(path.sep).join('/');
+      if (rel === 'bench/bench.h') continue;
+      stripComments(readFileSync(file, 'utf8')).split('\n').forEach((line, i) => {
+        if (/^\s*void\s+InitBench\w*\s*\([^)]*\)\s*;/.test(line)) bad.push(`${rel}:${i + 1} declares ${line.trim()}`);
+      });
+    }
+    expect(bad).toEqual([]);
+    expect(includes().get('addon/addon.cc')?.quoted).toContain('bench/bench.h');
   });
 
   it('no wrapper names the bench (its seam is delivery/poller.h CqState::HandBack)', () => {

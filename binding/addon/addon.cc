@@ -23,6 +23,7 @@
 #include "addon/queue_pair.h"
 #include "delivery/records.h"
 #include "addon/shared_receive_queue.h"
+#include "bench/bench.h"
 
 #ifndef NETDIRECT_VERSION
 #define NETDIRECT_VERSION "0.0.0-dev"
@@ -168,11 +169,6 @@ Napi::Object AddressObject(Napi::Env env, const sockaddr* sa) {
 }
 
 // ---- module functions ------------------------------------------------------------------------------------
-
-// bench_tcp.cc: the native TCP baseline of ndbench (--compare tcp).
-void InitBenchTcp(Napi::Env env, Napi::Object exports);
-// bench_nd.cc: the native ND loop of ndbench (--compare native).
-void InitBenchNd(Napi::Env env, Napi::Object exports);
 
 namespace {
 

@@ -40,6 +40,7 @@
 #include "addon/completion_queue.h"
 #include "addon/memory_region.h"
 #include "addon/queue_pair.h"
+#include "bench/bench.h"
 #include "nd/netdirect_ext.h"
 
 namespace netdirect {

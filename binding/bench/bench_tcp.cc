@@ -27,6 +27,7 @@
 #include <sys/uio.h>  // iovec (the seam's own on Windows)
 #endif
 
+#include "bench/bench.h"
 #include "soft/net/socket.h"
 
 namespace netdirect {
