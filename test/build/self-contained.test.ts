@@ -74,4 +74,30 @@ describe.skipIf(process.env.NETDIRECT_UNDER_WINE === '1')('the repository stands
     expect(missing).toEqual([]);
     expect(cited.size).toBeGreaterThan(5);
   });
+
+  it('every repository path a comment in binding/ or lib/ cites exists', () => {
+    // A path from the repository's root (binding/..., lib/..., docs/..., test/..., scripts/...) in a // or /* */
+    // comment, up to the first character no path has (':' of file:line, '*' of a glob, a space); a trailing '.' ends
+    // the sentence. A stem (binding/soft/wire/mpa for mpa.h and mpa.cc) counts when a file of that stem exists. The ND
+    // SDK's docs/IND2*.md are the SDK's, as above.
+    const cite = /(?<![\w./-])((?:binding|lib|docs|test|scripts)\/[\w./-]*[\w/])/g;
+    const exists = (p: string) => ['', '.h', '.cc', '.ts'].some((ext) => existsSync(path.join(root, p + ext)));
+    const sources = files.filter(({ file }) => /^(binding|lib)\//.test(file) && /\.(cc|h|c|cpp|ts|mts|js|mjs|cjs)$/.test(file));
+    const cited: string[] = [];
+    const missing: string[] = [];
+    for (const { file, text } of sources) {
+      for (const c of text.matchAll(/\/\*[\s\S]*?\*\/|\/\/[^\n]*/g)) {
+        const line = text.slice(0, c.index).split('\n').length;
+        for (const m of c[0].matchAll(cite)) {
+          const p = m[1].replace(/\.+$/, '');
+          if (/^docs\/IND2/.test(p)) continue;
+          cited.push(p);
+          if (!exists(p)) missing.push(`${file}:${line}: ${p}`);
+        }
+      }
+    }
+    expect(missing).toEqual([]);
+    expect(sources.length).toBeGreaterThan(100);
+    expect(cited.length).toBeGreaterThan(100);
+  });
 });

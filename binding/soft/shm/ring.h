@@ -14,7 +14,8 @@
 //  * producer finding the ring full: producer_waiting = 1, fence, look at tail again; consumer after publishing
 //    tail: fence, exchange(producer_waiting, 0) == 1 → kick the producer's doorbell.
 // A side that never arms (a thread spinning on the ring, completion mode 'manual') costs its peer no system call.
-// Testable on plain memory: test/native/shm_test.cc, fuzzed by test/fuzz/shm_ring_fuzz.cc.
+// Testable on plain memory: test/fuzz/shm_ring_fuzz.cc drives two rings against a peer that scribbles on them, and
+// test/native/hostile_test.cc does so on a live connection's rings (its "shm:" cases).
 #ifndef NETDIRECT_SOFT_SHM_RING_H_
 #define NETDIRECT_SOFT_SHM_RING_H_
 
