@@ -237,3 +237,29 @@ describe('lib/bench/ reaches the addon through lib/native.ts only', () => {
     expect(bad).toEqual([]);
   });
 });
+
+describe("docs/architecture.md's map names every folder of binding/ and lib/, and only those", () => {
+  /** The folders the map's first code block names, each under the one above it that is indented less. */
+  function mapped(): string[] {
+    const doc = readFileSync(path.join(ROOT, 'docs', 'architecture.md'), 'utf8');
+    const block = /^```\n([\s\S]*?)^```/m.exec(doc)?.[1] ?? '';
+    const stack: Array<{ indent: number; name: string }> = [];
+    const out: string[] = [];
+    for (const line of block.split('\n')) {
+      const m = /^( *)([\w-]+)\/(\s|$)/.exec(line);
+      if (!m) continue;
+      while (stack.length > 0 && stack[stack.length - 1].indent >= m[1].length) stack.pop();
+      stack.push({ indent: m[1].length, name: m[2] });
+      out.push(stack.map((s) => s.name).join('/'));
+    }
+    return out.sort();
+  }
+  const folders = (dir: string): string[] =>
+    readdirSync(path.join(ROOT, dir))
+      .filter((n) => statSync(path.join(ROOT, dir, n)).isDirectory())
+      .flatMap((n) => [`${dir}/${n}`, ...folders(`${dir}/${n}`)]);
+
+  it('one line per folder, matching the tree', () => {
+    expect(mapped()).toEqual(['binding', 'lib', ...folders('binding'), ...folders('lib')].sort());
+  });
+});
