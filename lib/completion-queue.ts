@@ -150,7 +150,9 @@ export class CompletionQueue implements AsyncDisposable {
    * completed. In the 'loop' completion mode an empty CQ also drives the provider once.
    *
    * @param max - the most raw completions to return (an integer ≥ 0, default 64; 0 returns [] at once).
-   * @returns the raw completions, oldest first; a failed request has a non-zero `status` (an ND status:
+   * @returns the raw completions, oldest first (in the order the CQ produced them, in every completion mode: those
+   *   delivered and not yet polled, then those the poller thread took and has not delivered yet, then the CQ's); a
+   *   failed request has a non-zero `status` (an ND status:
    *   {@link ndStatusName} names it) instead of throwing.
    * @throws {@link NdError} ERR_ND_CLOSED when the queue is closed; ERR_ND_INVALID_ARGUMENT when `max` is not an
    *   integer, ERR_ND_OUT_OF_RANGE when it is negative.

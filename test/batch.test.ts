@@ -59,19 +59,61 @@ function drive(cq: CompletionQueue, adapter: Adapter): void {
 }
 
 /**
- * Polls `cq` until `count` raw completions arrived (or 10 s passed); promise requests settle on the way. In thread
- * mode a poll() may overtake a batch the poller thread took but has not delivered yet (API.md: poll() returns what
- * the poller has not taken), so there they are sorted by context (the tests' contexts are in posting order).
+ * Polls `cq` until `count` raw completions arrived (or 10 s passed); promise requests settle on the way. In every
+ * mode they come in the CQ's order (a poll() takes what the poller thread took and has not delivered first).
  */
-async function collect(cq: CompletionQueue, count: number, mode: Mode): Promise<RawCompletion[]> {
+async function collect(cq: CompletionQueue, count: number): Promise<RawCompletion[]> {
   const out: RawCompletion[] = [];
   const deadline = Date.now() + 10_000;
   while (out.length < count && Date.now() < deadline) {
     out.push(...cq.poll(count - out.length));
     if (out.length < count) await new Promise((r) => setImmediate(r));
   }
-  if (mode === 'thread') out.sort((x, y) => (x.context as number) - (y.context as number));
   return out;
+}
+
+/**
+ * A batch of 8 Reads whose 4th names a bad token, with `signalEvery` `every`, polled until the last one reported:
+ * request 3 and every later one fail (the peer refuses 3, the queue pair goes to error and the provider flushes what
+ * follows), each once, in posting order, and every silent request before 3 is retired.
+ */
+async function failMidway(mode: Mode, every: number): Promise<void> {
+  const { a, b, cqA, qa } = await pair(mode, { initiatorDepth: 16 });
+  const sink = await a.allocateMemory(8 * 8);
+  const exposed = await b.allocateMemory(64, { remoteRead: true });
+  const good = exposed.remote();
+  const bad = { ...good, token: (good.token ^ 0x5a5a5a5a) >>> 0 };
+  const batch = qa.batch({ capacity: 8, signalEvery: every });
+  for (let i = 0; i < 8; i++) batch.read(sink.slice(i * 8, 8), i === 3 ? bad : good, { context: i });
+  batch.post();
+  // Request 3 and every later one fail (the peer refuses 3, the queue pair goes to error and the provider flushes
+  // what follows); the Reads before it may have completed or been flushed with it, as ND leaves to the provider.
+  const got: RawCompletion[] = [];
+  const deadline = Date.now() + 10_000;
+  while (!got.some((c) => c.context === 7) && Date.now() < deadline) {
+    got.push(...cqA.poll());
+    await new Promise((r) => setImmediate(r));
+  }
+  await new Promise((r) => setTimeout(r, 50));
+  got.push(...cqA.poll());
+  const contexts = got.map((c) => c.context as number);
+  expect(new Set(contexts).size, `no completion twice: ${contexts}`).toBe(contexts.length);
+  // In posting order in every mode: a poll() takes what the poller thread took and has not delivered first.
+  expect(contexts, 'completions in posting order').toEqual([...contexts].sort((x, y) => x - y));
+  got.sort((x, y) => (x.context as number) - (y.context as number));
+  const status = new Map(got.map((c) => [c.context as number, c.status]));
+  for (let i = 3; i < 8; i++) expect(status.get(i), `request ${i}`).toBeDefined();
+  // ND_ACCESS_VIOLATION for the refused Read unless the flush reached it first; ND_CANCELED for the flushed ones.
+  expect([0xc0000005, 0xc0000120], `request 3: ${status.get(3)?.toString(16)}`).toContain(status.get(3));
+  for (let i = 4; i < 8; i++) expect(status.get(i), `request ${i}`).toBe(0xc0000120);
+  // Once one failed, every later one (in posting order) failed; a success reported is a signalled request.
+  const firstFailure = got.findIndex((c) => c.status !== 0);
+  expect(got.slice(firstFailure).every((c) => c.status !== 0)).toBe(true);
+  for (const c of got) if (c.status === 0) expect(((c.context as number) + 1) % every, `silent request ${c.context} reported a success`).toBe(0);
+  // signalEvery 1: every request reports exactly once (in posting order, checked above).
+  if (every === 1) expect([...contexts].sort((x, y) => x - y)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+  expect(qa.outstanding.initiator).toBe(0);
+  expect(sink.inFlight).toBe(0);
 }
 
 describe.each(MODES)('batched posting, %s mode', (mode) => {
@@ -88,7 +130,7 @@ describe.each(MODES)('batched posting, %s mode', (mode) => {
     expect(batch.post()).toBe(64);
     expect(batch.length).toBe(0);
     expect(qa.outstanding.initiator).toBe(64);
-    const got = await collect(cqA, 4, mode);
+    const got = await collect(cqA, 4);
     expect(got.map((c) => [c.context, c.type, c.status, c.bytes, c.qp === qa])).toEqual(
       [15, 31, 47, 63].map((i) => [i, 'write', 0, 8, true]),
     );
@@ -101,7 +143,7 @@ describe.each(MODES)('batched posting, %s mode', (mode) => {
     // The batch is reused: a second round posts again.
     for (let i = 0; i < 16; i++) batch.write(src.slice(i * 8, 8), remote, { offset: i * 8, context: 100 + i });
     expect(batch.post()).toBe(16);
-    expect((await collect(cqA, 1, mode)).map((c) => c.context)).toEqual([115]);
+    expect((await collect(cqA, 1)).map((c) => c.context)).toEqual([115]);
     expect(qa.outstanding.initiator).toBe(0);
   });
 
@@ -116,7 +158,7 @@ describe.each(MODES)('batched posting, %s mode', (mode) => {
     for (let i = 0; i < n; i++) batch.send(src.slice(i, 1), { context: i });
     batch.post();
     const last = qa.send(src.slice(n, 1));
-    const raw = await collect(cqA, n, mode);
+    const raw = await collect(cqA, n);
     // Manual mode: the promise's completion is dequeued by a poll too.
     let settled = false;
     last.finally(() => (settled = true)).catch(() => undefined);
@@ -133,45 +175,8 @@ describe.each(MODES)('batched posting, %s mode', (mode) => {
   });
 
   it.each([1, 8])('a batch that fails midway (signalEvery %i): every request that failed completes once with its ND status, in order; nothing lost or duplicated', async (every) => {
-    const { a, b, cqA, qa } = await pair(mode, { initiatorDepth: 16 });
-    const sink = await a.allocateMemory(8 * 8);
-    const exposed = await b.allocateMemory(64, { remoteRead: true });
-    const good = exposed.remote();
-    const bad = { ...good, token: (good.token ^ 0x5a5a5a5a) >>> 0 };
-    const batch = qa.batch({ capacity: 8, signalEvery: every });
-    for (let i = 0; i < 8; i++) batch.read(sink.slice(i * 8, 8), i === 3 ? bad : good, { context: i });
-    batch.post();
-    // Request 3 and every later one fail (the peer refuses 3, the queue pair goes to error and the provider flushes
-    // what follows); the Reads before it may have completed or been flushed with it, as ND leaves to the provider.
-    const got: RawCompletion[] = [];
-    const deadline = Date.now() + 10_000;
-    while (!got.some((c) => c.context === 7) && Date.now() < deadline) {
-      got.push(...cqA.poll());
-      await new Promise((r) => setImmediate(r));
-    }
-    await new Promise((r) => setTimeout(r, 50));
-    got.push(...cqA.poll());
-    const contexts = got.map((c) => c.context as number);
-    expect(new Set(contexts).size, `no completion twice: ${contexts}`).toBe(contexts.length);
-    // In thread mode a poll() may overtake a batch the poller thread took but has not delivered yet (API.md:
-    // poll() returns what the poller has not taken), so only the other modes see them in posting order.
-    if (mode !== 'thread') expect(contexts, 'completions in posting order').toEqual([...contexts].sort((x, y) => x - y));
-    got.sort((x, y) => (x.context as number) - (y.context as number));
-    const status = new Map(got.map((c) => [c.context as number, c.status]));
-    for (let i = 3; i < 8; i++) expect(status.get(i), `request ${i}`).toBeDefined();
-    // ND_ACCESS_VIOLATION for the refused Read unless the flush reached it first; ND_CANCELED for the flushed ones.
-    expect([0xc0000005, 0xc0000120], `request 3: ${status.get(3)?.toString(16)}`).toContain(status.get(3));
-    for (let i = 4; i < 8; i++) expect(status.get(i), `request ${i}`).toBe(0xc0000120);
-    // Once one failed, every later one (in posting order) failed; a success reported is a signalled request.
-    const firstFailure = got.findIndex((c) => c.status !== 0);
-    expect(got.slice(firstFailure).every((c) => c.status !== 0)).toBe(true);
-    for (const c of got) if (c.status === 0) expect(((c.context as number) + 1) % every, `silent request ${c.context} reported a success`).toBe(0);
-    // signalEvery 1: every request reports exactly once (in posting order except in thread mode, checked above).
-    if (every === 1) expect([...contexts].sort((x, y) => x - y)).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
-    expect(qa.outstanding.initiator).toBe(0);
-    expect(sink.inFlight).toBe(0);
+    await failMidway(mode, every);
   });
-
   it('cq.pollInto() fills caller-owned arrays: every completion of a batch once, with its numeric context, status, bytes and type', async () => {
     const { a, b, cqA, qa } = await pair(mode, { initiatorDepth: 32 });
     const src = await a.allocateMemory(32 * 8);
@@ -239,6 +244,22 @@ describe.each(MODES)('batched posting, %s mode', (mode) => {
     await qa.close();
     expect(ndThrow(() => small.post()).code).toBe('ERR_ND_CLOSED');
     expect(ndThrow(() => small.write(src.slice(0, 8), remote)).code).toBe('ERR_ND_CLOSED');
+  });
+});
+
+// The race the test above meets now and then in thread mode, made to happen every time: the poller thread takes
+// one result per GetResults and holds it undelivered for 100 ms (NETDIRECT_DEBUG_POLLER_STALL_MS, a debugging seam
+// of binding/delivery/poller.h), so the test's cq.poll() runs while the poller holds request 3's failure and finds
+// the flushed ones after it in the CQ. Were the poll to take those first, request 4's completion would retire
+// request 3 (silent) as a success and its failure would arrive for a request already gone.
+describe.skipIf(process.platform === 'win32')('batched posting, thread mode, the poller holding what it took', () => {
+  afterEach(() => {
+    delete process.env.NETDIRECT_DEBUG_POLLER_STALL_MS;
+  });
+
+  it.each([1, 8])('a batch that fails midway (signalEvery %i): a poll() never overtakes what the poller took', async (every) => {
+    process.env.NETDIRECT_DEBUG_POLLER_STALL_MS = '100';
+    await failMidway('thread', every);
   });
 });
 
@@ -341,7 +362,7 @@ describe.each(MODES)('prepared requests, %s mode', (mode) => {
     const deregistering = temp.deregister().then(() => (deregistered = true));
     await new Promise((r) => setTimeout(r, 20));
     if (mode === 'manual') expect(deregistered, 'deregister() waits for the posted request').toBe(false);
-    expect((await collect(cqA, 1, mode)).map((c) => [c.context, c.status])).toEqual([['last', 0]]);
+    expect((await collect(cqA, 1)).map((c) => [c.context, c.status])).toEqual([['last', 0]]);
     await deregistering;
     expect(temp.inFlight).toBe(0);
     expect(ndThrow(() => viaTemp.post()).code).toBe('ERR_ND_CLOSED');

@@ -2,6 +2,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 
 #include "addon/completion_queue.h"
@@ -163,6 +164,9 @@ Adapter::Adapter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Adapter>(inf
     // The poller's own busy window is thread mode's; in loop mode the loop spins (SpinFromNow) and the poller,
     // run by the loop, keeps every CQ armed.
     poller_.reset(new Poller(&Adapter::Deliver, this, mode_ == kModeThread ? spinMicros : 0, mode_ != kModeManual));
+    if (const char* stall = std::getenv("NETDIRECT_DEBUG_POLLER_STALL_MS")) {
+      poller_->SetStall(static_cast<uint32_t>(std::strtoul(stall, nullptr, 10)));  // a debugging seam: poller.h SetStall
+    }
     const char* pollerWhy = nullptr;
 #ifdef _WIN32
     const bool loopDrivesPoller = false;  // Windows: the poller thread keeps the overlapped requests in every mode
@@ -338,6 +342,7 @@ void Adapter::CallJs(Napi::Env env, Napi::Function callback, Adapter* self, Batc
 
 void Adapter::OnBatch(Napi::Env env, Napi::Function callback, Batch* batch) {
   if (closed_) return;
+  Poller::Collect(batch);  // the CQ results the poller took, unless a cq.poll() took them first (CqState::mu)
   for (const MrUpdate& u : batch->mrUpdates) {
     RegionSlot* slot = Region(u.mrId);
     if (slot == nullptr) continue;

@@ -86,12 +86,26 @@ void CompletionQueue::Gather(uint32_t max, bool keepPolling) {
   // progress its connections on it instead of waking a thread of its own per message.
   INDPollingHint* hint = adapter_->manual() ? state_->hint : nullptr;
   if (hint != nullptr) hint->SetPollingThread(TRUE);
-  while (got < max) {
-    const ULONG want = std::min<ULONG>(kChunk, max - got);
-    const ULONG n = cq_->GetResults(results, want);
-    for (ULONG i = 0; i < n; ++i) Poller::AppendResult(results[i], &batch, state_);
-    got += n;
-    if (n < want) break;
+  {
+    // What the poller took off the CQ and has not delivered yet comes first, and the poller takes nothing
+    // between that and this thread's GetResults (CqState::mu): the records reach lib/ in the CQ's order. A
+    // later result overtaking an earlier one would retire a silent request that failed as a success
+    // (lib/queue-pair.ts _retireSilent) and lose its failure.
+    std::lock_guard<std::mutex> lock(state_->mu);
+    std::vector<ND2_RESULT>& taken = state_->taken;
+    if (!taken.empty() && got < max) {
+      const size_t n = std::min<size_t>(taken.size(), max - got);
+      for (size_t i = 0; i < n; ++i) Poller::AppendResult(taken[i], &batch, nullptr);  // counted down when taken
+      taken.erase(taken.begin(), taken.begin() + static_cast<std::ptrdiff_t>(n));
+      got += static_cast<uint32_t>(n);
+    }
+    while (got < max) {
+      const ULONG want = std::min<ULONG>(kChunk, max - got);
+      const ULONG n = cq_->GetResults(results, want);
+      for (ULONG i = 0; i < n; ++i) Poller::AppendResult(results[i], &batch, state_);
+      got += n;
+      if (n < want) break;
+    }
   }
   // pollInto()'s loops poll continuously: the thread stays marked as the polling thread between its calls (the
   // built-in provider takes reading back itself once polls stop: its inline lease, binding/soft/qp/qp.cc
@@ -103,6 +117,7 @@ void CompletionQueue::Gather(uint32_t max, bool keepPolling) {
     // Event-loop mode and nothing here: a loop spinning on poll() drives the provider itself (the event loop
     // cannot while this thread spins), then looks once more.
     adapter_->ProgressInline();
+    std::lock_guard<std::mutex> lock(state_->mu);
     const ULONG n = cq_->GetResults(results, std::min<ULONG>(kChunk, max));
     for (ULONG i = 0; i < n; ++i) Poller::AppendResult(results[i], &batch, state_);
   }

@@ -128,9 +128,7 @@ void Poller::ThreadMain(void* arg) {
 
 Batch* Poller::RunOnce() {
   if (loopBatch_.words.capacity() > kFlushWords) loopBatch_.words = std::vector<uint32_t>();  // after a burst
-  loopBatch_.words.clear();
-  loopBatch_.mrUpdates.clear();
-  loopBatch_.counted = 0;
+  loopBatch_.Clear();
   OVERLAPPED_ENTRY entries[kPortBatch];
   ULONG n = 0;
   while (GetQueuedCompletionStatusEx(port_, entries, kPortBatch, &n, 0, FALSE) && n > 0) {
@@ -168,13 +166,56 @@ void Poller::AppendResult(const ND2_RESULT& r, Batch* batch, CqState* cq) {
   if ((ctx & kContextCqCounted) && cq != nullptr) cq->outstanding.fetch_sub(1, std::memory_order_relaxed);
 }
 
+// Takes what the CQ holds into its `taken` list (under its lock, so that a cq.poll() on the JS thread never
+// takes a later result first: CqState::mu), and names the CQ in the batch, which delivers them.
 void Poller::Drain(CqState* s, Batch* batch) {
   ND2_RESULT results[kCqBatch];
+  const ULONG want = stallMs_ > 0 ? 1 : kCqBatch;
   for (;;) {
-    ULONG n = s->cq->GetResults(results, kCqBatch);
-    for (ULONG i = 0; i < n; ++i) AppendResult(results[i], batch, s);
-    if (n < kCqBatch) break;
+    ULONG n = 0;
+    {
+      std::lock_guard<std::mutex> lock(s->mu);
+      n = s->cq->GetResults(results, want);
+      if (n > 0 && s->taken.empty()) {
+        // The first undelivered result: this batch's delivery (or an earlier poll()) takes it and whatever follows.
+        s->Ref();
+        batch->cqs.push_back(s);
+        const uint32_t marker[kRecordWords] = {static_cast<uint32_t>(batch->cqs.size() - 1), 0, 0, kKindCqTaken, 0};
+        batch->words.insert(batch->words.end(), marker, marker + kRecordWords);
+      }
+      for (ULONG i = 0; i < n; ++i) {
+        const uint64_t ctx = static_cast<uint64_t>(reinterpret_cast<uintptr_t>(results[i].RequestContext));
+        if (ctx & kContextCqCounted) s->outstanding.fetch_sub(1, std::memory_order_relaxed);
+        s->taken.push_back(results[i]);
+      }
+    }
+    if (n < want) break;
+    if (stallMs_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(stallMs_));
   }
+}
+
+void Poller::Collect(Batch* batch) {
+  if (batch->cqs.empty()) return;
+  std::vector<uint32_t>& out = batch->spare;
+  out.clear();
+  std::vector<uint32_t>& words = batch->words;
+  Batch taken;  // AppendResult's target: the results' records and what they settle
+  for (size_t i = 0; i + kRecordWords <= words.size(); i += kRecordWords) {
+    if (words[i + 3] != kKindCqTaken) {
+      out.insert(out.end(), words.begin() + static_cast<std::ptrdiff_t>(i), words.begin() + static_cast<std::ptrdiff_t>(i + kRecordWords));
+      continue;
+    }
+    CqState* s = batch->cqs[words[i]];
+    std::lock_guard<std::mutex> lock(s->mu);
+    taken.words.swap(out);
+    for (const ND2_RESULT& r : s->taken) AppendResult(r, &taken, nullptr);  // outstanding counted down when taken
+    taken.words.swap(out);
+    s->taken.clear();
+  }
+  batch->counted += taken.counted;
+  words.swap(out);
+  for (CqState* s : batch->cqs) s->Unref();
+  batch->cqs.clear();
 }
 
 // Drain, then arm. ND_SUCCESS from Notify means a completion slipped in between the drain and the arm and
@@ -342,9 +383,7 @@ void Poller::Handle(const OVERLAPPED_ENTRY& e, Batch* batch) {
 void Poller::Flush(std::unique_ptr<Batch>* batch) {
   if ((*batch)->empty()) return;
   if (stopping_) {
-    (*batch)->words.clear();
-    (*batch)->mrUpdates.clear();
-    (*batch)->counted = 0;
+    (*batch)->Clear();
     return;
   }
   Batch* b = batch->release();
@@ -389,9 +428,7 @@ void Poller::PollCqs(Batch* batch) {
 }
 
 Batch* Poller::EndLoopSpin() {
-  loopBatch_.words.clear();
-  loopBatch_.mrUpdates.clear();
-  loopBatch_.counted = 0;
+  loopBatch_.Clear();
   loopSpin_ = false;
   // The thread stops polling: a CQ still armed from before the window gives its connections back to the
   // provider's own progress now (the others when ArmAll's Notify arms them).

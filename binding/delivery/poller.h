@@ -15,6 +15,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "nd/nd2.h"
@@ -72,6 +73,13 @@ struct CqState : PollHeader {
   // back here; the wrapper's next poll() delivers them first, so the requests they belong to still settle.
   std::vector<ND2_RESULT> handedBack;
   void HandBack(const ND2_RESULT& r) { handedBack.push_back(r); }
+  // Results the poller took off the CQ and has not delivered yet, oldest first (their `outstanding` already
+  // counted down). `mu` is held across every GetResults on the CQ and every change to `taken`, by the poller
+  // (Poller::Drain) and by the JS thread (cq.poll(), which takes `taken` before the CQ: completions reach lib/ in
+  // the order the CQ produced them however poll() and the poller's deliveries interleave). The batch that
+  // carries the poller's take names the CQ (a kKindCqTaken record); its delivery takes what is left of `taken`.
+  std::mutex mu;
+  std::vector<ND2_RESULT> taken;
 
   explicit CqState(IND2CompletionQueue* cqIn);
   void Ref() { refs.fetch_add(1); }
@@ -87,12 +95,26 @@ struct MrUpdate {
   HRESULT status;
 };
 
-// What one JS-thread crossing carries.
+// What one JS-thread crossing carries. A kKindCqTaken record [i, 0, 0, kKindCqTaken, 0] stands for what CQ
+// cqs[i] holds in `taken` when the batch is delivered (Poller::Collect puts those results in its place).
 struct Batch {
   std::vector<uint32_t> words;  // kRecordWords per record
   std::vector<MrUpdate> mrUpdates;
   uint32_t counted = 0;  // pending requests settled by this batch (refs to drop)
+  std::vector<CqState*> cqs;  // the CQs kKindCqTaken records name (a reference each)
+  std::vector<uint32_t> spare;  // Collect's scratch, kept for its capacity
+  Batch() = default;
+  Batch(const Batch&) = delete;
+  Batch& operator=(const Batch&) = delete;
+  ~Batch() { Clear(); }
   bool empty() const { return words.empty() && mrUpdates.empty() && counted == 0; }
+  void Clear() {
+    words.clear();
+    mrUpdates.clear();
+    counted = 0;
+    for (CqState* s : cqs) s->Unref();
+    cqs.clear();
+  }
 };
 
 class Poller {
@@ -145,9 +167,17 @@ class Poller {
   Batch* EndLoopSpin();
   bool loopSpinning() const { return loopSpin_; }
 
-  // Appends one CQ result as a record and settles its accounting (batch->counted, cq->outstanding); shared
-  // with cq.poll() on the JS thread.
+  // Appends one CQ result as a record and settles its accounting (batch->counted, cq->outstanding unless cq is
+  // nullptr); shared with cq.poll() on the JS thread.
   static void AppendResult(const ND2_RESULT& r, Batch* batch, CqState* cq);
+  // JS thread, before a batch is handed to lib/: each kKindCqTaken record becomes the results its CQ holds in
+  // `taken` (none when a cq.poll() took them first), and the batch lets go of its CQs.
+  static void Collect(Batch* batch);
+
+  // A debugging seam (NETDIRECT_DEBUG_POLLER_STALL_MS, read by the adapter): the poller takes one result per
+  // GetResults and sleeps this long after each, holding what it took undelivered, so that a cq.poll() on the JS
+  // thread runs in between (test/batch.test.ts). 0: off.
+  void SetStall(uint32_t ms) { stallMs_ = ms; }
 
  private:
   static void ThreadMain(void* arg);
@@ -160,7 +190,7 @@ class Poller {
   void ArmForErrors(CqState* s, Batch* batch);
   void OnNotify(CqState* s, Batch* batch);
   void ReportFailure(CqState* s, HRESULT hr, Batch* batch);
-  static void Drain(CqState* s, Batch* batch);
+  void Drain(CqState* s, Batch* batch);
   void Finalize(CqState* s, Batch* batch);
   void BeginStop(Batch* batch);
   void Flush(std::unique_ptr<Batch>* batch);
@@ -169,6 +199,7 @@ class Poller {
   void* ctx_;
   uint32_t spinMicros_;
   bool armCqs_;
+  uint32_t stallMs_ = 0;
   HANDLE port_ = nullptr;
   bool started_ = false;  // the thread runs
   Batch loopBatch_;       // RunOnce()'s records, reused

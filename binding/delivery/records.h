@@ -41,6 +41,7 @@ enum RecordKind : uint8_t {
   NETDIRECT_RECORD_KINDS(NETDIRECT_RECORD_KIND_ENUMERATOR_)
 #undef NETDIRECT_RECORD_KIND_ENUMERATOR_
   kKindCqNotify = 255,  // internal: a CQ's Notify (thread mode), never delivered (not in the table above)
+  kKindCqTaken = 254,   // internal: in a poller batch, a CQ's undelivered results (poller.h Batch), never delivered
 };
 
 static_assert(int{kKindReceive} == int{Nd2RequestTypeReceive}, "record kind 0 is ND2_REQUEST_TYPE Receive");
