@@ -22,6 +22,7 @@ CompletionQueue::CompletionQueue(const Napi::CallbackInfo& info)
   depth_ = init->depth;
   state_ = new CqState(cq_.get());
   state_->id = init->id;
+  state_->shared.store(!init->adapter->manual());  // the poller takes its results (CqState::shared)
   Napi::Object self = info.This().As<Napi::Object>();
   TagObject(self, kTag);
   BindHotMethod<&CompletionQueue::PollBound>(info.Env(), self, "poll", this);
@@ -91,9 +92,10 @@ void CompletionQueue::Gather(uint32_t max, bool keepPolling) {
     // between that and this thread's GetResults (CqState::mu): the records reach lib/ in the CQ's order. A
     // later result overtaking an earlier one would retire a silent request that failed as a success
     // (lib/queue-pair.ts _retireSilent) and lose its failure.
-    std::lock_guard<std::mutex> lock(state_->mu);
+    std::unique_lock<std::mutex> lock(state_->mu, std::defer_lock);
+    if (state_->shared.load(std::memory_order_acquire)) lock.lock();  // CqState::shared: not in a manual-mode loop
     std::vector<ND2_RESULT>& taken = state_->taken;
-    if (!taken.empty() && got < max) {
+    if (lock.owns_lock() && !taken.empty() && got < max) {
       const size_t n = std::min<size_t>(taken.size(), max - got);
       for (size_t i = 0; i < n; ++i) Poller::AppendResult(taken[i], &batch, nullptr);  // counted down when taken
       taken.erase(taken.begin(), taken.begin() + static_cast<std::ptrdiff_t>(n));

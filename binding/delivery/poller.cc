@@ -171,6 +171,7 @@ void Poller::AppendResult(const ND2_RESULT& r, Batch* batch, CqState* cq) {
 void Poller::Drain(CqState* s, Batch* batch) {
   ND2_RESULT results[kCqBatch];
   const ULONG want = stallMs_ > 0 ? 1 : kCqBatch;
+  if (!s->shared.load(std::memory_order_relaxed)) s->shared.store(true);  // manual mode: from now on cq.poll() locks
   for (;;) {
     ULONG n = 0;
     {

@@ -78,7 +78,12 @@ struct CqState : PollHeader {
   // (Poller::Drain) and by the JS thread (cq.poll(), which takes `taken` before the CQ: completions reach lib/ in
   // the order the CQ produced them however poll() and the poller's deliveries interleave). The batch that
   // carries the poller's take names the CQ (a kKindCqTaken record); its delivery takes what is left of `taken`.
+  // cq.poll() takes `mu` only while `shared` is set: from the start where the poller takes the CQ's results ('thread'
+  // and 'loop' mode), and from the poller's first take in manual mode (where it drains a CQ only once it failed, so
+  // that a manual-mode loop pays for no lock; a poll racing that one drain of a dead CQ may still see a later result
+  // first).
   std::mutex mu;
+  std::atomic<bool> shared{false};
   std::vector<ND2_RESULT> taken;
 
   explicit CqState(IND2CompletionQueue* cqIn);
