@@ -169,6 +169,13 @@ describe('jobs under the explicit rendezvous', () => {
       for (let p = 0; p < 4; p++) expect(byRank[r][p], `rank ${r} to ${p}`).toBe(r === p ? null : r < 2 && p < 2 ? 'shm' : 'tcp');
     }
   });
+  // 'manual': only cq.poll() takes completions off a CQ; the job polls its own while a call waits (Job._drive).
+  // Without that every call waited for ever (join worked, the first barrier never finished).
+  it('3 ranks in manual completion mode (NETDIRECT_COMPLETION=manual): the same results, and close() returns', { timeout: 90_000 }, async () => {
+    const all = reports(await rendezvousJob(rankScript, 3, { NETDIRECT_COMPLETION: 'manual' }));
+    expectAllChecks(all, 3, 'rendezvous');
+    for (const r of all) expect(r.completion, `rank ${r.rank}`).toBe('manual');
+  });
   it('3 ranks (not a power of two) agree too', async () => {
     expectAllChecks(reports(await rendezvousJob(rankScript, 3)), 3, 'rendezvous');
   });

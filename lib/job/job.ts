@@ -5,7 +5,7 @@
 
 import { createHmac, randomBytes, timingSafeEqual } from 'node:crypto';
 import { networkInterfaces } from 'node:os';
-import { NdError, openAdapter, type NdErrorCode, type Adapter, type CompletionOption, type Connector, type Local, type MemoryRegion } from '../index.js';
+import { CompletionArrays, NdError, openAdapter, type NdErrorCode, type Adapter, type CompletionOption, type Connector, type Local, type MemoryRegion } from '../index.js';
 import type { Bootstrap, LauncherName } from './bootstrap.js';
 import { MAX_JOB_SIZE, Singleton } from './bootstrap.js';
 import { Channel, SPACE_USER, type Message } from './channel.js';
@@ -205,6 +205,9 @@ export class Job implements AsyncDisposable {
   private readonly _self = new SelfBox();
   /** Calls of the program's in flight (see _hold). */
   private _busy = 0;
+  /** 'manual' completion mode: whether the job's progress loop runs (see _drive), and what it polls into. */
+  private _driving = false;
+  private _polled: CompletionArrays | null = null;
   private _closing: Promise<void> | null = null;
   private _closed = false;
   private readonly _failWaiters = new Set<(err: JobError) => void>();
@@ -429,11 +432,45 @@ export class Job implements AsyncDisposable {
    */
   _hold<T>(p: Promise<T>): Promise<T> {
     if (this._busy++ === 0 && this.adapter) this.adapter._keepAlive(true);
+    if (!this._driving && this.adapter?.completion === 'manual') this._drive();
     const done = () => {
       if (--this._busy === 0 && this.adapter && unclosed.has(this)) this.adapter._keepAlive(false);
     };
     p.then(done, done);
     return p;
+  }
+
+  /**
+   * 'manual' completion mode: only cq.poll() takes completions off a CQ, and the program polls none of the job's
+   * (they are the job's own, one per channel). So while a call of the program's waits (_busy > 0: a collective,
+   * send, recv, a window's put/get/waitNotifications, close()'s barrier) the job polls them itself, as an MPI
+   * library's progress engine polls inside MPI_Wait: every channel's CQ once per event-loop turn (setImmediate, so
+   * timers, sockets and the calls' own continuations still run between rounds), until no call waits. This is a busy
+   * loop, a core while a call waits; between calls nothing polls, so a peer's messages wait in the CQ (and a peer
+   * that sends more than the credits allow waits) until this rank's next call, as in an MPI without a progress
+   * thread. docs/job.md "Completion modes".
+   */
+  private _drive(): void {
+    this._driving = true;
+    this._polled ??= new CompletionArrays(64);
+    const out = this._polled;
+    const round = (): void => {
+      if (this._busy === 0) {
+        this._driving = false;
+        return;
+      }
+      for (const c of this._channels) {
+        if (c === null) continue;
+        try {
+          // Settles the promise-API requests it dequeues; the job posts no other kind on its queue pairs.
+          while (c.cq.pollInto(out) === out.capacity);
+        } catch {
+          // closed (close() tears the channels down while the barrier's last promises settle): nothing to drive
+        }
+      }
+      setImmediate(round);
+    };
+    setImmediate(round);
   }
 
   /** @internal The process is exiting (process 'exit') without close(): tells every peer, synchronously. */

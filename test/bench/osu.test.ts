@@ -167,6 +167,21 @@ describe.skipIf(!mpiexec)('ndbench osu_* under mpiexec (Hydra)', () => {
     expect(r.stderr).toMatch(/osu_mbw_mr needs an even number of ranks \(pairs: rank r with r \+ n\/2\), this job has 3/);
   });
 
+  // --completion manual: the job polls its own CQs while a call waits (lib/job/job.ts Job._drive). Before, nothing
+  // polled them: the first barrier never finished and close() gave up after 60 s ("did not reach close()").
+  it.each([['osu_latency', '8:8'], ['osu_bw', '256:512'], ['osu_put_latency', '8:8'], ['osu_get_bw', '256:512']])(
+    'mpiexec -n 2 ndbench %s --completion manual: a polled loop, a figure, exit 0',
+    async (test, sizes) => {
+      const r = await underMpiexec(2, [test, '-m', sizes, ...quick, '-W', '8', '--completion', 'manual'], 25_000);
+      expect(r.code, r.stderr).toBe(0);
+      const t = table(r.stdout);
+      expect(t.notes[1]).toMatch(/completion manual;/);
+      expect(t.rows.length).toBeGreaterThan(0);
+      expectPositive(t.rows);
+    },
+    40_000,
+  );
+
   it('the busy-poll window: NETDIRECT_SPIN_MICROS when no --spin-micros is given, the option over it; the header says which', async () => {
     const env = { ...process.env, NETDIRECT_SPIN_MICROS: '50' };
     const fromEnv = await underMpiexec(2, ['osu_latency', '-m', '8:8', ...quick], 120_000, env);
