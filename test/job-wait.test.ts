@@ -79,10 +79,10 @@ describe('a job of one rank receiving from itself', () => {
 });
 
 /** The ranks of a fresh job in this process (a collective given up on fails its job, so each case takes its own). */
-async function ranks(size: number): Promise<Job[]> {
+async function ranks(size: number, completion?: 'manual'): Promise<Job[]> {
   const secret = randomBytes(32).toString('hex');
   const port = 20000 + Math.floor(Math.random() * 10000);
-  const at = { launcher: 'rendezvous' as const, rendezvous: `127.0.0.1:${port}`, size, secret, address: '127.0.0.1', timeoutMs: 20_000 };
+  const at = { launcher: 'rendezvous' as const, rendezvous: `127.0.0.1:${port}`, size, secret, address: '127.0.0.1', timeoutMs: 20_000, completion };
   return Promise.all(Array.from({ length: size }, (_, rank) => join({ ...at, rank })));
 }
 const pair = () => ranks(2) as Promise<[Job, Job]>;
@@ -108,6 +108,24 @@ describe('collectives with a timeout or a signal', () => {
       expect((await ndError(r1.allreduce(Float64Array.of(1)))).code).toBe('ERR_ND_JOB_ABANDONED');
       expect((await ndError(r0.barrier())).code).toBe('ERR_ND_JOB_ABANDONED');
       expect((await ndError(r0.send(Int32Array.of(1), 1))).code).toBe('ERR_ND_JOB_ABANDONED');
+    } finally {
+      await Promise.all([r0.close(), r1.close()]);
+    }
+  });
+
+  // 'manual' completion mode: only cq.poll() dequeues; the job polls its own CQs, busily while a call waits and every
+  // few milliseconds between calls (Job._drive, Job._idle), so a rank in no call still learns of the failure.
+  it('manual completion mode: the rank that gives up times out, and the idle peer still learns of it (job.failed)', async () => {
+    const [r0, r1] = (await ranks(2, 'manual')) as [Job, Job];
+    try {
+      expect([r0.adapter.completion, r1.adapter.completion]).toEqual(['manual', 'manual']);
+      await Promise.all([r0.barrier({ timeoutMs: 10_000 }), r1.barrier({ timeoutMs: 10_000 })]);
+      expect((await ndError(r0.barrier({ timeoutMs: 50 }))).code).toBe('ERR_ND_JOB_TIMEOUT');
+      let timer: NodeJS.Timeout | undefined;
+      const seen = await Promise.race([r1.failed, new Promise<null>((r) => (timer = setTimeout(() => r(null), 5000)))]);
+      clearTimeout(timer);
+      expect(seen?.code).toBe('ERR_ND_JOB_ABANDONED');
+      expect(seen?.peer).toBe(0);
     } finally {
       await Promise.all([r0.close(), r1.close()]);
     }

@@ -20,6 +20,8 @@ import { decodeSignature, describe, elementTypeOf, encodeSignature, sameSignatur
 
 /** How many of this rank's recent collective calls keep their signature, to check messages that arrive late. */
 const SIGNATURES_KEPT = 512;
+/** 'manual' completion mode: how often the job polls its CQs while no call of the program's waits (Job._idle). */
+const IDLE_POLL_MS = 10;
 
 export interface JoinOptions {
   /** Which launcher to speak to (default: detected from the environment, see detectLauncher()). */
@@ -207,6 +209,7 @@ export class Job implements AsyncDisposable {
   private _busy = 0;
   /** 'manual' completion mode: whether the job's progress loop runs (see _drive), and what it polls into. */
   private _driving = false;
+  private _idleTimer: NodeJS.Timeout | null = null;
   private _polled: CompletionArrays | null = null;
   private _closing: Promise<void> | null = null;
   private _closed = false;
@@ -424,6 +427,7 @@ export class Job implements AsyncDisposable {
     hookExit();
     unclosed.add(this);
     if (this._busy === 0) this.adapter._keepAlive(false);
+    this._idle();
   }
 
   /**
@@ -446,31 +450,50 @@ export class Job implements AsyncDisposable {
    * send, recv, a window's put/get/waitNotifications, close()'s barrier) the job polls them itself, as an MPI
    * library's progress engine polls inside MPI_Wait: every channel's CQ once per event-loop turn (setImmediate, so
    * timers, sockets and the calls' own continuations still run between rounds), until no call waits. This is a busy
-   * loop, a core while a call waits; between calls nothing polls, so a peer's messages wait in the CQ (and a peer
-   * that sends more than the credits allow waits) until this rank's next call, as in an MPI without a progress
-   * thread. docs/job.md "Completion modes".
+   * loop, a core while a call waits. Between calls an unref'd timer polls them every IDLE_POLL_MS (_idle), so a
+   * peer's messages (credits, notifications, a failure: job.failed) are still taken in without keeping the process
+   * alive. docs/job.md "Completion modes".
    */
   private _drive(): void {
     this._driving = true;
-    this._polled ??= new CompletionArrays(64);
-    const out = this._polled;
+    if (this._idleTimer !== null) clearTimeout(this._idleTimer);
+    this._idleTimer = null;
     const round = (): void => {
       if (this._busy === 0) {
         this._driving = false;
+        this._idle();
         return;
       }
-      for (const c of this._channels) {
-        if (c === null) continue;
-        try {
-          // Settles the promise-API requests it dequeues; the job posts no other kind on its queue pairs.
-          while (c.cq.pollInto(out) === out.capacity);
-        } catch {
-          // closed (close() tears the channels down while the barrier's last promises settle): nothing to drive
-        }
-      }
+      this._pollAll();
       setImmediate(round);
     };
     setImmediate(round);
+  }
+
+  /** Manual mode between calls: polls the job's CQs every IDLE_POLL_MS until a call starts (_drive) or the job closes. */
+  private _idle(): void {
+    if (this._closed || this._driving || this._idleTimer !== null || this.adapter?.completion !== 'manual') return;
+    this._idleTimer = setTimeout(() => {
+      this._idleTimer = null;
+      if (this._closed || this._driving) return;
+      this._pollAll();
+      this._idle();
+    }, IDLE_POLL_MS);
+    this._idleTimer.unref();
+  }
+
+  private _pollAll(): void {
+    this._polled ??= new CompletionArrays(64);
+    const out = this._polled;
+    for (const c of this._channels) {
+      if (c === null) continue;
+      try {
+        // Settles the promise-API requests it dequeues; the job posts no other kind on its queue pairs.
+        while (c.cq.pollInto(out) === out.capacity);
+      } catch {
+        // closed (close() tears the channels down while the barrier's last promises settle): nothing to drive
+      }
+    }
   }
 
   /** @internal The process is exiting (process 'exit') without close(): tells every peer, synchronously. */
