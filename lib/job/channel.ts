@@ -15,7 +15,7 @@
 // are matched by tag space and tag in arrival order (FIFO per peer and tag: MPI's non-overtaking rule, MPI 4.1
 // §3.5), which is all the collectives and send/recv need.
 
-import type { Adapter, CompletionQueue, MemoryRegion, QueuePair } from '../index.js';
+import type { Adapter, Completion, CompletionQueue, MemoryRegion, QueuePair, Segment } from '../index.js';
 import { bounded, peerError, type JobError, type Limit } from './errors.js';
 
 export const SLOTS = 16;
@@ -35,6 +35,7 @@ const T_EXIT = 5;
 export const SPACE_COLLECTIVE = 0;
 export const SPACE_USER = 1;
 const NO_SIG = new Uint8Array(SIG_BYTES);
+const EMPTY = new Uint8Array(0);
 
 /** A whole message and the signature of the call that sent it. */
 export interface Message {
@@ -71,6 +72,13 @@ export class Channel {
   readonly cq: CompletionQueue;
   private recvRegion!: MemoryRegion;
   private sendRegion!: MemoryRegion;
+  // The steady path allocates nothing per message of its own: one view over each region's headers, each receive
+  // slot's segment and completion handlers, and each send slot's header-only segment (credit, notify) made once.
+  private recvView!: DataView;
+  private sendView!: DataView;
+  private recvSlots: Array<{ segment: Segment; done: (c: Completion) => void }> = [];
+  private headerOnly: Segment[] = [];
+  private sendSlots: Array<{ message: Outgoing | null; sent: () => void; lost: (err: unknown) => void }> = [];
   private readonly freeSend: number[] = [];
   private credits = SLOTS;
   private owed = 0;
@@ -106,33 +114,44 @@ export class Channel {
   async prepare(): Promise<void> {
     this.recvRegion = await this.adapter.allocateMemory(SLOTS * SLOT_BYTES);
     this.sendRegion = await this.adapter.allocateMemory((SLOTS + 1) * SLOT_BYTES);
-    for (let i = 0; i <= SLOTS; i++) this.freeSend.push(i);
+    const r = this.recvRegion.buffer;
+    const s = this.sendRegion.buffer;
+    this.recvView = new DataView(r.buffer, r.byteOffset, r.byteLength);
+    this.sendView = new DataView(s.buffer, s.byteOffset, s.byteLength);
+    for (let i = 0; i <= SLOTS; i++) {
+      this.freeSend.push(i);
+      this.headerOnly.push(this.sendRegion.slice(i * SLOT_BYTES, HEADER));
+      this.sendSlots.push({ message: null, sent: () => this.sendSettled(i, true), lost: (err) => this.sendSettled(i, false, err) });
+    }
+    for (let i = 0; i < SLOTS; i++) {
+      this.recvSlots.push({ segment: this.recvRegion.slice(i * SLOT_BYTES, SLOT_BYTES), done: (c) => this.received(i, c.bytes) });
+    }
     for (let i = 0; i < SLOTS; i++) this.postReceive(i);
   }
 
+  private readonly lost = (err: unknown): void => this.fail(err, 'lost its connection');
+  private readonly unreceivable = (err: unknown): void => this.fail(err, 'could not be received from');
+
   private postReceive(slot: number): void {
-    this.qp
-      .receive(this.recvRegion.slice(slot * SLOT_BYTES, SLOT_BYTES))
-      .then(
-        (c) => this.received(slot, c.bytes),
-        (err) => this.fail(err, 'lost its connection'),
-      )
-      .catch((err) => this.fail(err, 'could not be received from'));
+    const s = this.recvSlots[slot];
+    this.qp.receive(s.segment).then(s.done, this.lost).catch(this.unreceivable);
   }
 
   private received(slot: number, bytes: number): void {
     if (this.failure && this.control === null) return;
     const base = slot * SLOT_BYTES;
-    const view = new DataView(this.recvRegion.buffer.buffer, this.recvRegion.buffer.byteOffset + base, HEADER);
+    const view = this.recvView;
     if (bytes < HEADER) return this.fail(undefined, `sent a ${bytes}-byte message, shorter than the ${HEADER}-byte header`);
-    const type = view.getUint8(0);
-    const last = view.getUint8(1) !== 0;
-    const space = view.getUint8(2);
-    const returned = view.getUint32(4, true);
-    const tag = view.getUint32(8, true);
-    const aux = view.getUint32(12, true);
-    const sig = this.recvRegion.buffer.slice(base + HEADER - SIG_BYTES, base + HEADER);
-    const payload = this.recvRegion.buffer.slice(base + HEADER, base + bytes);
+    const type = view.getUint8(base);
+    const last = view.getUint8(base + 1) !== 0;
+    const space = view.getUint8(base + 2);
+    const returned = view.getUint32(base + 4, true);
+    const tag = view.getUint32(base + 8, true);
+    const aux = view.getUint32(base + 12, true);
+    // Copied out before the slot is reposted, and only for the types that carry them (credit and notify do not).
+    const buf = this.recvRegion.buffer;
+    const sig = type === T_DATA ? buf.slice(base + HEADER - SIG_BYTES, base + HEADER) : NO_SIG;
+    const payload = type === T_CREDIT || type === T_NOTIFY ? EMPTY : buf.slice(base + HEADER, base + bytes);
     this.postReceive(slot);
     this.owed++;
     if (returned > SLOTS || this.credits + returned > SLOTS) return this.fail(undefined, `returned ${returned} credits, more than it owed`);
@@ -211,7 +230,7 @@ export class Channel {
 
   /** A notify message: `count` writes to window `windowId` have been posted before it on this QP. */
   notify(windowId: number, count: number): Promise<void> {
-    return this.enqueue(T_NOTIFY, 0, NO_SIG, windowId, count, new Uint8Array(0));
+    return this.enqueue(T_NOTIFY, 0, NO_SIG, windowId, count, EMPTY);
   }
 
   /**
@@ -230,7 +249,7 @@ export class Channel {
     const c = this.control;
     if (c === null || this.credits < 1 || this.freeSend.length === 0) return;
     this.control = null;
-    this.post(c.type, true, SPACE_COLLECTIVE, NO_SIG, 0, 0, c.payload, () => undefined, () => undefined);
+    this.post(c.type, true, SPACE_COLLECTIVE, NO_SIG, 0, 0, c.payload, null);
   }
 
   private enqueue(type: number, space: number, sig: Uint8Array, tag: number, aux: number, data: Uint8Array): Promise<void> {
@@ -253,54 +272,60 @@ export class Channel {
       const m = this.queue[0];
       const n = Math.min(PAYLOAD, m.data.byteLength - m.offset);
       const last = m.offset + n >= m.data.byteLength;
-      this.post(m.type, last, m.space, m.sig, m.tag, m.aux, m.data.subarray(m.offset, m.offset + n), () => {
-        if (++m.sent === m.fragments) m.resolve();
-      }, m.reject);
+      const fragment = n === m.data.byteLength ? m.data : m.data.subarray(m.offset, m.offset + n);
+      this.post(m.type, last, m.space, m.sig, m.tag, m.aux, fragment, m);
       m.offset += n;
       if (last) this.queue.shift();
     }
     if (this.owed >= SLOTS / 2 && this.credits >= 1 && this.freeSend.length > 0) {
-      this.post(T_CREDIT, true, SPACE_COLLECTIVE, NO_SIG, 0, 0, new Uint8Array(0), () => undefined, () => undefined);
+      this.post(T_CREDIT, true, SPACE_COLLECTIVE, NO_SIG, 0, 0, EMPTY, null);
     }
   }
 
-  private post(type: number, last: boolean, space: number, sig: Uint8Array, tag: number, aux: number, payload: Uint8Array, done: () => void, failed: (e: Error) => void): void {
+  /** Posts one Send from a free slot; `m`, the message it is a fragment of (null: credit, abort, exit), hears how it went. */
+  private post(type: number, last: boolean, space: number, sig: Uint8Array, tag: number, aux: number, payload: Uint8Array, m: Outgoing | null): void {
     const slot = this.freeSend.pop()!;
     const base = slot * SLOT_BYTES;
     const buf = this.sendRegion.buffer;
-    const view = new DataView(buf.buffer, buf.byteOffset + base, HEADER);
-    view.setUint8(0, type);
-    view.setUint8(1, last ? 1 : 0);
-    view.setUint8(2, space);
-    view.setUint8(3, 0);
-    view.setUint32(4, this.owed, true);
-    view.setUint32(8, tag, true);
-    view.setUint32(12, aux, true);
+    const view = this.sendView;
+    view.setUint8(base, type);
+    view.setUint8(base + 1, last ? 1 : 0);
+    view.setUint8(base + 2, space);
+    view.setUint8(base + 3, 0);
+    view.setUint32(base + 4, this.owed, true);
+    view.setUint32(base + 8, tag, true);
+    view.setUint32(base + 12, aux, true);
     buf.set(sig, base + HEADER - SIG_BYTES);
-    buf.set(payload, base + HEADER);
+    if (payload.byteLength > 0) buf.set(payload, base + HEADER);
     this.owed = 0;
     this.credits--;
     let promise;
     try {
-      promise = this.qp.send(this.sendRegion.slice(base, HEADER + payload.byteLength));
+      promise = this.qp.send(payload.byteLength === 0 ? this.headerOnly[slot] : this.sendRegion.slice(base, HEADER + payload.byteLength));
     } catch (err) {
       this.freeSend.push(slot);
       this.fail(err, 'could not be sent to');
-      failed(this.failure!);
+      m?.reject(this.failure!);
       return;
     }
-    promise.then(
-      () => {
-        this.freeSend.push(slot);
-        done();
-        this.pump();
-      },
-      (err) => {
-        this.freeSend.push(slot);
-        this.fail(err, 'lost its connection');
-        failed(this.failure!);
-      },
-    );
+    const s = this.sendSlots[slot];
+    s.message = m;
+    promise.then(s.sent, s.lost);
+  }
+
+  /** A send slot's Send completed (`ok`) or failed: the slot is free again, its message hears of it. */
+  private sendSettled(slot: number, ok: boolean, err?: unknown): void {
+    const s = this.sendSlots[slot];
+    const m = s.message;
+    s.message = null;
+    this.freeSend.push(slot);
+    if (ok) {
+      if (m !== null && ++m.sent === m.fragments) m.resolve();
+      this.pump();
+    } else {
+      this.fail(err, 'lost its connection');
+      m?.reject(this.failure!);
+    }
   }
 
   /** Fails every pending receive and send of this channel with `err` (the job's failure). */

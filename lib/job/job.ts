@@ -437,12 +437,14 @@ export class Job implements AsyncDisposable {
   _hold<T>(p: Promise<T>): Promise<T> {
     if (this._busy++ === 0 && this.adapter) this.adapter._keepAlive(true);
     if (!this._driving && this.adapter?.completion === 'manual') this._drive();
-    const done = () => {
-      if (--this._busy === 0 && this.adapter && unclosed.has(this)) this.adapter._keepAlive(false);
-    };
-    p.then(done, done);
+    p.then(this._release, this._release);
     return p;
   }
+
+  /** A call that _hold kept the process alive for settled (one function for all calls: nothing made per call). */
+  private readonly _release = (): void => {
+    if (--this._busy === 0 && this.adapter && unclosed.has(this)) this.adapter._keepAlive(false);
+  };
 
   /**
    * 'manual' completion mode: only cq.poll() takes completions off a CQ, and the program polls none of the job's

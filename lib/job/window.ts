@@ -103,9 +103,16 @@ export class Window implements AsyncDisposable {
     if (rank === this.job.rank) return this.putSelf(offset, localBytes(data), options);
     const ch = this.job._channel(rank, op);
     try {
-      const written = ch.qp.write(data, r, { offset });
-      const told = options.notify ? ch.notify(this.id, 1) : undefined;
-      await Promise.all([written, told]);
+      const written = ch.qp.write(data, r, offset === 0 ? undefined : { offset });
+      if (options.notify) {
+        // Both are posted before either is awaited (the notify Send follows the Write on the queue pair); the
+        // notify's rejection is handled inside the channel, so awaiting one after the other loses no failure.
+        const told = ch.notify(this.id, 1);
+        await written;
+        await told;
+      } else {
+        await written;
+      }
     } catch (err) {
       throw this.job.failure ?? rankError(rank, op, err);
     }
