@@ -7,8 +7,9 @@
 // all of them), until socket creation fails. With the gate at most kActive setups run; later Connects wait in
 // FIFO order (their handshake deadline counts the wait). A Connect takes its place when it is called (reserve());
 // once kActive + kWaiting places are taken the adapter is out of connection-setup resources and CreateConnector
-// fails ND_INSUFFICIENT_RESOURCES until one frees: the flow control the SDK's ndconn relies on (it treats a
-// failed creation as "wait for a completion", a failed Connect as a failure). A Connect on a connector that
+// fails ND_INSUFFICIENT_RESOURCES until one frees. The SDK's ndconn does not take that as flow control: after a
+// failed creation it waits for a *failed* completion, so under Wine it stops after ~290 connections
+// (docs/windows-event-loop.md, the ndconn rows). A Connect on a connector that
 // exists never fails for want of a place: it waits, within its deadline. kActive + kWaiting = 256, the listener's
 // default backlog (docs/nd2.md "Listen backlog").
 //
