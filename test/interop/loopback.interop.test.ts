@@ -21,7 +21,9 @@ const artifacts = fs.mkdtempSync(path.join(process.env.NETDIRECT_INTEROP_ARTIFAC
 
 async function runCase(c: { crc: boolean; size: number; count: number }, attempt: number): Promise<boolean> {
   const port = await freePort();
-  const env = { ...process.env, NETDIRECT_SOFT_CRC: c.crc ? '1' : '0' };
+  // TCP on purpose: two netdirect processes of one user on one host otherwise move their data through shared memory
+  // (docs/shm.md), and the capture would see the MPA exchange and no FPDU.
+  const env = { ...process.env, NETDIRECT_SOFT_CRC: c.crc ? '1' : '0', NETDIRECT_SHM: '0' };
   const pcap = path.join(artifacts, `nd-nd-${c.size}-crc${c.crc ? 1 : 0}-${attempt}.pcap`);
   const cap = await Capture.start(pcap, [port]);
   let stats: Awaited<ReturnType<Capture['stop']>>;
