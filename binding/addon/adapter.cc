@@ -197,10 +197,7 @@ Adapter::Adapter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Adapter>(inf
   } catch (...) {
     StopLoop();
 #ifdef _WIN32
-    if (winLoop_ != nullptr) winLoop_->Detach();
-    winLoop_ = nullptr;
-    if (cqFile_ != nullptr) CloseHandle(cqFile_);
-    cqFile_ = nullptr;
+    StopWinLoop();
 #endif
     poller_.reset();
     if (tsfnLive_) tsfn_.Abort();
@@ -526,6 +523,14 @@ void Adapter::OnLoopReady(void* ctx) {
 #ifdef _WIN32
 // ---- Windows event-loop mode (delivery/loop_win.h) ---------------------------------------------------------
 
+// The CQs' handles close once their cancelled Notify packets are back (WinLoop frees itself then).
+void Adapter::StopWinLoop() {
+  if (winLoop_ != nullptr) winLoop_->Detach();
+  winLoop_ = nullptr;
+  if (cqFile_ != nullptr) CloseHandle(cqFile_);
+  cqFile_ = nullptr;
+}
+
 bool Adapter::StartWinLoop(Napi::Env env, std::string* why) {
   // A second overlapped file for the CQs: a file is associated with one port, and libuv's may see nothing but
   // Notify packets whose OVERLAPPED sits in a uv_async_t (docs/windows-event-loop.md).
@@ -586,11 +591,7 @@ void Adapter::Teardown(bool envExit) {
   if (poller_) poller_->Stop();  // waits (bounded) for cancelled requests, so their memory may go now
   poller_.reset();
 #ifdef _WIN32
-  // The CQs' handles close once their cancelled Notify packets are back (WinLoop frees itself then).
-  if (winLoop_ != nullptr) winLoop_->Detach();
-  winLoop_ = nullptr;
-  if (cqFile_ != nullptr) CloseHandle(cqFile_);
-  cqFile_ = nullptr;
+  StopWinLoop();
 #endif
   deferred_.clear();
   if (tsfnLive_) {

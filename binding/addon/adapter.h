@@ -228,6 +228,7 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   static bool Deliver(void* ctx, Batch* batch);
 #ifdef _WIN32
   bool StartWinLoop(Napi::Env env, std::string* why);
+  void StopWinLoop();  // detaches the WinLoop and closes the CQs' overlapped file
   static void DeliverFromWinLoop(void* ctx, Batch* batch);
 #endif
   static void EnvCleanup(void* arg);
