@@ -317,10 +317,7 @@ class AdapterCore implements AdapterContext, RequestOwner {
     detail?: string | (() => string),
   ): Promise<number> {
     return new Promise<number>((resolve, reject) => {
-      const e = this.requests.acquire();
-      e.kind = kind;
-      e.operation = operation;
-      e.owner = this;
+      const e = this.requests.acquire(kind, operation, this);
       e.resolve = resolve;
       e.reject = reject;
       e.detail = detail;

@@ -528,10 +528,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     const nSge = p._fill(this._ctx.scratch, 0, offset, length, op);
     const bytes = length ?? p.bytes;
     const a = this._ctx;
-    const e = a.requests.acquire();
-    e.kind = kind;
-    e.operation = op;
-    e.owner = this;
+    const e = a.requests.acquire(kind, op, this);
     e.raw = true;
     e.context = context;
     e.bytes = bytes;
@@ -651,10 +648,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
         if (every > 1 && initiator % every !== 0 && initiator !== b._initiator) flags |= ND_OP_FLAG_SILENT_SUCCESS;
       }
       d[at] = kind | (flags << 8);
-      const e = requests.acquire();
-      e.kind = kind;
-      e.operation = REQUEST_TYPES[kind];
-      e.owner = this;
+      const e = requests.acquire(kind, REQUEST_TYPES[kind], this);
       e.raw = true;
       e.context = b._context[i];
       e.bytes = b._bytes[i];
@@ -764,11 +758,8 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
         checkWindow(window, this._ctx, op);
         region_._checkUsable(op);
         const a = this._ctx;
-        const e = a.requests.acquire();
+        const e = a.requests.acquire(K_BIND, op, this);
         const address = region_.address + BigInt(offset);
-        e.kind = K_BIND;
-        e.operation = op;
-        e.owner = this;
         e.seq = ++this._seq;
         e.pins = region_;
         window._inflight.begin();
@@ -827,10 +818,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
         this._checkPostable(op);
         checkWindow(window, this._ctx, op);
         const a = this._ctx;
-        const e = a.requests.acquire();
-        e.kind = K_INVALIDATE;
-        e.operation = op;
-        e.owner = this;
+        const e = a.requests.acquire(K_INVALIDATE, op, this);
         e.seq = ++this._seq;
         window._inflight.begin();
         try {
@@ -1126,10 +1114,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     queue.checkSlot(operation);
     const sg = this._prepare(kind, operation, local, remote, offset);
     const a = this._ctx;
-    const e = a.requests.acquire();
-    e.kind = kind;
-    e.operation = operation;
-    e.owner = this;
+    const e = a.requests.acquire(kind, operation, this);
     e.bytes = sg.bytes;
     e.remoteAddress = sg.address;
     e.remoteOffset = sg.offset;

@@ -245,8 +245,8 @@ export class RequestTable {
     return this.live;
   }
 
-  /** A fresh entry with an id that no pending request uses. */
-  acquire(): PendingRequest {
+  /** A fresh entry with an id that no pending request uses, for `owner`'s request of `kind` (`operation` names it). */
+  acquire(kind: number, operation: string, owner: RequestOwner | null): PendingRequest {
     let entry: PendingRequest;
     if (this.spareCount > 0) {
       entry = this.spare[--this.spareCount] as PendingRequest;
@@ -263,6 +263,9 @@ export class RequestTable {
       this.entries.push(undefined);
     }
     entry.id = id;
+    entry.kind = kind;
+    entry.operation = operation;
+    entry.owner = owner;
     this.entries[id] = entry;
     this.live++;
     return entry;

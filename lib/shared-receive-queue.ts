@@ -155,10 +155,7 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner, SlotOw
     this._slots.checkSlot(op);
     const a = this._ctx;
     const sg = writeSges(a, a.scratch, local, this.maxSge, op, SG);
-    const e = a.requests.acquire();
-    e.kind = K_RECEIVE;
-    e.operation = op;
-    e.owner = this;
+    const e = a.requests.acquire(K_RECEIVE, op, this);
     e.bytes = sg.bytes;
     const pins = sg.pins;
     try {

@@ -151,13 +151,13 @@ describe('registration buffer checks', () => {
 describe('RequestTable', () => {
   it('hands out small reusable ids > 0', () => {
     const t = new RequestTable();
-    const a = t.acquire();
-    const b = t.acquire();
+    const a = t.acquire(0, 'test', null);
+    const b = t.acquire(0, 'test', null);
     expect([a.id, b.id]).toEqual([1, 2]);
     const bId = b.id;
     t.release(b);
     expect(t.get(bId)).toBeUndefined();
-    const c = t.acquire();
+    const c = t.acquire(0, 'test', null);
     expect(c.id).toBe(bId);
     expect(t.size).toBe(2);
     expect(t.pending().map((e) => e.id).sort()).toEqual([1, 2]);
