@@ -201,7 +201,7 @@ export async function openAdapter(addressOrOptions?: string | AdapterSelection, 
       try {
         host = (await lookup(host)).address;
       } catch (err) {
-        throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, op, `${op}: cannot resolve ${JSON.stringify(address)}: ${(err as Error).message}`, { cause: err });
+        throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, op, `${op}: cannot resolve ${JSON.stringify(address)}: ${(err as Error).message}${portHint(address)}`, { cause: err });
       }
     }
     let adapter: Adapter;
@@ -237,6 +237,17 @@ function checkBuilt(provider: string, op: string): void {
   );
 }
 
+/**
+ * An adapter is named by an address alone; "192.0.2.2:18515" (what a listener prints) is not a host name, and the DNS
+ * error alone would not say so. The port belongs to connect().
+ */
+function portHint(address: string): string {
+  const m = /^(\[[^\]]*\]|[^:]+):(\d+)$/.exec(address);
+  if (m === null) return '';
+  const host = m[1].startsWith('[') ? m[1].slice(1, -1) : m[1];
+  return `; it looks like "host:port": give the address alone (${JSON.stringify(host)}) and the port to connect()`;
+}
+
 /** The local address the kernel would send from to reach `peer` (a connected UDP socket sends nothing). */
 async function localAddressFor(peer: string, op: string): Promise<string> {
   let host = peer.startsWith('[') && peer.endsWith(']') ? peer.slice(1, -1) : peer;
@@ -245,7 +256,7 @@ async function localAddressFor(peer: string, op: string): Promise<string> {
     try {
       ({ address: host, family } = await lookup(host));
     } catch (err) {
-      throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, op, `${op}: cannot resolve the peer ${JSON.stringify(peer)}: ${(err as Error).message}`, { cause: err });
+      throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, op, `${op}: cannot resolve the peer ${JSON.stringify(peer)}: ${(err as Error).message}${portHint(peer)}`, { cause: err });
     }
   }
   const socket = createSocket(family === 6 ? 'udp6' : 'udp4');

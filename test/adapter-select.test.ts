@@ -40,6 +40,13 @@ describe('openAdapter without a local address', () => {
     expect((await ndError(openAdapter({ peer: '' }))).code).toBe('ERR_ND_INVALID_ARGUMENT');
     expect((await ndError(openAdapter({ peer: 'no-such-host.invalid' }))).message).toMatch(/cannot resolve the peer "no-such-host\.invalid"/);
     expect((await ndError(openAdapter({ peer: '127.0.0.1', sideways: 1 } as never))).code).toBe('ERR_ND_INVALID_ARGUMENT');
+    // What a listener prints, pasted whole: the error says the port goes to connect().
+    for (const [given, host] of [['192.0.2.2:18515', '192.0.2.2'], ['[::1]:18515', '::1']]) {
+      const err = await ndError(openAdapter({ peer: given }));
+      expect(err.code).toBe('ND_INVALID_ADDRESS');
+      expect(err.message).toContain(`it looks like "host:port": give the address alone ("${host}") and the port to connect()`);
+    }
+    expect((await ndError(openAdapter('127.0.0.1:18515'))).message).toContain('give the address alone ("127.0.0.1")');
     expect((await ndError(openAdapter(null as never))).code).toBe('ERR_ND_INVALID_ARGUMENT');
   });
 });
