@@ -7,7 +7,7 @@
 // posted ones get. close() flushes and waits until every request of the QP has settled.
 //
 // Promises and unhandled rejections: the promise of a request that was posted (or queued) is marked handled when
-// the request fails (requests.ts settleRequest), so one that fails (flushed, peer gone) before anybody awaits it
+// the request fails (requests.ts settleFailed), so one that fails (flushed, peer gone) before anybody awaits it
 // never becomes an 'unhandledRejection' that ends the process; the error is delivered to whoever awaits it later.
 // A request never awaited fails silently: close() and qp.outstanding are the way to account for such requests.
 // Misuse found before anything is posted (a wrong argument, a closed QP, ND_NO_MORE_ENTRIES past maxQueued)
@@ -30,7 +30,7 @@ import {
 import type { NativeQueuePair } from './native.js';
 import type { AdapterContext } from './context.js';
 import { CompletionArrays, CompletionQueue, type Completion, type RawCompletion } from './completion-queue.js';
-import { InFlight, RequestQueue, ignore, pin, requestError, settleRequest, unpin, type PendingRequest, type Pins, type RequestOwner, type Returned } from './requests.js';
+import { InFlight, RequestQueue, ignore, pin, requestError, requestPromise, settleFailed, unpin, type PendingRequest, type Pins, type RequestOwner, type Returned } from './requests.js';
 import { K_BIND, K_INVALIDATE, K_READ, K_RECEIVE, K_SEND, K_WRITE, REQUEST_TYPES } from './records.js';
 import { SCRATCH_SGES, checkBoolean, checkIndex, checkOptions, describe, formatBytes } from './validate.js';
 import {
@@ -950,7 +950,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     } else {
       // The first failure that was not a flush is what broke the queue pair: every flushed request after it says so.
       if (this._brokenBy === null && status !== ND_CANCELED) this._brokenBy = `${e.operation} ${ndStatusName(status)}`;
-      e.reject?.(requestError(e, status, type, this._brokenBy));
+      settleFailed(e, requestError(e, status, type, this._brokenBy));
     }
     this._ctx.requests.release(e);
     if (this._iq.queued === 0 && this._rq.queued === 0) return;
@@ -1075,37 +1075,26 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     options: SendOptions | WriteOptions | ReadOptions | ReceiveOptions | undefined,
     keys: readonly string[],
   ): Promise<Completion> {
-    let pending: Promise<Completion>;
+    let promise: Promise<Completion>;
     let signal: AbortSignal | undefined;
     let waiting: Waiting | null = null;
     try {
-      const flags = flagsOf(options, operation, keys);
-      signal = requestSignal(options?.signal, operation);
-      if (signal?.aborted) throw abortedBeforePost(operation, signal);
-      const offset = (options as WriteOptions | undefined)?.offset;
-      if (this._mustWait(kind)) {
-        const w = (waiting = this._enqueue(kind, operation, local, remote, offset, flags));
-        pending = new Promise<Completion>((resolve, reject) => {
-          w.resolve = resolve;
-          w.reject = reject;
-        });
-      } else {
-        // Posted before the promise exists: nothing can settle the request in between (completions arrive
-        // through onBatch or cq.poll(), never inside the native call).
-        const e = this._post(kind, operation, local, remote, offset, flags);
-        pending = new Promise<Completion>((resolve, reject) => {
-          e.resolve = resolve;
-          e.reject = reject;
-        });
+      const flags = options === undefined ? 0 : flagsOf(options, operation, keys);
+      if (options !== undefined) {
+        signal = requestSignal(options.signal, operation);
+        if (signal?.aborted) throw abortedBeforePost(operation, signal);
       }
+      const offset = (options as WriteOptions | undefined)?.offset;
+      // Posted before the promise exists: nothing can settle the request in between (completions arrive through
+      // onBatch or cq.poll(), never inside the native call).
+      if (this._mustWait(kind)) promise = requestPromise<Completion>((waiting = this._enqueue(kind, operation, local, remote, offset, flags)));
+      else promise = requestPromise<Completion>(this._post(kind, operation, local, remote, offset, flags));
     } catch (err) {
       return Promise.reject(callerStack(asNdError(err, operation)));
     }
-    const returned: Returned = { promise: null };
-    const settled = settleRequest(pending, operation, returned);
-    if (signal === undefined) return (returned.promise = settled);
+    if (signal === undefined) return promise;
     const queue = kind === K_RECEIVE ? this._rq : this._iq;
-    return (returned.promise = abortable(settled, signal, operation, () => waiting !== null && queue.withdraw(waiting, this)));
+    return abortable(promise, signal, operation, () => waiting !== null && queue.withdraw(waiting, this));
   }
 
   /** Validates, writes the SGEs, posts natively and pins. Throws NdError; returns the pending entry. */

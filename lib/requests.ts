@@ -5,7 +5,7 @@
 
 import type { CompletionArrays, RawCompletion } from './completion-queue.js';
 import type { MemoryRegion } from './memory-region.js';
-import { ND_ACCESS_VIOLATION, ND_BUFFER_OVERFLOW, ND_CANCELED, ND_REMOTE_ERROR, NdError, asNdError, callerStack, hex32, statusError } from './errors.js';
+import { ND_ACCESS_VIOLATION, ND_BUFFER_OVERFLOW, ND_CANCELED, ND_REMOTE_ERROR, NdError, callerStack, hex32, statusError } from './errors.js';
 
 /** Something whose in-flight requests must settle before it can be released natively. */
 export class InFlight {
@@ -138,34 +138,82 @@ export class RequestQueue {
 export function ignore(): void {}
 
 /**
- * The promise a request method returned, for its async wrapper to mark handled when the request fails (see
- * settleRequest). Marked then, not at creation: V8 follows an async stack trace (the user's "at async fn"
- * frames, errors.ts callerStack) only through a promise with exactly one reaction, the caller's await, so a
- * handler added up front would cut those frames from every error.
+ * The promise a request method returned, for its async wrapper to mark handled when the request fails (bind and
+ * invalidate, which are async functions). Marked then, not at creation: V8 follows an async stack trace (the
+ * user's "at async fn" frames, errors.ts callerStack) only through a promise with exactly one reaction, the
+ * caller's await, so a handler added up front would cut those frames from every error.
  */
 export interface Returned {
   promise: Promise<unknown> | null;
 }
 
 /**
- * Awaits a posted request's promise. On failure: gives the error the stack of the code that awaits the request
- * (errors.ts callerStack), then marks the returned promise handled, so a request that fails before anybody
- * awaits it (a receive posted ahead whose peer died) rejects when it is awaited later instead of ending the
- * process as an unhandled rejection.
+ * What settles a promise request (a pending entry, or a request waiting for a slot): the promise the request
+ * method returned and its resolve function (requestPromise), or for bind and invalidate, whose async wrappers
+ * give failures their stacks, a resolve and a reject of their own (promise null).
  */
-export async function settleRequest<T>(pending: Promise<T>, operation: string, returned: Returned): Promise<T> {
+export interface Settler {
+  resolve: ((value: any) => void) | null;
+  reject: ((reason: unknown) => void) | null;
+  promise: Promise<unknown> | null;
+}
+
+// new Promise(captureResolve) hands its resolve function over without a closure per request.
+let captured: ((value: any) => void) | null = null;
+function captureResolve(resolve: (value: any) => void): void {
+  captured = resolve;
+}
+
+/**
+ * The one promise of a promise request (qp.send/receive/read/write, srq.receive): made and recorded in `s`, which
+ * settles it (settleFailed on failure). No async wrapper: a request that succeeds costs this promise and nothing
+ * else.
+ */
+export function requestPromise<T>(s: Settler): Promise<T> {
+  const promise = new Promise<T>(captureResolve);
+  s.resolve = captured;
+  s.reject = null;
+  s.promise = promise;
+  captured = null;
+  return promise;
+}
+
+/**
+ * Fails what `s` settles with `err`. A request promise (requestPromise) is resolved with the promise of
+ * rethrowAwaited, which rejects from inside an async function once the request's promise has adopted it: the
+ * error's stack then ends with the frames of the code that awaits the request ("at async userFn", errors.ts
+ * callerStack; V8 follows the adoption and the caller's await), and the returned promise is marked handled, so a
+ * request that fails before anybody awaits it (a receive posted ahead whose peer died) rejects when it is awaited
+ * later instead of ending the process as an unhandled rejection.
+ */
+export function settleFailed(s: Settler, err: NdError): void {
+  const returned = s.promise;
+  if (returned === null) {
+    s.reject?.(err);
+    return;
+  }
+  const resolve = s.resolve as (value: unknown) => void;
+  let fail: ((reason: unknown) => void) | null = null;
+  const failed = new Promise<never>((_, reject) => (fail = reject));
+  // Adopted first (its PromiseResolveThenableJob is queued before the rejection's), so that rethrowAwaited's
+  // promise has the returned promise as its one reaction when the stack is taken.
+  resolve(rethrowAwaited(failed, returned));
+  (fail as unknown as (reason: unknown) => void)(err);
+}
+
+async function rethrowAwaited(failed: Promise<never>, returned: Promise<unknown>): Promise<never> {
   try {
-    return await pending;
+    return await failed;
   } catch (err) {
-    const error = callerStack(asNdError(err, operation));
-    returned.promise?.catch(ignore);
+    const error = callerStack(err as Error);
+    returned.catch(ignore);
     throw error;
   }
 }
 
 export type Pins = MemoryRegion | MemoryRegion[] | null;
 
-export class PendingRequest {
+export class PendingRequest implements Settler {
   id = 0;
   /** Record kind (records.ts K_*): 0..5 posted requests, 16.. overlapped calls. */
   kind = 0;
@@ -173,6 +221,8 @@ export class PendingRequest {
   owner: RequestOwner | null = null;
   resolve: ((value: any) => void) | null = null;
   reject: ((reason: unknown) => void) | null = null;
+  /** A promise request's promise (requestPromise), or null. */
+  promise: Promise<unknown> | null = null;
   pins: Pins = null;
   /** Posted through qp.post(): completion goes to cq.poll() with this context, no Promise. */
   raw = false;
@@ -202,6 +252,7 @@ export class PendingRequest {
     this.owner = null;
     this.resolve = null;
     this.reject = null;
+    this.promise = null;
     this.pins = null;
     this.raw = false;
     this.context = undefined;

@@ -5,7 +5,7 @@
 // marked handled, so one that fails before it is awaited never becomes an unhandled rejection.
 
 import { ERR_ND_CLOSED, ND_CANCELED, NdError, asNdError, callerStack, misuse } from './errors.js';
-import { pin, requestError, settleRequest, unpin, type Returned } from './requests.js';
+import { pin, requestError, requestPromise, settleFailed, unpin } from './requests.js';
 import { SlotQueue, Waiting, abortable, abortedBeforePost, maxQueuedOf, neverPosted, requestSignal, type SlotOwner } from './waiting.js';
 import type { NativeSharedReceiveQueue } from './native.js';
 import type { AdapterContext } from './context.js';
@@ -114,35 +114,24 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner, SlotOw
    */
   receive(local: Local, options?: { signal?: AbortSignal }): Promise<SrqCompletion> {
     const op = 'receive';
-    let pending: Promise<SrqCompletion>;
+    let promise: Promise<SrqCompletion>;
     let signal: AbortSignal | undefined;
     let waiting: Waiting | null = null;
     try {
-      if (options !== undefined) checkOptions(options, op, ['signal']);
-      signal = requestSignal(options?.signal, op);
-      if (signal?.aborted) throw abortedBeforePost(op, signal);
-      this._checkPostable(op);
-      if (this._slots.mustWait()) {
-        const w = (waiting = this._enqueue(local, op));
-        pending = new Promise<SrqCompletion>((resolve, reject) => {
-          w.resolve = resolve;
-          w.reject = reject;
-        });
-      } else {
-        const e = this._post(local, op);
-        // Completions arrive through onBatch or cq.poll(), never inside the native call: settled later.
-        pending = new Promise<SrqCompletion>((resolve, reject) => {
-          e.resolve = resolve;
-          e.reject = reject;
-        });
+      if (options !== undefined) {
+        checkOptions(options, op, ['signal']);
+        signal = requestSignal(options.signal, op);
+        if (signal?.aborted) throw abortedBeforePost(op, signal);
       }
+      this._checkPostable(op);
+      // Completions arrive through onBatch or cq.poll(), never inside the native call: settled later.
+      if (this._slots.mustWait()) promise = requestPromise<SrqCompletion>((waiting = this._enqueue(local, op)));
+      else promise = requestPromise<SrqCompletion>(this._post(local, op));
     } catch (err) {
       return Promise.reject(callerStack(asNdError(err, op)));
     }
-    const returned: Returned = { promise: null };
-    const settled = settleRequest(pending, op, returned);
-    if (signal === undefined) return (returned.promise = settled);
-    return (returned.promise = abortable(settled, signal, op, () => waiting !== null && this._slots.withdraw(waiting, this)));
+    if (signal === undefined) return promise;
+    return abortable(promise, signal, op, () => waiting !== null && this._slots.withdraw(waiting, this));
   }
 
   private _checkPostable(op: string): void {
@@ -192,7 +181,7 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner, SlotOw
     e.pins = null;
     const type = REQUEST_TYPES[kind] ?? REQUEST_TYPES[e.kind];
     if (status === 0) e.resolve?.({ type, status: 0, bytes, qp: this._ctx.queuePair(qpId) });
-    else e.reject?.(requestError(e, status, type));
+    else settleFailed(e, requestError(e, status, type));
     this._ctx.requests.release(e);
     this._slots.pump(this);
   }
@@ -204,7 +193,7 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner, SlotOw
 
   /** @internal SlotOwner: a waiting receive that can no longer be posted. */
   failWaiting(w: Waiting, err: NdError): void {
-    w.reject?.(err);
+    settleFailed(w, err);
   }
 
   /**
@@ -218,7 +207,7 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner, SlotOw
   private async _close(): Promise<void> {
     this._state = 'closing';
     for (const w of this._slots.drain()) {
-      w.reject?.(neverPosted(w.operation, w.bytes, 'shared receive', 'the shared receive queue was closed'));
+      settleFailed(w, neverPosted(w.operation, w.bytes, 'shared receive', 'the shared receive queue was closed'));
     }
     await Promise.allSettled([...this._users].map((qp) => qp.close()));
     this._native.close();

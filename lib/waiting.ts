@@ -10,7 +10,7 @@ import type { CompletionQueue } from './completion-queue.js';
 import type { Local, RemoteMemory } from './memory-region.js';
 import type { QueuePair } from './queue-pair.js';
 import { REQUEST_TYPES } from './records.js';
-import { Fifo, ignore, unpin, type PendingRequest, type Pins } from './requests.js';
+import { Fifo, ignore, settleFailed, unpin, type PendingRequest, type Pins, type Settler } from './requests.js';
 import { checkIndex, describe } from './validate.js';
 
 /** Default QueuePairOptions.maxQueued and SharedReceiveQueueOptions.maxQueued. */
@@ -39,9 +39,10 @@ export function neverPosted(operation: string, bytes: number, queue: string, why
  * A request waiting for a slot of a full queue. It holds its regions pinned (deregister() waits for it) and is
  * validated again when it is posted. `start` (bind, invalidate) posts it; otherwise kind/local/remote do.
  */
-export class Waiting {
+export class Waiting implements Settler {
   resolve: ((value: any) => void) | null = null;
   reject: ((reason: unknown) => void) | null = null;
+  promise: Promise<unknown> | null = null;
   raw = false;
   context: unknown = undefined;
   pins: Pins = null;
@@ -60,6 +61,7 @@ export class Waiting {
   attach(e: PendingRequest): void {
     e.resolve = this.resolve;
     e.reject = this.reject;
+    e.promise = this.promise;
     e.raw = this.raw;
     e.context = this.context;
   }
@@ -70,7 +72,7 @@ export class Waiting {
       const type = REQUEST_TYPES[this.kind];
       cq._ready.push({ type, status: err.status === 0 ? ND_CANCELED : err.status, bytes: 0, context: this.context, qp });
     } else {
-      this.reject?.(err);
+      settleFailed(this, err);
     }
   }
 }
@@ -212,7 +214,7 @@ export function abortedBeforePost(operation: string, signal: AbortSignal): NdErr
  * this promise.
  */
 export function abortable<T>(settled: Promise<T>, signal: AbortSignal, operation: string, withdraw: () => boolean): Promise<T> {
-  return new Promise<T>((resolve, reject) => {
+  const out: Promise<T> = new Promise<T>((resolve, reject) => {
     const forget = whenAborted(signal, () => {
       if (withdraw()) {
         reject(new NdError(ERR_ND_ABORTED, 0, operation, `${operation}: aborted while it waited for a slot of its full queue: withdrawn, nothing was posted`, { cause: signal.reason }));
@@ -237,8 +239,12 @@ export function abortable<T>(settled: Promise<T>, signal: AbortSignal, operation
       },
       (e) => {
         forget();
+        // Failed after it was accepted: as the request's own promise (requests.ts settleFailed), this one is
+        // marked handled, so it rejects whenever it is awaited and never as an unhandled rejection.
+        out.catch(ignore);
         reject(e);
       },
     );
   });
+  return out;
 }

@@ -243,6 +243,40 @@ describe('waiting requests never hang', () => {
   });
 });
 
+describe('failures carry the stack of the code that awaits the request', () => {
+  it('a posted receive, a receive waiting for a slot and an SRQ receive, failed by a disconnect', async () => {
+    const { a, qa, cb } = await pair({ receiveDepth: 1 });
+    const rx = await a.allocateMemory(64);
+    async function awaitsPostedReceive(): Promise<unknown> {
+      return await qa.receive(rx.slice(0, 8));
+    }
+    async function awaitsWaitingReceive(): Promise<unknown> {
+      return await qa.receive(rx.slice(8, 8));
+    }
+    const posted = awaitsPostedReceive().then(() => null, (e: NdError) => e);
+    const waiting = awaitsWaitingReceive().then(() => null, (e: NdError) => e);
+    expect(qa.queued.receive).toBe(1);
+    await cb.disconnect();
+    for (const [err, fn] of [[await posted, 'awaitsPostedReceive'], [await waiting, 'awaitsWaitingReceive']] as const) {
+      expect(err?.code).toBe('ND_CANCELED');
+      expect(err?.stack).toContain('NdError: receive failed: ND_CANCELED');
+      expect(err?.stack).toContain(fn);
+    }
+
+    const { adapter, cq } = await openLocal();
+    open.push(adapter);
+    const srq = adapter.createSharedReceiveQueue({ depth: 1 });
+    adapter.createQueuePair({ receiveCq: cq, srq });
+    const buf = await adapter.allocateMemory(8);
+    async function awaitsSrqReceive(): Promise<unknown> {
+      return await srq.receive(buf);
+    }
+    const srqFailed = awaitsSrqReceive().then(() => null, (e: NdError) => e);
+    await srq.close();
+    expect((await srqFailed)?.stack).toContain('awaitsSrqReceive');
+  });
+});
+
 describe('silent requests', () => {
   it('silent requests never wait, and nothing waits behind a queue full of silent ones (nothing would free a slot): both say why', async () => {
     const { a, b, qa } = await pair({ initiatorDepth: 4 }, {}, undefined, 'thread');
