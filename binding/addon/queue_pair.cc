@@ -40,6 +40,7 @@ QueuePair::QueuePair(const Napi::CallbackInfo& info) : Child(kChildQueuePair), N
   initiatorCq_ = init->initiatorCq;
   initiatorCq_->Ref();
   qpId_ = init->qpId;
+  if (FAILED(qp_->QueryInterface(IID_INDPostBatch, reinterpret_cast<void**>(batch_.put())))) batch_.reset();
   Napi::Object self = info.This().As<Napi::Object>();
   TagObject(self, kTag);
   BindHotMethod<&QueuePair::PostBound>(info.Env(), self, "post", this);
@@ -57,6 +58,7 @@ void QueuePair::ReleaseNd(bool /*teardown*/) {
   // Outstanding requests complete with ND_CANCELED and are still delivered (lib/ normally flushed and
   // drained already; flushing twice is harmless).
   qp_->Flush();
+  batch_.reset();
   qp_.reset();
   receiveCq_->Unref();
   receiveCq_ = nullptr;
@@ -184,6 +186,13 @@ Napi::Value QueuePair::PostMany(const Napi::CallbackInfo& info) {
     adapter_->BuildSgesFrom(env, triples + 3 * static_cast<size_t>(d[3]), nSge, batchSges_.data() + at, name);
     at += nSge;
   }
+  // A provider that answers INDPostBatch transmits the whole batch at its end (the built-in one: one gather send).
+  struct BatchScope {
+    INDPostBatch* b;
+    ~BatchScope() {
+      if (b != nullptr) b->EndBatch();
+    }
+  } scope{count > 1 && batch_ && SUCCEEDED(batch_->BeginBatch()) ? batch_.get() : nullptr};
   at = 0;
   for (uint32_t i = 0; i < count; ++i) {
     double* d = desc + i * kDescWords;

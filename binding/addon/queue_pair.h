@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "addon/adapter.h"
+#include "nd/netdirect_ext.h"
 
 namespace netdirect {
 
@@ -46,6 +47,7 @@ class QueuePair : public Child, public Napi::ObjectWrap<QueuePair> {
   void KeepAlive(bool on) override { on ? Ref() : Unref(); }
 
   NdPtr<IND2QueuePair> qp_;
+  NdPtr<INDPostBatch> batch_;       // the provider's batch hint (nd/netdirect_ext.h), when it answers one
   CqState* receiveCq_ = nullptr;    // one reference each
   CqState* initiatorCq_ = nullptr;
   uint32_t qpId_ = 0;

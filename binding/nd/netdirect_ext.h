@@ -80,3 +80,17 @@ constexpr ULONG ND_TRANSPORT_SHM = 1;
 struct INDTransport : public IUnknown {
   virtual HRESULT ND_CALL GetTransport(ULONG* pTransport) = 0;
 };
+
+// {6E657464-6972-6563-7462-617463680001}
+inline const GUID IID_INDPostBatch = {0x6e657464, 0x6972, 0x6563, {0x74, 0x62, 0x61, 0x74, 0x63, 0x68, 0x00, 0x01}};
+
+// On an IND2QueuePair: the consumer is about to post several requests at once (as ibv_wr_start/ibv_wr_complete
+// bracket a list of work requests). Between BeginBatch and the matching EndBatch the provider may hold back the
+// transmission of Send/Write/Read requests and start them together at EndBatch (a software provider: one gather
+// send for the whole batch instead of one system call per request). Purely a hint: admission (each call's
+// result), order, and completions are those of the same posts without it. Batches nest; every BeginBatch needs
+// its EndBatch, from the same thread, before that thread waits for any of the batch's completions.
+struct INDPostBatch : public IUnknown {
+  virtual HRESULT ND_CALL BeginBatch() = 0;
+  virtual HRESULT ND_CALL EndBatch() = 0;
+};

@@ -63,7 +63,22 @@ HRESULT SoftQueuePair::QueryInterface(REFIID riid, VOID** ppv) {
     *ppv = static_cast<INDTransport*>(this);
     return S_OK;
   }
+  if (ppv != nullptr && IsEqualGUID(riid, IID_INDPostBatch)) {
+    AddRef();
+    *ppv = static_cast<INDPostBatch*>(this);
+    return S_OK;
+  }
   return ComObject::QueryInterface(riid, ppv);
+}
+
+HRESULT SoftQueuePair::BeginBatch() {
+  begin_batch();
+  return ND_SUCCESS;
+}
+
+HRESULT SoftQueuePair::EndBatch() {
+  end_batch();
+  return ND_SUCCESS;
 }
 
 HRESULT SoftQueuePair::GetTransport(ULONG* pTransport) {

@@ -1,8 +1,8 @@
-// IND2QueuePair of the software provider, the ND face (SoftQueuePair): creation and its limits, IUnknown and
-// INDTransport, and the IND2QueuePair methods (Send, Write, Read, Receive, Bind, Invalidate, Flush), which check
-// their arguments, resolve the memory objects they name and hand the request to the state machine they derive from
-// (QueuePairCore, soft/qp/qp.h: the queues, transmit and receive, completions, errors, teardown; the design of the
-// data path is written there). The face owns the references to its adapter, CQs and SRQ; the state machine sees
+// IND2QueuePair of the software provider, the ND face (SoftQueuePair): creation and its limits, IUnknown,
+// INDTransport and INDPostBatch, and the IND2QueuePair methods (Send, Write, Read, Receive, Bind, Invalidate, Flush),
+// which check their arguments, resolve the memory objects they name and hand the request to the state machine they
+// derive from (QueuePairCore, soft/qp/qp.h: the queues, transmit and receive, completions, errors, teardown; the
+// design of the data path is written there). The face owns the references to its adapter, CQs and SRQ; the state machine sees
 // those objects only through soft/qp/ports.h.
 #ifndef NETDIRECT_SOFT_QUEUE_PAIR_H_
 #define NETDIRECT_SOFT_QUEUE_PAIR_H_
@@ -17,7 +17,8 @@ namespace netdirect::soft {
 
 class SoftAdapter;
 
-class SoftQueuePair final : public ComObject<IND2QueuePair>, public INDTransport, public QueuePairCore {
+class SoftQueuePair final : public ComObject<IND2QueuePair>, public INDTransport, public INDPostBatch,
+                            public QueuePairCore {
  public:
   // ND_INVALID_PARAMETER_2/_3 for missing CQs (checked by the adapter), _5 receive depth (0 without SRQ or
   // above limits), _6 initiator depth, _7 receive SGEs, _8 initiator SGEs, _9 inline size.
@@ -26,12 +27,15 @@ class SoftQueuePair final : public ComObject<IND2QueuePair>, public INDTransport
                         ULONG initiatorDepth, ULONG maxReceiveSge, ULONG maxInitiatorSge, ULONG inlineDataSize,
                         SoftQueuePair** out);
 
-  // IUnknown, for both interfaces (INDTransport besides the ComObject's own ids).
+  // IUnknown, for all three interfaces (INDTransport and INDPostBatch besides the ComObject's own ids).
   HRESULT ND_CALL QueryInterface(REFIID riid, VOID** ppv) override;
   ULONG ND_CALL AddRef() override { return ComObject::AddRef(); }
   ULONG ND_CALL Release() override { return ComObject::Release(); }
   // INDTransport (nd/netdirect_ext.h): ND_TRANSPORT_SHM for a same-host connection (docs/shm.md), else TCP.
   HRESULT ND_CALL GetTransport(ULONG* pTransport) override;
+  // INDPostBatch (nd/netdirect_ext.h): the posts in between leave in one gather send (QueuePairCore::begin_batch).
+  HRESULT ND_CALL BeginBatch() override;
+  HRESULT ND_CALL EndBatch() override;
 
   // IND2QueuePair
   HRESULT ND_CALL Flush() override;

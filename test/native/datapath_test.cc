@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "check.h"
+#include "nd/netdirect_ext.h"
 #include "soft/adapter.h"
 #include "soft/completion_queue.h"
 #include "soft/wire/crc32c.h"
@@ -713,6 +714,78 @@ void test_many_outstanding_and_ordering() {
     if (!next_cqe(p.acq, &r) || r.Status != ND_SUCCESS || r.RequestContext != reinterpret_cast<void*>(i)) ok = false;
   }
   CHECK(ok);
+}
+
+// INDPostBatch (nd/netdirect_ext.h): posts between BeginBatch and the outermost EndBatch are queued and leave together
+// at its end, in order, with their data; small payloads (packed into the FPDU's header slot, tx_context.h) over
+// several SGEs arrive intact; a post the queue cannot admit inside a batch fails alone; a batch on a flushed queue pair
+// completes ND_CANCELED; an EndBatch without BeginBatch changes nothing.
+void test_post_batch(bool crc) {
+  g_test = crc ? "post batch crc" : "post batch nocrc";
+  Opts o;
+  o.crc = crc;
+  o.depth = 64;
+  Pair p(o);
+  INDPostBatch* batch = nullptr;
+  CHECK_ST(p.a->QueryInterface(IID_INDPostBatch, reinterpret_cast<void**>(&batch)), S_OK);
+  CHECK_ST(batch->EndBatch(), ND_SUCCESS);  // unmatched: nothing happens
+  p.connect_a();  // b stays detached: what a transmits waits in the socket
+  Region la(64 * 80, kAll), rb(64 * 80, kAll), rx(256, kAll);
+  fill(la.p(), la.size, crc ? 11 : 12);
+  std::memset(rb.p(), 0, rb.size);
+  auto peek = [&] {
+    uint8_t b;
+    return recv(p.fd_b, &b, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
+  };
+  CHECK_ST(batch->BeginBatch(), ND_SUCCESS);
+  CHECK_ST(batch->BeginBatch(), ND_SUCCESS);  // nested
+  // 62 small Writes of 1..64 bytes over 1-3 SGEs, a Send and a Read: 64 requests, the queue's depth.
+  const int kWrites = 62;
+  for (int i = 0; i < kWrites; ++i) {
+    const size_t sz = 1 + static_cast<size_t>(i) % 64;
+    const int nsge = sz >= 3 ? 1 + i % 3 : 1;
+    auto ss = split(la, static_cast<size_t>(i) * 80, sz, nsge);
+    CHECK_ST(p.a->Write(reinterpret_cast<void*>(static_cast<uintptr_t>(i + 1)), ss.data(), nsge,
+                        rb.addr(static_cast<size_t>(i) * 80), rb.token(), 0),
+             ND_SUCCESS);
+  }
+  ND2_SGE s = la.sge(0, 40);
+  CHECK_ST(p.a->Send(reinterpret_cast<void*>(100), &s, 1, 0), ND_SUCCESS);
+  ND2_SGE d = la.sge(64 * 79, 16);
+  CHECK_ST(p.a->Read(reinterpret_cast<void*>(101), &d, 1, rb.addr(0), rb.token(), 0), ND_SUCCESS);
+  CHECK_ST(p.a->Write(reinterpret_cast<void*>(102), &s, 1, rb.addr(0), rb.token(), 0), ND_NO_MORE_ENTRIES);
+  CHECK(!peek());
+  CHECK_ST(batch->EndBatch(), ND_SUCCESS);
+  CHECK(!peek());  // the inner end: still held
+  CHECK_ST(batch->EndBatch(), ND_SUCCESS);
+  CHECK(wait_for(peek));
+  CHECK_ST(p.b->Receive(reinterpret_cast<void*>(200), std::vector<ND2_SGE>{rx.sge(0, 64)}.data(), 1), ND_SUCCESS);
+  p.connect_b();
+  ND2_RESULT r{};
+  bool order = true;
+  for (int i = 0; i < kWrites + 2; ++i) {
+    void* want = reinterpret_cast<void*>(static_cast<uintptr_t>(i < kWrites ? i + 1 : 100 + (i - kWrites)));
+    if (!next_cqe(p.acq, &r) || r.Status != ND_SUCCESS || r.RequestContext != want) order = false;
+  }
+  CHECK(order);
+  CHECK(next_cqe(p.bcq, &r) && r.Status == ND_SUCCESS && r.BytesTransferred == 40);
+  CHECK(std::memcmp(rx.p(), la.p(), 40) == 0);
+  bool data = true;
+  for (int i = 0; i < kWrites; ++i) {
+    const size_t sz = 1 + static_cast<size_t>(i) % 64;
+    const int nsge = sz >= 3 ? 1 + i % 3 : 1;
+    data = data && same_split(la, static_cast<size_t>(i) * 80, rb.p() + static_cast<size_t>(i) * 80, sz, nsge);
+    data = data && rb.p()[static_cast<size_t>(i) * 80 + sz] == 0;
+  }
+  CHECK(data);
+  CHECK(std::memcmp(la.p() + 64 * 79, rb.p(), 16) == 0);  // the Read brought back what the Writes before it left
+  // A batch on a flushed queue pair: accepted, ND_CANCELED.
+  CHECK_ST(p.a->Flush(), ND_SUCCESS);
+  CHECK_ST(batch->BeginBatch(), ND_SUCCESS);
+  CHECK_ST(p.a->Write(reinterpret_cast<void*>(300), &s, 1, rb.addr(0), rb.token(), 0), ND_SUCCESS);
+  CHECK_ST(batch->EndBatch(), ND_SUCCESS);
+  CHECK(next_cqe(p.acq, &r) && r.Status == ND_CANCELED && r.RequestContext == reinterpret_cast<void*>(300));
+  batch->Release();
 }
 
 void test_post_errors() {
@@ -1500,6 +1573,8 @@ int main() {
   test_mixed_stream(false, 65535);
   test_mixed_stream(true, 1460);
   test_post_errors();
+  test_post_batch(true);
+  test_post_batch(false);
   for (bool crc : {true, false}) {
     test_access(Bad::kNoRemoteWrite, "access: no remote write", crc);
     test_access(Bad::kNoRemoteRead, "access: no remote read", crc);

@@ -253,6 +253,31 @@ HRESULT QueuePairCore::post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND
   r.remote_addr = raddr;
   r.remote_token = rtoken;
   ++sq_tail_;
+  // Inside a batch (begin_batch): end_batch rings the doorbell once for all of its posts.
+  if (batch_depth_ > 0) {
+    batch_bytes_ = std::max(batch_bytes_, total);
+    return ND_SUCCESS;
+  }
+  doorbell_locked(total);
+  return ND_SUCCESS;
+}
+
+void QueuePairCore::begin_batch() {
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+  if (batch_depth_++ == 0) batch_bytes_ = 0;
+}
+
+void QueuePairCore::end_batch() {
+  std::unique_lock<ndkit::CheckedMutex> lock(mu_);
+  if (batch_depth_ == 0 || --batch_depth_ > 0) return;
+  // Requests were queued (a post that failed its admission queued nothing): the batch leaves as one post would.
+  if (state_ == State::kConnected && sq_next_ < sq_tail_) doorbell_locked(batch_bytes_);
+  lock.unlock();
+  kick_teardown();
+}
+
+void QueuePairCore::doorbell_locked(uint64_t total) {
+  mu_.assert_held();
   // Doorbell batching: a post behind requests that still await their completion may only be queued, when
   // something that runs soon anyway transmits everything queued in one gather send:
   //  * while an inline poller is active (it polls in a loop), the first post after a poll goes out at once
@@ -274,7 +299,6 @@ HRESULT QueuePairCore::post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND
   // Posted while the event loop's consumer handles a round's completions: out with its Flush (Engine::deferring).
   if (!queue_only) tx_progress_or_defer_locked();
   posted_since_poll_ = rx_inline_;
-  return ND_SUCCESS;
 }
 
 // ---------------------------------------------------------------------------------------------------

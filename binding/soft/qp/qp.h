@@ -45,7 +45,9 @@
 // Whole messages, one after another (no interleaving within a class): a pending Terminate first, then the
 // P2P RTR (initiator), then queued Read Responses (between messages), then the send queue in order, then
 // an internal confirmation Read (below). Each FPDU is <= mss & ~7 and carries one DDP segment: header
-// (QP scratch) + payload gathered straight from the SGEs + pad/CRC, many FPDUs per send_iov call.
+// (QP scratch) + payload gathered straight from the SGEs + pad/CRC (a payload of <= 64 bytes is copied into the
+// scratch slot: one iovec per small FPDU), many FPDUs per send_iov call. A batch of posts (begin_batch/end_batch,
+// netdirect's INDPostBatch) is queued and leaves in one such call at its end.
 // Read Requests respect ORD (the send queue stalls while the outstanding-Read queue is full);
 // READ_FENCE stalls a request until every earlier Read has completed.
 //
@@ -186,6 +188,12 @@ class QueuePairCore : private Engine::Handler, private ProgressSource, private R
                           uint64_t raddr, uint32_t rtoken);
   // A Receive on the queue pair's own receive queue (ND_INVALID_DEVICE_REQUEST with an SRQ).
   HRESULT post_receive(void* ctx, const ND2_SGE* sge, ULONG nSge);
+  // A batch of posts (INDPostBatch, nd/netdirect_ext.h): from begin_batch to the matching end_batch, Send/Write/Read
+  // posts are only queued; end_batch then transmits them as one post would (the doorbell batching of post_sq_locked
+  // applies to the batch as a whole), so N small requests leave in one gather send instead of one send each.
+  // Nested batches end with the outermost. Only transmission moves: admission, order and completions are the same.
+  void begin_batch();
+  void end_batch();
   // Bind / Invalidate: `apply` (the window's bind or invalidate, ND_SUCCESS or its error) runs under the queue pair's
   // lock once the request is admitted, and the request is queued only when it succeeded; its completion follows in
   // send-queue order.
@@ -254,6 +262,11 @@ class QueuePairCore : private Engine::Handler, private ProgressSource, private R
   bool flushed_post_locked(CompletionSink* cq, void* ctx, ND2_REQUEST_TYPE type, bool sq);
   HRESULT post_sq_locked(void* ctx, ND2_REQUEST_TYPE type, const ND2_SGE* sge, ULONG nSge, ULONG flags,
                          uint64_t raddr, uint32_t rtoken);
+  // Transmits a post now, or leaves it queued for a transmission that comes soon anyway (doorbell batching, qp.cc).
+  // total: the post's payload bytes (a batch's largest).
+  void doorbell_locked(uint64_t total);
+  uint32_t batch_depth_ = 0;   // begin_batch nesting (guarded by mu_)
+  uint64_t batch_bytes_ = 0;   // the largest payload posted in the open batch
   LocalSge* sq_sges(uint64_t seq) { return &sq_sge_[(seq % sq_depth_) * sq_max_sge_]; }
   SqRequest& sq_at(uint64_t seq) { return sq_[seq % sq_depth_]; }
   void complete_ready_locked();  // completes transmitted+confirmed requests from the head, in order

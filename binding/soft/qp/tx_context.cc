@@ -20,6 +20,19 @@ void TxBatch::append_fpdu(const DdpHeader& h, const uint8_t* body, size_t body_l
     std::memcpy(hp + n, body, body_len);
     n += body_len;
   }
+  if (len <= kPackMax) {
+    // Small payload: header, payload, pad and CRC in the slot, one iovec.
+    uint8_t* p = hp + n;
+    for_each_sge_piece(sge, nsge, offset, len, [&](uint8_t* src, uint32_t take) {
+      std::memcpy(p, src, take);
+      p += take;
+    });
+    const size_t m = n + len;
+    const size_t t = encode_fpdu_trailer(crc_on ? crc32c_update(kCrc32cInit, hp, m) : 0, ulpdu_len, crc_on, hp + m);
+    iov[iov_count++] = iovec{hp, m + t};
+    bytes += m + t;
+    return;
+  }
   iov[iov_count++] = iovec{hp, n};
   uint32_t crc = crc_on ? crc32c_update(kCrc32cInit, hp, n) : 0;
   for_each_sge_piece(sge, nsge, offset, len, [&](uint8_t* p, uint32_t take) {
@@ -30,6 +43,5 @@ void TxBatch::append_fpdu(const DdpHeader& h, const uint8_t* body, size_t body_l
   iov[iov_count++] = iovec{trailer[slot], t};
   bytes += n + len + t;
 }
-
 
 }  // namespace netdirect::soft

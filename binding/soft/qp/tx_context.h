@@ -25,12 +25,17 @@ namespace netdirect::soft {
 enum class TxKind : uint8_t { kNone, kSq, kReadResponse, kInternalRead, kRtr };
 
 // FPDUs gathered for one send_iov sequence: each FPDU is header (hdr slot) + payload iovecs straight over the
-// SGEs + trailer (pad + CRC) (RFC 5044 §4). Heap-held: it is large.
+// SGEs + trailer (pad + CRC) (RFC 5044 §4); a small payload (<= kPackMax) is copied into the slot between its header
+// and its trailer instead, so a small FPDU is one iovec, not three (the kernel walks each iovec of a send: a stream
+// of 8-byte Writes spent more there than on the bytes). Heap-held: it is large.
 struct TxBatch {
-  static constexpr int kMaxFpdus = 64;
+  static constexpr int kMaxFpdus = 128;  // a window of small requests leaves in one send (64 took two for 128 Writes)
   static constexpr int kMaxIov = 512;
   static constexpr size_t kMaxBytes = 1024 * 1024;
-  static constexpr size_t kHdrSlot = 64;
+  static constexpr size_t kPackMax = 64;
+  static constexpr size_t kHdrSlot = 128;
+  static_assert(kHdrSlot >= wire::kFpduHdrReadReq + kPackMax + 3 + wire::kMpaTrailerCrcSize,
+                "a slot holds the largest header, a packed payload, pad and CRC");
   static constexpr int kIovPerFpduMax = static_cast<int>(limits::kMaxSge) + 2;  // header, pieces, trailer
 
   iovec iov[kMaxIov];
