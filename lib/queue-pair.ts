@@ -934,9 +934,6 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
       this._iq.outstanding--;
       if (this._silent.size > 0) this._retireSilent(e);
     }
-    if (!e.silent) this._inflight.end();
-    unpin(e.pins);
-    e.pins = null;
     const type = REQUEST_TYPES[kind] ?? REQUEST_TYPES[e.kind];
     const done = kind === K_RECEIVE || status !== 0 ? bytes : e.bytes;
     if (e.raw && out instanceof CompletionArrays) {
@@ -952,6 +949,11 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
       if (this._brokenBy === null && status !== ND_CANCELED) this._brokenBy = `${e.operation} ${ndStatusName(status)}`;
       settleFailed(e, requestError(e, status, type, this._brokenBy));
     }
+    // Settled first, then its regions and the close() waiting for it are let go: what waits for those (a
+    // region's deregister(), close()) settles after the request's own promise.
+    if (!e.silent) this._inflight.end();
+    unpin(e.pins);
+    e.pins = null;
     this._ctx.requests.release(e);
     if (this._iq.queued === 0 && this._rq.queued === 0) return;
     if (status !== 0) {
@@ -1031,7 +1033,10 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
       [this._iq, this.initiatorCq],
       [this._rq, this.receiveCq],
     ] as const) {
-      for (const w of queue.drain()) w.fail(errorOf(w, queue.queue), cq, this);
+      for (const w of queue.drain()) {
+        w.fail(errorOf(w, queue.queue), cq, this);
+        unpin(w.pins);
+      }
     }
   }
 

@@ -177,11 +177,11 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner, SlotOw
    */
   complete(e: PendingRequest, status: number, bytes: number, kind: number, qpId: number, _out: RawCompletion[] | CompletionArrays | null): void {
     this._slots.outstanding--;
-    unpin(e.pins);
-    e.pins = null;
     const type = REQUEST_TYPES[kind] ?? REQUEST_TYPES[e.kind];
     if (status === 0) e.resolve?.({ type, status: 0, bytes, qp: this._ctx.queuePair(qpId) });
     else settleFailed(e, requestError(e, status, type));
+    unpin(e.pins); // after the settlement, as a queue pair's (a region's deregister() settles after it)
+    e.pins = null;
     this._ctx.requests.release(e);
     this._slots.pump(this);
   }
@@ -208,6 +208,7 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner, SlotOw
     this._state = 'closing';
     for (const w of this._slots.drain()) {
       settleFailed(w, neverPosted(w.operation, w.bytes, 'shared receive', 'the shared receive queue was closed'));
+      unpin(w.pins);
     }
     await Promise.allSettled([...this._users].map((qp) => qp.close()));
     this._native.close();

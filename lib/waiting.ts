@@ -172,12 +172,13 @@ export class SlotQueue {
     return true;
   }
 
-  /** Removes every waiting request (their regions unpinned), oldest first, for the caller to fail. */
+  /**
+   * Removes every waiting request, oldest first, for the caller to fail and then unpin (in that order: a region's
+   * deregister() settles after the rejections of the requests that held it).
+   */
   drain(): Waiting[] {
     if (this.waiting.length === 0) return [];
-    const out = this.waiting.drain();
-    for (const w of out) unpin(w.pins);
-    return out;
+    return this.waiting.drain();
   }
 }
 
