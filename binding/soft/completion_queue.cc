@@ -142,7 +142,7 @@ HRESULT SoftCompletionQueue::notify_now(ULONG type, OVERLAPPED* pOverlapped) {
   // that a polling thread drove inline go back to the engine now, so the awaited message wakes someone.
   if (polled_inline_.exchange(false, std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lock(src_mu_);
-    for (const Source& src : sources_) src.source->polling_stopped();
+    for (ProgressSource* s : sources_) s->polling_stopped();
   }
   return ND_PENDING;
 }
@@ -213,30 +213,16 @@ bool SoftCompletionQueue::push_many(const ND2_RESULT* results, size_t n) {
   return true;
 }
 
-void SoftCompletionQueue::add_source(ProgressSource* s, intptr_t readable_fd) {
+void SoftCompletionQueue::add_source(ProgressSource* s) {
   std::lock_guard<std::mutex> lock(src_mu_);
-#ifdef _WIN32
-  readable_fd = -1;  // (neither a port nor WSAPoll answers "readable now?" cheaply: every source is driven)
-#else
-  if (readable_fd >= 0) {
-    if (!ready_) ready_ = PollSet::create();
-    // Without the set (no descriptors left) the source is driven at every empty poll, as one without a descriptor.
-    if (!ready_ || !ready_->add(static_cast<net::Socket>(readable_fd), s, PollSet::kRead)) readable_fd = -1;
-  }
-#endif
-  sources_.push_back(Source{s, readable_fd});
-  if (readable_fd >= 0) ++watched_;
+  sources_.push_back(s);
   have_sources_.store(true, std::memory_order_relaxed);
 }
 
 void SoftCompletionQueue::remove_source(ProgressSource* s) {
   std::lock_guard<std::mutex> lock(src_mu_);
   for (size_t i = 0; i < sources_.size(); ++i) {
-    if (sources_[i].source == s) {
-      if (sources_[i].fd >= 0) {
-        ready_->remove(static_cast<net::Socket>(sources_[i].fd));  // (the descriptor is still open: ports.h)
-        --watched_;
-      }
+    if (sources_[i] == s) {
       sources_[i] = sources_.back();
       sources_.pop_back();
       break;
@@ -268,7 +254,7 @@ HRESULT SoftCompletionQueue::SetPollingThread(BOOL polling) {
   }
   if (armed && polled_inline_.exchange(false, std::memory_order_relaxed)) {
     std::lock_guard<std::mutex> lock(src_mu_);
-    for (const Source& src : sources_) src.source->polling_stopped();
+    for (ProgressSource* s : sources_) s->polling_stopped();
   }
   return ND_SUCCESS;
 }
@@ -286,16 +272,7 @@ ULONG SoftCompletionQueue::GetResults(ND2_RESULT results[], ULONG nResults) {
     std::unique_lock<std::mutex> lock(src_mu_, std::try_to_lock);
     if (lock.owns_lock() && sources_.size() <= kMaxInlineSources) {
       polled_inline_.store(true, std::memory_order_relaxed);
-      // Which watched sources have input: one look at the set for all of them (level-triggered, so input a source
-      // left unread, or that arrived since, is reported again). A failed look drives every source.
-      PollSet::Ready ready[kMaxInlineSources];
-      int nready = watched_ > 0 ? ready_->wait(ready, static_cast<int>(kMaxInlineSources), 0) : 0;
-      const bool all = nready < 0;
-      for (const Source& src : sources_) {
-        bool readable = all || src.fd < 0;
-        for (int i = 0; i < nready && !readable; ++i) readable = ready[i].tag == src.source;
-        src.source->poll_progress(readable);
-      }
+      for (ProgressSource* s : sources_) s->poll_progress();
       lock.unlock();
       n = take(results, nResults);
     }

@@ -20,7 +20,6 @@
 
 #include "nd/netdirect_ext.h"
 #include "ndkit/checked_mutex.h"
-#include "soft/engine/poll_set.h"
 #include "soft/object.h"
 #include "soft/qp/ports.h"
 
@@ -63,7 +62,7 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public 
   // Inline progress (soft/qp/ports.h ProgressSource): a queue pair completing into this CQ lets a GetResults
   // caller that found the CQ empty read and place its input itself. Called without the source's own locks held;
   // remove_source waits for a GetResults round in progress.
-  void add_source(ProgressSource* s, intptr_t readable_fd) override;
+  void add_source(ProgressSource* s) override;
   void remove_source(ProgressSource* s) override;
   // Per thread, off by default: only threads that poll in a loop drive progress inline (a thread that polls
   // once per wake-up, like the poller, would take the socket from the engine and then sleep).
@@ -102,16 +101,7 @@ class SoftCompletionQueue final : public ComObject<IND2CompletionQueue>, public 
   std::atomic<bool> overrun_{false};
   // Inline progress sources (src_mu_ before any QP lock, docs/threads.md; only ever try-locked by GetResults).
   std::mutex src_mu_;
-  struct Source {
-    ProgressSource* source;
-    intptr_t fd;  // watched in ready_; -1: driven at every empty poll
-  };
-  std::vector<Source> sources_;
-  // The sources' descriptors, level-triggered and never waited on: an empty GetResults asks it once (epoll_wait
-  // with no timeout, ~0.3 us here) which sources have input, instead of a receive call per source that mostly
-  // finds nothing (~0.7 us each). POSIX only; created with the first source that has a descriptor.
-  std::unique_ptr<PollSet> ready_;
-  size_t watched_ = 0;  // sources with fd >= 0
+  std::vector<ProgressSource*> sources_;
   std::atomic<bool> have_sources_{false};
   std::atomic<bool> polled_inline_{false};  // a GetResults drove sources since the last Notify
   const uint64_t serial_;                   // unique per CQ in this process (polling_inferred)

@@ -6,7 +6,6 @@
 #define NETDIRECT_SOFT_QP_PORTS_H_
 
 #include <cstddef>
-#include <cstdint>
 
 #include "nd/nd2.h"
 #include "soft/memory/local_sge.h"
@@ -19,9 +18,7 @@ namespace netdirect::soft {
 // thread holds it) is skipped.
 class ProgressSource {
  public:
-  // readable: false when the CQ knows the source's descriptor (add_source) has no input now; the source then skips
-  // its receive call and only completes and transmits what is due.
-  virtual void poll_progress(bool readable) = 0;
+  virtual void poll_progress() = 0;
   // The polling thread armed a notification on the CQ, i.e. it stops polling and waits: progress goes back to the
   // engine at once rather than when the inline lease runs out. Called with no CQ lock held.
   virtual void polling_stopped() = 0;
@@ -40,9 +37,8 @@ class CompletionSink {
   // The CQ overran: its queue pairs must fail.
   virtual bool failed() const = 0;
   // Inline progress sources; called without the source's own locks held, remove_source waits for a GetResults
-  // round in progress. readable_fd: a descriptor that is readable whenever the source has input (its TCP socket),
-  // open until remove_source; -1 when there is none (a same-host ring), and the source is then always driven.
-  virtual void add_source(ProgressSource* s, intptr_t readable_fd) = 0;
+  // round in progress.
+  virtual void add_source(ProgressSource* s) = 0;
   virtual void remove_source(ProgressSource* s) = 0;
 
  protected:

@@ -526,15 +526,8 @@ bool QueuePairCore::attach(const Connection& c, ConnectionEvents* events) {
 
 void QueuePairCore::add_progress_sources() {
   if (sources_added_.exchange(true)) return;
-  // The TCP socket tells the CQs when there is input (a same-host ring does not: it is read at every empty poll,
-  // which costs no system call). It stays open until remove_progress_sources (close_socket_now, destroy).
-  intptr_t fd = -1;
-  {
-    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
-    if (!shm_ && sock_ != net::kInvalidSocket) fd = static_cast<intptr_t>(sock_);
-  }
-  rcq_->add_source(this, fd);
-  if (icq_ != rcq_) icq_->add_source(this, fd);
+  rcq_->add_source(this);
+  if (icq_ != rcq_) icq_->add_source(this);
 }
 
 void QueuePairCore::remove_progress_sources() {
@@ -578,7 +571,7 @@ void QueuePairCore::polling_stopped() {
   kick_teardown();  // a send that failed just now scheduled it
 }
 
-void QueuePairCore::poll_progress(bool readable) {
+void QueuePairCore::poll_progress() {
   // Called by GetResults with the CQ's source lock held (the QP is registered, so its connection holds a
   // reference). Never blocks: when the engine thread is in on_io it makes the progress anyway.
   std::unique_lock<ndkit::CheckedMutex> lock(mu_, std::try_to_lock);
@@ -602,9 +595,7 @@ void QueuePairCore::poll_progress(bool readable) {
       inline_timer_ = engine_.add_timer(kInlineLeaseMs, [this] { inline_lease_check(); });
     }
   }
-  // Not readable: the CQ's look at the socket found no input, so no receive call (an empty one per poll was the
-  // largest system-call cost of a polling loop).
-  if (readable) rx_progress_locked();
+  rx_progress_locked();
   if (state_ == State::kConnected) {
     if (rcq_->failed() || icq_->failed()) {
       fail_locked(ND_INTERNAL_ERROR, true, false, kNoOffender, ND_CANCELED, ND_CANCELED);

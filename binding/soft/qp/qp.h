@@ -32,10 +32,9 @@
 // ConnectionEvents callbacks happen on the driving thread with mu_ released.
 // Inline progress: a thread that polls a CQ in a loop (INDPollingHint, nd/netdirect_ext.h: the JS thread in manual
 // mode; inferred for a consumer that gives no hint, completion_queue.cc polling_inferred) and finds it empty runs
-// the QP's receive/transmit progress itself (poll_progress, try-lock only; over TCP its receive call only when the
-// CQ's level-triggered readiness set, one epoll_wait for all its queue pairs, says the socket has input) and, while
-// it keeps polling, takes the connection from the engine (no EPOLLIN/EPOLLOUT interest, so a message wakes no
-// thread); an engine timer hands it back ~1-2 ms after the last inline poll.
+// the QP's receive/transmit progress itself (poll_progress, try-lock only) and, while it keeps polling, takes the
+// connection from the engine (no EPOLLIN/EPOLLOUT interest, so a message wakes no thread); an engine timer hands
+// it back ~1-2 ms after the last inline poll.
 // Doorbell batching: a post behind requests still awaiting completion is only queued when someone transmits
 // the queue soon anyway — the inline poller at its next empty poll, or else the engine thread when the
 // response to an outstanding confirmation Read wakes it — in one gather send (post_sq_locked).
@@ -320,7 +319,7 @@ class QueuePairCore : private Engine::Handler, private ProgressSource, private R
 
   // ---- qp/qp.cc: inline progress (a GetResults caller of rcq_/icq_ found it empty) ----
   // Same work as on_io(kRead) when mu_ is free; ConnectionEvents callbacks still run on the engine thread.
-  void poll_progress(bool readable) override;
+  void poll_progress() override;
   void polling_stopped() override;
   void end_inline_locked();  // the engine watches the socket again
   void add_progress_sources();
