@@ -394,17 +394,35 @@ bool Adapter::StartLoop(Napi::Env env, const char** why) {
     *why = "the provider's descriptor went away";
     return false;
   }
-  const int fds[2] = {static_cast<int>(progressFd), poller_->Descriptor()};
-  if (fds[1] < 0) {
+  progressFd_ = static_cast<int>(progressFd);
+  const int portFd = poller_->Descriptor();
+  if (portFd < 0) {
     *why = "the completion port has no descriptor";
     return false;
   }
   loop_.reset(new LoopWatch());
-  if (!loop_->Start(env, fds, 2, &Adapter::OnLoopReady, this, why)) return false;
+  if (!loop_->Start(env, &portFd, 1, &Adapter::OnLoopReady, this, why)) return false;
   if (FAILED(progress_->SetExternalDriver(TRUE))) {
     *why = "the provider refused to be driven from the event loop";
     return false;
   }
+  // The provider's sockets in libuv's own set when it offers them; its wake-up descriptor then stands for the
+  // rest (work posted from other threads). Otherwise its one descriptor, an epoll set: a nested wait per wake-up.
+  int watchFd = progressFd_;
+  if (SUCCEEDED(nd_->QueryInterface(IID_INDProgressDescriptors, descriptors_.put())) && descriptors_) {
+    socketWatcher_.self = this;
+    loop_->SetSocketCallback(&Adapter::OnSocketReady);
+    UINT64 wake = 0;
+    if (SUCCEEDED(descriptors_->SetWatcher(&socketWatcher_, &wake)) && descriptors_) {
+      watchFd = static_cast<int>(wake);
+    } else {
+      loop_->UnwatchSockets();
+      descriptors_.reset();
+    }
+  } else {
+    descriptors_.reset();
+  }
+  if (!loop_->AddFd(watchFd, why)) return false;
   asyncContext_.reset(new Napi::AsyncContext(env, "netdirect.completions"));
   loop_->SetTimeout(0);  // a first round at once: whatever the provider queued while opening
   return true;
@@ -461,21 +479,52 @@ void Adapter::StopLoop() {
   spinNs_ = 0;
   shmHint_.reset();
   if (poller_ && poller_->loopSpinning()) (void)poller_->EndLoopSpin();  // the thread's polling hint ends
+  // The sockets go back to the provider's own wait before its thread may close one: libuv lets go of them first.
+  if (descriptors_) {
+    NdPtr<INDProgressDescriptors> d = std::move(descriptors_);
+    d->SetWatcher(nullptr, nullptr);
+  }
+  if (loop_) loop_->UnwatchSockets();
   if (progress_) progress_->SetExternalDriver(FALSE);
   progress_.reset();
   loop_.reset();  // closes the handles
   asyncContext_.reset();
 }
 
+void Adapter::SocketWatcher::Watch(UINT64 descriptor, VOID* token, ULONG events) {
+  if (!self->loop_ || !self->descriptors_) return;
+  if (!self->loop_->WatchSocket(static_cast<int>(descriptor), token, events)) self->WatchProviderSet();
+}
+
+void Adapter::SocketWatcher::Unwatch(UINT64 descriptor) {
+  if (self->loop_) self->loop_->UnwatchSocket(static_cast<int>(descriptor));
+}
+
+void Adapter::WatchProviderSet() {
+  NdPtr<INDProgressDescriptors> d = std::move(descriptors_);
+  if (d) d->SetWatcher(nullptr, nullptr);
+  loop_->UnwatchSockets();
+  const char* why = nullptr;
+  if (loop_->AddFd(progressFd_, &why)) loop_->SetTimeout(0);  // a round at once: what was ready meanwhile
+}
+
 // The loop found work (a descriptor readable, or the provider's deadline): progress, drain the port, deliver.
-void Adapter::OnLoopReady(void* ctx) {
-  auto* self = static_cast<Adapter*>(ctx);
+void Adapter::OnLoopReady(void* ctx) { Turn(static_cast<Adapter*>(ctx), nullptr, 0); }
+
+// A socket the loop watches for the provider is ready: the same turn, its round for that socket alone.
+void Adapter::OnSocketReady(void* ctx, void* token, uint32_t events) { Turn(static_cast<Adapter*>(ctx), token, events); }
+
+void Adapter::Turn(Adapter* self, void* token, uint32_t events) {
   if (self->closed_ || !self->progress_) return;
   if (self->loop_->spinning()) self->spinRounds_++;
   self->poller_->WillDrain(true);  // what the progress completes, RunOnce takes right after: no wake-up needed
   // Answers the round owes the peer wait for Flush(): the application's reply, posted from the callback below,
   // then leaves in the same segment (one send and one wake-up of the peer instead of two).
-  self->progress_->Progress(ND_PROGRESS_DEFER_TRANSMIT, nullptr);
+  if (token != nullptr && self->descriptors_) {
+    self->descriptors_->ProgressReady(token, events, ND_PROGRESS_DEFER_TRANSMIT, nullptr);
+  } else {
+    self->progress_->Progress(ND_PROGRESS_DEFER_TRANSMIT, nullptr);
+  }
   // Packets posted while RunOnce handles the port (a Notify or GetOverlappedResult the provider completes before
   // it returns) must wake the loop again: RunOnce does not look a second time.
   self->poller_->WillDrain(false);

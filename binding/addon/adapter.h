@@ -221,6 +221,10 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   uint32_t FinishOverlapped(Napi::Env env, OvRecord* r, bool counted, HRESULT hr, const char* operation);
   static void CallJs(Napi::Env env, Napi::Function callback, Adapter* self, Batch* batch);
   static void OnLoopReady(void* ctx);
+  // A provider socket the loop watches itself is ready (INDProgressDescriptors): the same turn, for that one.
+  static void OnSocketReady(void* ctx, void* token, uint32_t events);
+  static void Turn(Adapter* self, void* token, uint32_t events);  // token nullptr: Progress()
+  void WatchProviderSet();  // libuv refused a socket: the loop watches the provider's own descriptor again
   void CallFromLoop(Napi::Env env, Napi::Function callback, const Batch* batch);
   void KeepLoopAlive(bool on);
   bool StartLoop(Napi::Env env, const char** why);
@@ -266,6 +270,17 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   // Event-loop mode:
   NdPtr<INDProgress> progress_;  // the provider's progress, driven by this thread (nullptr: none to drive)
   std::unique_ptr<LoopWatch> loop_;
+  // The provider's sockets watched by the loop itself (nd/netdirect_ext.h INDProgressDescriptors), so libuv's one
+  // wait says which is ready and no wait on the provider's own set (an epoll set inside libuv's) runs per wake-up;
+  // nullptr: the loop watches that set's descriptor, progressFd_.
+  NdPtr<INDProgressDescriptors> descriptors_;
+  struct SocketWatcher final : INDProgressWatcher {
+    Adapter* self = nullptr;
+    void ND_CALL Watch(UINT64 descriptor, VOID* token, ULONG events) override;
+    void ND_CALL Unwatch(UINT64 descriptor) override;
+  };
+  SocketWatcher socketWatcher_;
+  int progressFd_ = -1;
 #ifdef _WIN32
   // Windows event-loop mode: CQ notifications on libuv's port (loop_win.h); overlapped requests keep the poller
   // thread and the thread-safe function.

@@ -28,23 +28,9 @@ bool LoopWatch::Start(napi_env env, const int* fds, int count, ReadyFn onReady, 
   }
   onReady_ = onReady;
   ctx_ = ctx;
-  for (int i = 0; i < count && npolls_ < kMaxFds; ++i) {
-    if (fds[i] < 0) continue;
-    uv_poll_t* p = NewHandle<uv_poll_t>(UV_POLL);
-    if (p == nullptr || uv_poll_init(loop, p, fds[i]) != 0) {
-      std::free(p);
-      *why = "uv_poll_init failed on a provider descriptor";
-      Stop();
-      return false;
-    }
-    uv_handle_set_data(reinterpret_cast<uv_handle_t*>(p), this);
-    polls_[npolls_++] = p;
-    uv_unref(reinterpret_cast<uv_handle_t*>(p));
-    if (uv_poll_start(p, UV_READABLE, &LoopWatch::OnPoll) != 0) {
-      *why = "uv_poll_start failed on a provider descriptor";
-      Stop();
-      return false;
-    }
+  loop_ = loop;
+  for (int i = 0; i < count; ++i) {
+    if (fds[i] >= 0 && !AddFd(fds[i], why)) return false;
   }
   timer_ = NewHandle<uv_timer_t>(UV_TIMER);
   if (timer_ == nullptr || uv_timer_init(loop, timer_) != 0) {
@@ -69,6 +55,91 @@ bool LoopWatch::Start(napi_env env, const int* fds, int count, ReadyFn onReady, 
   return true;
 }
 
+bool LoopWatch::AddFd(int fd, const char** why) {
+  if (npolls_ >= kMaxFds || loop_ == nullptr) {
+    *why = "too many provider descriptors";
+    Stop();
+    return false;
+  }
+  uv_poll_t* p = NewHandle<uv_poll_t>(UV_POLL);
+  if (p == nullptr || uv_poll_init(loop_, p, fd) != 0) {
+    std::free(p);
+    *why = "uv_poll_init failed on a provider descriptor";
+    Stop();
+    return false;
+  }
+  uv_handle_set_data(reinterpret_cast<uv_handle_t*>(p), this);
+  polls_[npolls_++] = p;
+  if (!ref_) uv_unref(reinterpret_cast<uv_handle_t*>(p));
+  if (uv_poll_start(p, UV_READABLE, &LoopWatch::OnPoll) != 0) {
+    *why = "uv_poll_start failed on a provider descriptor";
+    Stop();
+    return false;
+  }
+  return true;
+}
+
+bool LoopWatch::WatchSocket(int fd, void* token, uint32_t events) {
+  if (loop_ == nullptr || fd < 0) return false;
+  SocketWatch* w;
+  auto it = sockets_.find(fd);
+  if (it != sockets_.end()) {
+    w = it->second;
+  } else {
+    uv_poll_t* p = NewHandle<uv_poll_t>(UV_POLL);
+    if (p == nullptr || uv_poll_init(loop_, p, fd) != 0) {
+      std::free(p);
+      return false;
+    }
+    w = new SocketWatch{this, p, nullptr, 0};
+    uv_handle_set_data(reinterpret_cast<uv_handle_t*>(p), w);
+    if (!ref_) uv_unref(reinterpret_cast<uv_handle_t*>(p));
+    sockets_.emplace(fd, w);
+  }
+  w->token = token;
+  // The peer's end (EPOLLRDHUP) with every read interest, as the provider's own set asks for it.
+  const int uvEvents = ((events & kRead) ? UV_READABLE | UV_DISCONNECT : 0) | ((events & kWrite) ? UV_WRITABLE : 0);
+  if (uvEvents == 0) {
+    if (w->events != 0) uv_poll_stop(w->poll);
+    w->events = 0;
+    return true;
+  }
+  if (uv_poll_start(w->poll, uvEvents, &LoopWatch::OnSocket) != 0) {
+    w->events = 0;
+    return false;
+  }
+  w->events = events;
+  return true;
+}
+
+void LoopWatch::UnwatchSocket(int fd) {
+  auto it = sockets_.find(fd);
+  if (it == sockets_.end()) return;
+  SocketWatch* w = it->second;
+  sockets_.erase(it);
+  uv_poll_stop(w->poll);
+  uv_close(reinterpret_cast<uv_handle_t*>(w->poll), &FreeHandle);
+  delete w;
+}
+
+void LoopWatch::UnwatchSockets() {
+  while (!sockets_.empty()) UnwatchSocket(sockets_.begin()->first);
+}
+
+void LoopWatch::OnSocket(uv_poll_t* handle, int status, int events) {
+  auto* w = static_cast<SocketWatch*>(uv_handle_get_data(reinterpret_cast<uv_handle_t*>(handle)));
+  LoopWatch* self = w->owner;
+  uint32_t ready = 0;
+  if (status < 0) {
+    ready = kRead | kHangup;  // the descriptor failed: the provider's read finds out why
+  } else {
+    if (events & UV_READABLE) ready |= kRead;
+    if (events & UV_WRITABLE) ready |= kWrite;
+    if (events & UV_DISCONNECT) ready |= kRead | kHangup;
+  }
+  if (self->onSocket_ != nullptr && ready != 0) self->onSocket_(self->ctx_, w->token, ready);
+}
+
 void LoopWatch::SetSpin(bool on) {
   if (on == spin_ || idle_ == nullptr) return;
   spin_ = on;
@@ -80,6 +151,10 @@ void LoopWatch::SetRef(bool ref) {
   ref_ = ref;
   for (int i = 0; i < npolls_; ++i) {
     auto* h = reinterpret_cast<uv_handle_t*>(polls_[i]);
+    ref ? uv_ref(h) : uv_unref(h);
+  }
+  for (auto& [fd, w] : sockets_) {
+    auto* h = reinterpret_cast<uv_handle_t*>(w->poll);
     ref ? uv_ref(h) : uv_unref(h);
   }
 }
@@ -98,6 +173,7 @@ void LoopWatch::SetTimeout(int ms) {
 }
 
 void LoopWatch::Stop() {
+  UnwatchSockets();
   for (int i = 0; i < npolls_; ++i) {
     uv_poll_stop(polls_[i]);
     uv_close(reinterpret_cast<uv_handle_t*>(polls_[i]), &FreeHandle);
@@ -145,6 +221,13 @@ bool LoopWatch::Start(napi_env, const int*, int, ReadyFn, void*, const char** wh
   return false;
 }
 void LoopWatch::SetRef(bool) {}
+bool LoopWatch::AddFd(int, const char** why) {
+  *why = "libuv is not reachable from this build of the addon";
+  return false;
+}
+bool LoopWatch::WatchSocket(int, void*, uint32_t) { return false; }
+void LoopWatch::UnwatchSocket(int) {}
+void LoopWatch::UnwatchSockets() {}
 void LoopWatch::SetTimeout(int) {}
 void LoopWatch::SetSpin(bool) {}
 void LoopWatch::YieldCpu() { std::this_thread::yield(); }

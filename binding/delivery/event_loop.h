@@ -9,6 +9,7 @@
 #include <napi.h>
 
 #include <cstdint>
+#include <unordered_map>
 
 #include "delivery/uv_min.h"
 
@@ -17,6 +18,11 @@ namespace netdirect {
 class LoopWatch {
  public:
   using ReadyFn = void (*)(void* ctx);
+  // A descriptor watched with WatchSocket is ready: `token` as given there, events kRead | kWrite | kHangup.
+  using SocketReadyFn = void (*)(void* ctx, void* token, uint32_t events);
+  static constexpr uint32_t kRead = 1;
+  static constexpr uint32_t kWrite = 2;
+  static constexpr uint32_t kHangup = 4;  // with kRead: the peer closed (or the descriptor failed)
 
   // True where the addon can use the JS thread's loop (libuv reachable: not the Windows import library).
   static bool Supported();
@@ -29,6 +35,17 @@ class LoopWatch {
   // Watches fds (-1 entries are skipped) for readability on env's loop; onReady(ctx) runs on the JS thread.
   // Starts unreferenced. false: *why says what failed.
   bool Start(napi_env env, const int* fds, int count, ReadyFn onReady, void* ctx, const char** why);
+  // Watches one more descriptor for readability with onReady (Start's, added later). false: *why says what failed.
+  bool AddFd(int fd, const char** why);
+  // The provider's sockets themselves (nd/netdirect_ext.h INDProgressWatcher): watch `fd` for `events` (kRead |
+  // kWrite; 0: not now) and call onSocket(ctx, token, events) when it is ready. Again for a watched fd: its new
+  // events and token. false when libuv refused (then the descriptor is not watched).
+  void SetSocketCallback(SocketReadyFn onSocket) { onSocket_ = onSocket; }
+  bool WatchSocket(int fd, void* token, uint32_t events);
+  // Stops watching `fd` before it returns (no callback for it runs afterwards): its owner closes it next.
+  void UnwatchSocket(int fd);
+  // Stops watching every socket (the provider takes them back into its own wait).
+  void UnwatchSockets();
   // Referenced handles keep the process alive (pending requests).
   void SetRef(bool ref);
   // onReady also runs after ms milliseconds (0: on the next loop turn); a negative ms cancels.
@@ -44,17 +61,27 @@ class LoopWatch {
   void Stop();
 
  private:
-  static constexpr int kMaxFds = 2;
+  static constexpr int kMaxFds = 3;  // the provider's (or its wake-up's), the port's, the provider's again on fallback
 #ifdef NETDIRECT_HAVE_UV
   static void OnPoll(uv_poll_t* handle, int status, int events);
   static void OnTimer(uv_timer_t* handle);
   static void OnIdle(uv_idle_t* handle);
+  static void OnSocket(uv_poll_t* handle, int status, int events);
+  struct SocketWatch {
+    LoopWatch* owner;
+    uv_poll_t* poll;
+    void* token;
+    uint32_t events;  // as started (0: stopped)
+  };
+  uv_loop_t* loop_ = nullptr;
+  std::unordered_map<int, SocketWatch*> sockets_;
   uv_poll_t* polls_[kMaxFds] = {};
   uv_timer_t* timer_ = nullptr;
   uv_idle_t* idle_ = nullptr;
 #endif
   int npolls_ = 0;
   ReadyFn onReady_ = nullptr;
+  SocketReadyFn onSocket_ = nullptr;
   void* ctx_ = nullptr;
   bool ref_ = false;
   bool spin_ = false;

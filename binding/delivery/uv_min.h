@@ -30,7 +30,7 @@ typedef struct uv_poll_s uv_poll_t;
 typedef struct uv_timer_s uv_timer_t;
 typedef struct uv_idle_s uv_idle_t;
 typedef enum { UV_IDLE = 6, UV_POLL = 8, UV_TIMER = 13 } uv_handle_type;  // values of libuv 1.x's UV_HANDLE_TYPE_MAP
-enum uv_poll_event { UV_READABLE = 1, UV_WRITABLE = 2 };
+enum uv_poll_event { UV_READABLE = 1, UV_WRITABLE = 2, UV_DISCONNECT = 4 };
 typedef void (*uv_poll_cb)(uv_poll_t* handle, int status, int events);
 typedef void (*uv_timer_cb)(uv_timer_t* handle);
 typedef void (*uv_idle_cb)(uv_idle_t* handle);

@@ -54,6 +54,42 @@ struct INDProgress : public IUnknown {
   virtual HRESULT ND_CALL GetNextTimeout(DWORD* pMilliseconds) = 0;
 };
 
+// {6E657464-6972-6563-7470-726F67720002}
+inline const GUID IID_INDProgressDescriptors = {0x6e657464, 0x6972, 0x6563, {0x74, 0x70, 0x72, 0x6f, 0x67, 0x72, 0x00, 0x02}};
+
+// What a consumer of INDProgressDescriptors implements (not a COM object: the provider holds no reference).
+// Called on the thread that set it, from inside the provider's calls (Progress, ProgressReady, Flush, a post).
+constexpr ULONG ND_PROGRESS_READ = 0x1;
+constexpr ULONG ND_PROGRESS_WRITE = 0x2;
+constexpr ULONG ND_PROGRESS_HANGUP = 0x4;  // with ND_PROGRESS_READ: the peer closed or the descriptor failed
+struct INDProgressWatcher {
+  // Watch `descriptor` for `events` (ND_PROGRESS_READ | ND_PROGRESS_WRITE, level-triggered; 0: not now), and
+  // pass `token` to ProgressReady when it is ready. A descriptor watched already gets its new events and token.
+  virtual void ND_CALL Watch(UINT64 descriptor, VOID* token, ULONG events) = 0;
+  // Stop watching `descriptor` before this returns: the provider closes it next.
+  virtual void ND_CALL Unwatch(UINT64 descriptor) = 0;
+
+ protected:
+  ~INDProgressWatcher() = default;
+};
+
+// On an IND2Adapter that offers INDProgress: the descriptors behind GetDescriptor()'s one, for a consumer whose
+// loop waits in the OS's readiness API itself (libusb_set_pollfd_notifiers). Watching one descriptor that
+// stands for a set (an epoll set in the loop's epoll set) costs a second wait per wake-up, a system call
+// through the nested set; watching the connections directly, the loop's wait says which one is ready.
+//   1. After SetExternalDriver(TRUE), SetWatcher(watcher, &wake): the provider calls the watcher for every
+//      descriptor it has and will have; the consumer watches `wake` instead of GetDescriptor()'s descriptor
+//      (readable when work was posted from another thread) and still calls Progress() when it is readable or
+//      GetNextTimeout() has passed.
+//   2. A descriptor found ready: ProgressReady(token, events): the same round as Progress(), for that one.
+//   3. SetWatcher(nullptr, nullptr) before SetExternalDriver(FALSE): the provider unwatches nothing (the
+//      consumer drops what it watched) and waits on its own set again.
+// ND_NOT_SUPPORTED where the provider has no such descriptors (then the consumer watches GetDescriptor()'s).
+struct INDProgressDescriptors : public IUnknown {
+  virtual HRESULT ND_CALL SetWatcher(INDProgressWatcher* pWatcher, UINT64* pWakeDescriptor) = 0;
+  virtual HRESULT ND_CALL ProgressReady(VOID* token, ULONG events, ULONG flags, ULONG* pWork) = 0;
+};
+
 // {6E657464-6972-6563-7473-686D00000001}
 inline const GUID IID_INDSharedMemory = {0x6e657464, 0x6972, 0x6563, {0x74, 0x73, 0x68, 0x6d, 0x00, 0x00, 0x00, 0x01}};
 

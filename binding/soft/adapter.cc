@@ -102,6 +102,11 @@ HRESULT SoftAdapter::QueryInterface(REFIID riid, VOID** ppv) {
     *ppv = static_cast<INDProgress*>(this);
     return S_OK;
   }
+  if (ppv != nullptr && IsEqualGUID(riid, IID_INDProgressDescriptors)) {
+    AddRef();
+    *ppv = static_cast<INDProgressDescriptors*>(this);
+    return S_OK;
+  }
   if (ppv != nullptr && IsEqualGUID(riid, IID_INDSharedMemory)) {
     AddRef();
     *ppv = static_cast<INDSharedMemory*>(this);
@@ -138,6 +143,38 @@ HRESULT SoftAdapter::GetBusyPollMicros(ULONG* pMicros) {
 }
 
 HRESULT SoftAdapter::SetExternalDriver(BOOL external) { return engine_->set_external_driver(external != FALSE); }
+
+HRESULT SoftAdapter::SetWatcher(INDProgressWatcher* pWatcher, UINT64* pWakeDescriptor) {
+  static_assert(ND_PROGRESS_READ == Engine::kRead && ND_PROGRESS_WRITE == Engine::kWrite &&
+                ND_PROGRESS_HANGUP == Engine::kHangup);
+  if (pWatcher == nullptr) {
+    const HRESULT hr = engine_->set_watcher(nullptr, nullptr);
+    watcher_.to = nullptr;
+    return hr;
+  }
+  if (pWakeDescriptor == nullptr) return ND_INVALID_PARAMETER_2;
+  // The engine holds the bridge only while the watcher is set, and the bridge only this one watcher.
+  if (watcher_.to != nullptr && watcher_.to != pWatcher) return ND_INVALID_DEVICE_STATE;
+  watcher_.to = pWatcher;
+  intptr_t wake = -1;
+  const HRESULT hr = engine_->set_watcher(&watcher_, &wake);
+  if (FAILED(hr)) {
+    watcher_.to = nullptr;
+    return hr;
+  }
+  *pWakeDescriptor = static_cast<UINT64>(wake);
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::ProgressReady(VOID* token, ULONG events, ULONG flags, ULONG* pWork) {
+  if (token == nullptr) return ND_INVALID_PARAMETER_1;
+  if ((flags & ~ND_PROGRESS_DEFER_TRANSMIT) != 0) return ND_INVALID_PARAMETER_3;
+  const uint32_t ev = events & (Engine::kRead | Engine::kWrite | Engine::kHangup);
+  const uint32_t work =
+      engine_->progress_ready(static_cast<Engine::Handler*>(token), ev, (flags & ND_PROGRESS_DEFER_TRANSMIT) != 0);
+  if (pWork != nullptr) *pWork = work;
+  return ND_SUCCESS;
+}
 
 HRESULT SoftAdapter::Progress(ULONG flags, ULONG* pWork) {
   if ((flags & ~ND_PROGRESS_DEFER_TRANSMIT) != 0) return ND_INVALID_PARAMETER_1;

@@ -19,9 +19,12 @@ namespace netdirect::soft {
 
 class StagTable;
 
-class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress, public INDSharedMemory {
+class SoftAdapter final : public ComObject<IND2Adapter>,
+                          public INDProgress,
+                          public INDProgressDescriptors,
+                          public INDSharedMemory {
  public:
-  // IUnknown, for both interfaces: INDProgress is answered besides the ComObject's own ids.
+  // IUnknown, for every interface: the extensions are answered besides the ComObject's own ids.
   HRESULT ND_CALL QueryInterface(REFIID riid, VOID** ppv) override;
   ULONG ND_CALL AddRef() override { return ComObject::AddRef(); }
   ULONG ND_CALL Release() override { return ComObject::Release(); }
@@ -31,6 +34,10 @@ class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress, pub
   HRESULT ND_CALL Progress(ULONG flags, ULONG* pWork) override;
   HRESULT ND_CALL Flush() override;
   HRESULT ND_CALL GetNextTimeout(DWORD* pMilliseconds) override;
+  // INDProgressDescriptors (nd/netdirect_ext.h): the engine's sockets watched by the consumer's loop itself
+  // (Engine::set_watcher).
+  HRESULT ND_CALL SetWatcher(INDProgressWatcher* pWatcher, UINT64* pWakeDescriptor) override;
+  HRESULT ND_CALL ProgressReady(VOID* token, ULONG events, ULONG flags, ULONG* pWork) override;
   // INDSharedMemory (nd/netdirect_ext.h): same-host connections through shared memory (docs/shm.md).
   HRESULT ND_CALL SetSharedMemory(BOOL enable) override;
   HRESULT ND_CALL GetSharedMemory(BOOL* pEnabled) override;
@@ -85,6 +92,15 @@ class SoftAdapter final : public ComObject<IND2Adapter>, public INDProgress, pub
   uint32_t shm_spin_us_ = 0;  // NETDIRECT_SHM_SPIN_MICROS at open (shm::spin_micros_from_env)
   std::vector<net::Address> addresses_;
   std::unique_ptr<Engine> engine_;
+  // The consumer's watcher as the engine's (SetWatcher); its calls go straight through.
+  struct WatcherBridge final : Engine::Watcher {
+    INDProgressWatcher* to = nullptr;
+    void watch(net::Socket s, Engine::Handler* h, uint32_t events) override {
+      to->Watch(static_cast<UINT64>(s), h, events);
+    }
+    void unwatch(net::Socket s) override { to->Unwatch(static_cast<UINT64>(s)); }
+  };
+  WatcherBridge watcher_;
   std::unique_ptr<StagTable> stags_;
   cm::ConnectGate connect_gate_;
   // What the overlapped files are registered under (ndkit/object.h): unique while they are, even when the engine

@@ -16,6 +16,7 @@
 #include <cstring>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 #include <vector>
@@ -259,6 +260,149 @@ void test_driven_from_outside() {
   CHECK(g_progress->SetExternalDriver(FALSE) == ND_SUCCESS);
 }
 
+// The consumer's loop watching the engine's sockets itself (INDProgressDescriptors), as the addon's LoopWatch does:
+// told of every socket (those registered before SetWatcher too), on the thread that set it (a change made on
+// another thread comes with the next round the wake-up descriptor brings), each unwatched before it is closed;
+// ProgressReady for a socket found ready moves its data with no wait on the engine's own set.
+struct TestWatcher final : INDProgressWatcher {
+  struct Entry {
+    void* token;
+    ULONG events;
+  };
+  std::map<int, Entry> fds;
+  std::thread::id thread = std::this_thread::get_id();
+  int foreign_calls = 0;    // calls made on another thread than the one that set the watcher
+  int closed_watched = 0;   // Unwatch of a descriptor that was closed already
+  void ND_CALL Watch(UINT64 d, VOID* token, ULONG events) override {
+    if (std::this_thread::get_id() != thread) ++foreign_calls;
+    fds[static_cast<int>(d)] = Entry{token, events};
+  }
+  void ND_CALL Unwatch(UINT64 d) override {
+    if (std::this_thread::get_id() != thread) ++foreign_calls;
+    if (::fcntl(static_cast<int>(d), F_GETFD) < 0) ++closed_watched;
+    fds.erase(static_cast<int>(d));
+  }
+};
+
+INDProgressDescriptors* g_descriptors = nullptr;
+int g_wake = -1;
+int g_ready_rounds = 0;
+
+// A loop over the watched sockets and the wake-up descriptor (poll(2) standing for libuv).
+bool drive_watched(TestWatcher& w, const std::function<bool()>& pred, int ms = 5000) {
+  auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+  while (!pred()) {
+    if (std::chrono::steady_clock::now() > until) return false;
+    std::vector<pollfd> p{{g_wake, POLLIN, 0}};
+    for (auto& [fd, e] : w.fds) {
+      if (e.events != 0) p.push_back({fd, static_cast<short>(((e.events & ND_PROGRESS_READ) ? POLLIN : 0) | ((e.events & ND_PROGRESS_WRITE) ? POLLOUT : 0)), 0});
+    }
+    DWORD next = INFINITE;
+    g_progress->GetNextTimeout(&next);
+    const int n = ::poll(p.data(), p.size(), next == INFINITE || next > 10 ? 10 : static_cast<int>(next));
+    if (n <= 0 || (p[0].revents & POLLIN) != 0) g_progress->Progress(0, nullptr);  // a wake-up or a deadline
+    for (size_t i = 1; i < p.size(); ++i) {
+      if (p[i].revents == 0) continue;
+      auto it = w.fds.find(p[i].fd);
+      if (it == w.fds.end()) continue;  // unwatched by an earlier round of this pass
+      ULONG ev = 0;
+      if (p[i].revents & (POLLIN | POLLHUP | POLLERR)) ev |= ND_PROGRESS_READ;
+      if (p[i].revents & POLLOUT) ev |= ND_PROGRESS_WRITE;
+      if (p[i].revents & (POLLHUP | POLLERR)) ev |= ND_PROGRESS_HANGUP;
+      CHECK(g_descriptors->ProgressReady(it->second.token, ev, 0, nullptr) == ND_SUCCESS);
+      ++g_ready_rounds;
+    }
+  }
+  return true;
+}
+
+void test_watched_descriptors() {
+  g_test = "watched descriptors";
+  void* q = nullptr;
+  CHECK(g_adapter->QueryInterface(IID_INDProgressDescriptors, &q) == S_OK && q != nullptr);
+  g_descriptors = static_cast<INDProgressDescriptors*>(q);
+  TestWatcher w;
+  UINT64 wake = 0;
+  CHECK(g_descriptors->SetWatcher(&w, &wake) == ND_INVALID_DEVICE_STATE);  // only while a consumer drives
+  UINT64 fd = 0;
+  CHECK(g_progress->GetDescriptor(&fd) == ND_SUCCESS);
+  g_fd = static_cast<int>(fd);
+  CHECK(g_progress->SetExternalDriver(TRUE) == ND_SUCCESS);
+  {
+    Pair p;  // connected before the watcher is set: both sockets are reported when it is
+    CHECK(g_descriptors->SetWatcher(&w, &wake) == ND_SUCCESS);
+    g_wake = static_cast<int>(wake);
+    CHECK(g_wake >= 0 && g_wake != g_fd);
+    CHECK(w.fds.count(p.fd_a) == 1 && w.fds.count(p.fd_b) == 1);
+    CHECK(w.fds[p.fd_a].events == ND_PROGRESS_READ && w.fds[p.fd_b].events == ND_PROGRESS_READ);
+
+    Region src(8192), dst(8192);
+    for (size_t i = 0; i < 4096; ++i) src.mem[i] = static_cast<uint8_t>(i * 5 + 3);
+    ND2_SGE rs = dst.sge(0, 4096);
+    CHECK(p.b->Receive(reinterpret_cast<void*>(1), &rs, 1) == ND_SUCCESS);
+    ND2_SGE ss = src.sge(0, 4096);
+    CHECK(p.a->Send(reinterpret_cast<void*>(2), &ss, 1, 0) == ND_SUCCESS);
+    bool got_recv = false, got_send = false;
+    g_ready_rounds = 0;
+    CHECK(drive_watched(w, [&] {
+      ND2_RESULT x{};
+      while (p.cq->GetResults(&x, 1) == 1) {
+        if (x.RequestType == Nd2RequestTypeReceive && x.Status == ND_SUCCESS && x.BytesTransferred == 4096) got_recv = true;
+        if (x.RequestType == Nd2RequestTypeSend && x.Status == ND_SUCCESS) got_send = true;
+      }
+      return got_recv && got_send;
+    }));
+    CHECK(g_ready_rounds > 0);
+    CHECK(std::memcmp(dst.mem.data(), src.mem.data(), 4096) == 0);
+
+    // A change made on another thread reaches the watcher on its own thread, with the round the wake-up brings.
+    g_test = "watched descriptors: another thread";
+    // A socket of another owner, registered, changed and removed on another thread: each reaches the watcher on its
+    // own thread with the round the wake-up brings; ProgressReady hands its readiness to its handler.
+    struct Counting final : Engine::Handler {
+      std::atomic<int> reads{0};
+      int fd = -1;
+      void on_io(uint32_t events) override {
+        char b[16];
+        if ((events & Engine::kRead) && ::recv(fd, b, sizeof b, MSG_DONTWAIT) > 0) ++reads;
+      }
+    } mine;
+    int sv[2];
+    CHECK(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK, 0, sv) == 0);
+    mine.fd = sv[0];
+    std::thread([&] { CHECK(g_adapter->engine().add(sv[0], &mine, Engine::kRead)); }).join();
+    CHECK(w.fds.count(sv[0]) == 0);  // not yet
+    CHECK(readable(g_wake, 2000));
+    CHECK(drive_watched(w, [&] { return w.fds.count(sv[0]) == 1; }));
+    CHECK(w.fds[sv[0]].token == &mine && w.fds[sv[0]].events == ND_PROGRESS_READ);
+    CHECK(::send(sv[1], "x", 1, 0) == 1);
+    CHECK(drive_watched(w, [&] { return mine.reads.load() == 1; }));
+    std::thread([&] { CHECK(g_adapter->engine().modify(sv[0], &mine, Engine::kRead | Engine::kWrite)); }).join();
+    CHECK(w.fds[sv[0]].events == ND_PROGRESS_READ);  // not yet
+    CHECK(drive_watched(w, [&] { return w.fds[sv[0]].events == (ND_PROGRESS_READ | ND_PROGRESS_WRITE); }));
+    CHECK(g_adapter->engine().modify(sv[0], &mine, Engine::kRead));  // on this thread: at once
+    CHECK(w.fds[sv[0]].events == ND_PROGRESS_READ);
+    g_adapter->engine().remove(sv[0], &mine);  // on this thread: unwatched before it returns
+    CHECK(w.fds.count(sv[0]) == 0);
+    ::close(sv[0]);
+    ::close(sv[1]);
+    CHECK(w.foreign_calls == 0);
+  }
+  // The pair's teardown closed both sockets, each unwatched while still open.
+  g_test = "watched descriptors: teardown";
+  CHECK(w.fds.empty());
+  CHECK(w.closed_watched == 0);
+  CHECK(w.foreign_calls == 0);
+  CHECK(g_descriptors->SetWatcher(nullptr, nullptr) == ND_SUCCESS);
+  {
+    Pair p;  // not told any more
+    CHECK(w.fds.empty());
+  }
+  CHECK(g_progress->SetExternalDriver(FALSE) == ND_SUCCESS);
+  g_descriptors->Release();
+  g_descriptors = nullptr;
+}
+
 // A consumer that never asks for INDPollingHint (an ND program of its own) and spins on GetResults drives its
 // connections itself (completion_queue.cc polling_inferred): here nothing else could, since the consumer holds the
 // engine (external driver) and never calls Progress(). One empty GetResults between Notifies is a waiting
@@ -317,6 +461,7 @@ int main() {
   CHECK(g_adapter->QueryInterface(IID_INDProgress, &p) == S_OK && p != nullptr);
   g_progress = static_cast<INDProgress*>(p);
   test_driven_from_outside();
+  test_watched_descriptors();
   test_polling_inferred();
   g_progress->Release();
   CloseHandle(g_file);

@@ -33,6 +33,7 @@ bool Engine::add(net::Socket s, Handler* h, uint32_t events) {
     if (!poll_->add(s, h, events)) return false;
     live_.insert(h);
   }
+  watched(s, h, events, false);
   need_driver();
   if (poll_->changes_need_wake() && !in_engine_thread()) wake();
   return true;
@@ -40,12 +41,14 @@ bool Engine::add(net::Socket s, Handler* h, uint32_t events) {
 
 bool Engine::modify(net::Socket s, Handler* h, uint32_t events) {
   if (!poll_->modify(s, h, events)) return false;
+  watched(s, h, events, false);
   if (poll_->changes_need_wake() && !in_engine_thread()) wake();
   return true;
 }
 
 void Engine::remove(net::Socket s, Handler* h) {
   poll_->remove(s);
+  watched(s, h, 0, true);
   {
     std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);  // waits for a dispatch round in progress
     live_.erase(h);
@@ -141,7 +144,85 @@ int Engine::next_timeout_ms() {
   return static_cast<int>(std::chrono::duration_cast<std::chrono::milliseconds>(wait).count()) + 1;
 }
 
-uint32_t Engine::round(int timeout_ms) {
+void Engine::watched(net::Socket s, Handler* h, uint32_t events, bool removed) {
+  bool later = false;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    if (removed) {
+      auto it = watched_.find(s);
+      if (it != watched_.end() && it->second.h == h) watched_.erase(it);
+    } else {
+      watched_[s] = Watched{h, events};
+    }
+    // Read under the lock that set_watcher copies watched_ under: a change either is in its copy or sees it.
+    if (watcher_.load(std::memory_order_acquire) == nullptr) return;
+    if (std::this_thread::get_id() != watcher_thread_.load(std::memory_order_relaxed)) {
+      // A loop's handles belong to its thread: told there at the next progress (the wake-up brings it).
+      resync_.push_back(s);
+      later = true;
+    }
+  }
+  if (later) {
+    wake();
+    return;
+  }
+  tell_watcher(s);
+}
+
+void Engine::tell_watcher(net::Socket s) {
+  Watcher* w = watcher_.load(std::memory_order_acquire);
+  if (w == nullptr) return;
+  Watched now{nullptr, 0};
+  bool present = false;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    auto it = watched_.find(s);
+    if (it != watched_.end()) {
+      now = it->second;
+      present = true;
+    }
+  }
+  if (present) {
+    w->watch(s, now.h, now.events);
+  } else {
+    w->unwatch(s);
+  }
+}
+
+void Engine::resync_watcher() {
+  std::vector<net::Socket> changed;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    if (resync_.empty()) return;
+    changed.swap(resync_);
+  }
+  for (net::Socket s : changed) tell_watcher(s);
+}
+
+HRESULT Engine::set_watcher(Watcher* w, intptr_t* wake_descriptor) {
+  if (w == nullptr) {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    watcher_.store(nullptr, std::memory_order_release);
+    resync_.clear();
+    return ND_SUCCESS;
+  }
+  if (!external_driver()) return ND_INVALID_DEVICE_STATE;
+  const intptr_t wake_fd = poll_ ? poll_->wake_descriptor() : -1;
+  if (wake_fd < 0) return ND_NOT_SUPPORTED;
+  std::vector<std::pair<net::Socket, Watched>> now;
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    watcher_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
+    watcher_.store(w, std::memory_order_release);
+    resync_.clear();
+    now.assign(watched_.begin(), watched_.end());
+  }
+  for (const auto& [s, reg] : now) w->watch(s, reg.h, reg.events);
+  *wake_descriptor = wake_fd;
+  return ND_SUCCESS;
+}
+
+uint32_t Engine::round(int timeout_ms, const PollSet::Ready* given) {
   // The overlapped completions that timers, handlers and tasks make leave when each part ends, with no object lock
   // held (ndkit/object.h), and never wait behind the blocking wait.
   int next = -1;
@@ -152,14 +233,21 @@ uint32_t Engine::round(int timeout_ms) {
   }
   if (timeout_ms != 0 && next >= 0 && (timeout_ms < 0 || next < timeout_ms)) timeout_ms = next;
   PollSet::Ready ready[kReadyBatch];
-  int n = poll_->wait(ready, kReadyBatch, timeout_ms);
+  int n;
+  if (given != nullptr) {
+    ready[0] = *given;  // a watcher's report: no wait (the loop's own wait said which socket is ready)
+    n = 1;
+  } else {
+    n = poll_->wait(ready, kReadyBatch, timeout_ms);
+  }
   ndkit::DeferCompletions defer;
   if (n > 0) {
     std::lock_guard<std::recursive_mutex> lock(dispatch_mu_);
     for (int i = 0; i < n; ++i) {
       auto* h = static_cast<Handler*>(ready[i].tag);
-      if (live_.count(h) == 0) continue;  // removed earlier in this round
-      if (!poll_->still_watching(ready[i].socket, h)) continue;  // the socket was re-registered meanwhile
+      if (live_.count(h) == 0) continue;  // removed earlier in this round (or, a watcher's report, since)
+      // The socket was re-registered meanwhile (a watcher's report comes from the consumer's own wait).
+      if (given == nullptr && !poll_->still_watching(ready[i].socket, h)) continue;
       h->on_io(ready[i].events);
       ++work;
     }
@@ -169,12 +257,20 @@ uint32_t Engine::round(int timeout_ms) {
   return work;
 }
 
-uint32_t Engine::progress(bool defer_transmit) {
+uint32_t Engine::progress(bool defer_transmit) { return drive(defer_transmit, nullptr); }
+
+uint32_t Engine::progress_ready(Handler* h, uint32_t events, bool defer_transmit) {
+  const PollSet::Ready given{h, net::kInvalidSocket, events};
+  return drive(defer_transmit, &given);
+}
+
+uint32_t Engine::drive(bool defer_transmit, const PollSet::Ready* given) {
   std::unique_lock<std::mutex> lock(round_mu_, std::try_to_lock);
   if (!lock.owns_lock()) return 0;
   const std::thread::id prev = driver_.exchange(std::this_thread::get_id());
   if (defer_transmit) deferring_thread_.store(std::this_thread::get_id(), std::memory_order_relaxed);
-  uint32_t work = round(0);
+  resync_watcher();
+  uint32_t work = round(0, given);
   for (int i = 1; i < kTaskPassesPerRound; ++i) {
     const uint32_t more = run_tasks();
     if (more == 0) break;

@@ -20,6 +20,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <unordered_map>
 #include <unordered_set>
 #include <vector>
 
@@ -85,6 +86,17 @@ class Engine final : private ndkit::ProgressDriver::Rounds {
     });
   }
 
+  // Who watches the sockets when an external driver's loop waits on them itself (nd/netdirect_ext.h
+  // INDProgressDescriptors): told of every registration and change, on the driver's thread.
+  class Watcher {
+   public:
+    virtual void watch(net::Socket s, Handler* h, uint32_t events) = 0;  // add or change (events 0: not now)
+    virtual void unwatch(net::Socket s) = 0;                            // before the socket is closed
+
+   protected:
+    ~Watcher() = default;
+  };
+
   // ---- Driving from outside (nd/netdirect_ext.h INDProgress) ----
   // true: the engine's thread stops (joined before this returns; never call it from a round); the caller
   // drives with progress(). false: the thread takes over again. ND_NOT_SUPPORTED where the poll set has no
@@ -106,6 +118,13 @@ class Engine final : private ndkit::ProgressDriver::Rounds {
     return deferring_thread_.load(std::memory_order_relaxed) == std::this_thread::get_id();
   }
   void defer(std::function<void()> fn) { deferred_.push_back(std::move(fn)); }
+  // The external driver's thread only: from now on `w` watches every registered socket (each is reported to it
+  // at once, and every later add, modify and remove), and the caller watches *wake_descriptor (readable when work
+  // was posted from another thread: then progress()) instead of descriptor(). nullptr: back to descriptor() (the
+  // sockets never left the poll set). ND_NOT_SUPPORTED where the poll set has no wake descriptor.
+  HRESULT set_watcher(Watcher* w, intptr_t* wake_descriptor);
+  // progress() for one socket the watcher found ready (h as watch() gave it; nothing if it was removed since).
+  uint32_t progress_ready(Handler* h, uint32_t events, bool defer_transmit = false);
   // Milliseconds until the next timer is due: 0 when tasks are queued, -1 when there is nothing.
   int next_timeout_ms();
   // Same-host connections (docs/shm.md) among what the engine drives, counted in and out by their queue pairs:
@@ -116,7 +135,13 @@ class Engine final : private ndkit::ProgressDriver::Rounds {
   uint32_t shm_links() const { return shm_links_.load(std::memory_order_relaxed); }
 
  private:
-  uint32_t round(int timeout_ms);  // one wait + dispatch + tasks + due timers; caller holds round_mu_
+  // One wait (or, `given`, the one socket event a watcher reported) + dispatch + tasks + due timers; the caller
+  // holds round_mu_.
+  uint32_t round(int timeout_ms, const PollSet::Ready* given = nullptr);
+  uint32_t drive(bool defer_transmit, const PollSet::Ready* given);  // progress() / progress_ready()
+  void watched(net::Socket s, Handler* h, uint32_t events, bool removed);  // keeps watched_, tells the watcher
+  void tell_watcher(net::Socket s);  // on the watcher's thread: the socket's registration as it is now
+  void resync_watcher();             // the changes made on other threads since
   void run_rounds(const std::atomic<bool>& stop) override;  // the engine thread (ProgressDriver::Rounds)
   void need_driver() { thread_.need(); }  // starts the thread unless an external driver has the engine
   void wake() override;
@@ -137,6 +162,17 @@ class Engine final : private ndkit::ProgressDriver::Rounds {
   };
   std::multimap<std::chrono::steady_clock::time_point, Timer> timers_;  // guarded by task_mu_
   uint64_t next_timer_id_ = 1;                                         // guarded by task_mu_
+  // Every registered socket and its interest, for a watcher set later (set_watcher); the watcher and its thread;
+  // sockets changed on another thread while it watches, told on its thread at the next progress.
+  struct Watched {
+    Handler* h;
+    uint32_t events;
+  };
+  std::mutex watch_mu_;
+  std::unordered_map<net::Socket, Watched> watched_;  // guarded by watch_mu_
+  std::vector<net::Socket> resync_;                    // guarded by watch_mu_
+  std::atomic<Watcher*> watcher_{nullptr};
+  std::atomic<std::thread::id> watcher_thread_{};
   std::atomic<std::thread::id> deferring_thread_{};  // between progress(true) and flush() (deferring())
   std::vector<std::function<void()>> deferred_;       // that thread only (defer / flush / set_external_driver)
   // The engine thread `nd-engine` and its hand-over (ProgressDriver::thread_mu_ is the lock docs/threads.md calls

@@ -45,6 +45,9 @@ class PollSet {
   // A descriptor that is readable while wait() would return at once (the epoll descriptor itself), for an
   // event loop to watch; -1 where the OS has none (Windows: neither WSAPoll nor a port is one).
   virtual intptr_t descriptor() const = 0;
+  // The descriptor wake() makes readable (the eventfd inside the epoll set), for an event loop that watches the
+  // sockets itself instead of descriptor() (Engine::set_watcher); -1 where there is none.
+  virtual intptr_t wake_descriptor() const { return -1; }
 };
 
 #ifdef _WIN32

@@ -74,6 +74,7 @@ class EpollSet final : public PollSet {
   bool still_watching(net::Socket, void*) const override { return true; }
   bool changes_need_wake() const override { return false; }
   intptr_t descriptor() const override { return epfd_; }
+  intptr_t wake_descriptor() const override { return wakefd_; }
 
  private:
   bool ctl(int op, net::Socket s, void* tag, uint32_t events) {
