@@ -143,7 +143,8 @@ describe('handshake deadline', () => {
 
 // The software provider runs at most 64 connection setups per adapter as initiator; later Connects wait for a
 // slot under their deadline, and with 192 waiting the adapter is out of setup resources: creating a connector
-// fails ND_INSUFFICIENT_RESOURCES (docs/nd2.md "Connect flood"; binding/soft/cm/connect_gate.h). Raw TCP servers stand in for listeners that cannot keep up.
+// through the addon fails ND_INSUFFICIENT_RESOURCES at once (a program that loads the DLL waits for a place instead:
+// docs/nd2.md "Connect flood"; binding/soft/cm/connect_gate.h). Raw TCP servers stand in for listeners that cannot keep up.
 describe('connect flood', () => {
   // state may be shared by several servers: then open/max count their connections together.
   async function rawServer(hold?: number, state = { open: 0, max: 0, accepted: 0, sockets: [] as net.Socket[] }) {

@@ -96,6 +96,14 @@ Adapter::Adapter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Adapter>(inf
     ThrowNdError(env, name ? name : "ND_UNSUCCESSFUL", hr, op, "cannot open an adapter for " + address + ": " + why);
   }
   provider.reset();  // the adapter keeps the provider loaded
+  {
+    // createConnector() runs on the JS thread: with every connect place taken it must refuse at once rather than
+    // block the loop (nd/netdirect_ext.h INDConnectAdmission; docs/nd2.md "Connect flood"). Other providers do not
+    // answer, and make their own choice.
+    NdPtr<INDConnectAdmission> admission;
+    if (SUCCEEDED(nd_->QueryInterface(IID_INDConnectAdmission, reinterpret_cast<void**>(admission.put()))) && admission)
+      (void)admission->SetCreateConnectorWait(FALSE);
+  }
 
   ULONG size = sizeof(info_);
   info_.InfoVersion = ND_VERSION_2;

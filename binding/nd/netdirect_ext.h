@@ -130,3 +130,16 @@ struct INDPostBatch : public IUnknown {
   virtual HRESULT ND_CALL BeginBatch() = 0;
   virtual HRESULT ND_CALL EndBatch() = 0;
 };
+
+// {6E657464-6972-6563-7461-646D69740001}
+inline const GUID IID_INDConnectAdmission = {0x6e657464, 0x6972, 0x6563, {0x74, 0x61, 0x64, 0x6d, 0x69, 0x74, 0x00, 0x01}};
+
+// On an IND2Adapter: what CreateConnector does while the provider is out of connection-setup resources (the built-in
+// provider: 256 Connects running or waiting for a slot, binding/soft/cm/connect_gate.h). By default it waits for a
+// setup to end and makes the connector then, as a blocking allocation would, failing ND_INSUFFICIENT_RESOURCES only
+// if none ends within the handshake deadline: that is what ND programs written for hardware providers expect
+// (docs/nd2.md "Connect flood"). SetCreateConnectorWait(FALSE): it fails ND_INSUFFICIENT_RESOURCES at once, for a
+// consumer whose calling thread must not block (an event loop: the addon asks for this on every adapter it opens).
+struct INDConnectAdmission : public IUnknown {
+  virtual HRESULT ND_CALL SetCreateConnectorWait(BOOL wait) = 0;
+};

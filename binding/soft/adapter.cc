@@ -112,6 +112,11 @@ HRESULT SoftAdapter::QueryInterface(REFIID riid, VOID** ppv) {
     *ppv = static_cast<INDSharedMemory*>(this);
     return S_OK;
   }
+  if (ppv != nullptr && IsEqualGUID(riid, IID_INDConnectAdmission)) {
+    AddRef();
+    *ppv = static_cast<INDConnectAdmission*>(this);
+    return S_OK;
+  }
   return ComObject::QueryInterface(riid, ppv);
 }
 
@@ -120,6 +125,11 @@ HRESULT SoftAdapter::GetDescriptor(UINT64* pDescriptor) {
   const intptr_t fd = engine_->descriptor();
   if (fd < 0) return ND_NOT_SUPPORTED;
   *pDescriptor = static_cast<UINT64>(fd);
+  return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::SetCreateConnectorWait(BOOL wait) {
+  connector_wait_.store(wait != FALSE, std::memory_order_relaxed);
   return ND_SUCCESS;
 }
 
@@ -342,7 +352,13 @@ HRESULT SoftAdapter::CreateConnector(REFIID iid, HANDLE hOverlappedFile, VOID** 
   if (ppConnector == nullptr) return ND_INVALID_PARAMETER_3;
   *ppConnector = nullptr;
   if (!IsEqualGUID(iid, IID_IND2Connector)) return E_NOINTERFACE;
-  if (connect_gate_.full()) return ND_INSUFFICIENT_RESOURCES;  // out of connection-setup resources (cm/connect_gate.h)
+  // Out of connection-setup resources (cm/connect_gate.h): wait for a setup to end, up to a handshake's deadline
+  // (in that time every running setup ends), unless the consumer asked for the refusal at once (INDConnectAdmission)
+  // or this is the engine's own thread, which is what frees places.
+  if (connect_gate_.full() &&
+      (!connector_wait_.load(std::memory_order_relaxed) || engine_->in_engine_thread() ||
+       !connect_gate_.wait_for_place(handshake_timeout_ms_)))
+    return ND_INSUFFICIENT_RESOURCES;
   SoftConnector* c = nullptr;
   HRESULT hr = SoftConnector::create(this, hOverlappedFile, &c);
   if (FAILED(hr)) return hr;

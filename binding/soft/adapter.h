@@ -22,7 +22,8 @@ class StagTable;
 class SoftAdapter final : public ComObject<IND2Adapter>,
                           public INDProgress,
                           public INDProgressDescriptors,
-                          public INDSharedMemory {
+                          public INDSharedMemory,
+                          public INDConnectAdmission {
  public:
   // IUnknown, for every interface: the extensions are answered besides the ComObject's own ids.
   HRESULT ND_CALL QueryInterface(REFIID riid, VOID** ppv) override;
@@ -42,6 +43,9 @@ class SoftAdapter final : public ComObject<IND2Adapter>,
   HRESULT ND_CALL SetSharedMemory(BOOL enable) override;
   HRESULT ND_CALL GetSharedMemory(BOOL* pEnabled) override;
   HRESULT ND_CALL GetBusyPollMicros(ULONG* pMicros) override;
+  // INDConnectAdmission (nd/netdirect_ext.h): CreateConnector with every connect place taken waits (the default)
+  // or refuses at once.
+  HRESULT ND_CALL SetCreateConnectorWait(BOOL wait) override;
 
   // Opens adapter `id` (an interface index from ResolveAddress); ND_INVALID_PARAMETER if unknown.
   static HRESULT open(UINT64 id, SoftAdapter** out);
@@ -89,6 +93,7 @@ class SoftAdapter final : public ComObject<IND2Adapter>,
   UINT64 id_ = 0;
   uint32_t handshake_timeout_ms_ = 0;
   std::atomic<bool> shared_memory_{false};
+  std::atomic<bool> connector_wait_{true};  // INDConnectAdmission
   uint32_t shm_spin_us_ = 0;  // NETDIRECT_SHM_SPIN_MICROS at open (shm::spin_micros_from_env)
   std::vector<net::Address> addresses_;
   std::unique_ptr<Engine> engine_;

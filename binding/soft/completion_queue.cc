@@ -129,8 +129,11 @@ HRESULT SoftCompletionQueue::notify_now(ULONG type, OVERLAPPED* pOverlapped) {
   {
     std::lock_guard<ndkit::CheckedMutex> lock(mu_);
     if (overrun_.load(std::memory_order_relaxed)) return ND_BUFFER_OVERFLOW;
-    // A matching completion is already queued: report it now instead of arming (closes the drain/arm race).
-    if (matches_queued_locked(type)) return ND_SUCCESS;
+    // A matching completion is already queued: report it now instead of arming (closes the drain/arm race). On
+    // Windows as a kernel provider does, whose armed CQ fires at once: ND_PENDING and the notification through the
+    // overlapped file. The SDK's programs take any Notify that did not fail as armed and wait for its packet (ndconn
+    // drains, arms and returns), so an ND_SUCCESS, which posts nothing, lost their completions (docs/nd2.md 7.3).
+    if (matches_queued_locked(type)) return ndkit::succeed_overlapped(file_, pOverlapped);
     try {
       waiters_.push_back(Waiter{pOverlapped, type});
     } catch (...) {

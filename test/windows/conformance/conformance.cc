@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../../native/check.h"
+#include "nd/netdirect_ext.h"
 
 namespace {
 
@@ -583,6 +584,39 @@ void case_cycles(Side* a, Side* b, int rounds) {
   }
 }
 
+// Notify on a CQ that already holds a matching result (docs/nd2.md 7.3): ND_PENDING, and the notification follows at
+// once through the overlapped file (a packet on the port, the event), as a kernel provider's armed CQ fires. The SDK's
+// programs drain, arm and return, taking any Notify that did not fail as armed (ndconn): an ND_SUCCESS here, which
+// posts nothing, left their completions in the CQ for good.
+void case_notify_queued(Side* server_side, Side* client_side) {
+  uint16_t port = 0;
+  IND2Listener* l = listen_on(server_side, 0, &port);
+  End se, ce;
+  if (l != nullptr && make_end(server_side, &se, ND_MR_FLAG_ALLOW_LOCAL_WRITE) &&
+      make_end(client_side, &ce, ND_MR_FLAG_ALLOW_LOCAL_WRITE) &&
+      connect_pair(l, port, &se, &ce, 0)) {
+    const ND2_SGE in{se.buf.data(), 64, se.mr->GetLocalToken()};
+    CHECK_ST(se.qp->Receive(&se.ov, &in, 1), ND_SUCCESS);
+    OVERLAPPED first, second;
+    const HRESULT armed = se.cq->Notify(ND_CQ_NOTIFY_ANY, server_side->ov(&first));
+    CHECK_ST(armed, ND_PENDING);  // nothing queued yet
+    const ND2_SGE out{ce.buf.data(), 8, ce.mr->GetLocalToken()};
+    CHECK_ST(ce.qp->Send(&ce.ov, &out, 1, 0), ND_SUCCESS);
+    CHECK_ST(server_side->finish(se.cq, &first, armed), ND_SUCCESS);  // the Receive is queued now, not taken
+    const HRESULT again = se.cq->Notify(ND_CQ_NOTIFY_ANY, server_side->ov(&second));
+    CHECK_ST(again, ND_PENDING);
+    CHECK_ST(server_side->finish(se.cq, &second, again), ND_SUCCESS);
+    ND2_RESULT r{};
+    CHECK(se.cq->GetResults(&r, 1) == 1);
+    CHECK(r.RequestType == Nd2RequestTypeReceive && r.Status == ND_SUCCESS);
+    if (next_result(&ce, &r)) CHECK(r.RequestType == Nd2RequestTypeSend);
+    disconnect_pair(&ce, &se);
+  }
+  free_end(&ce);
+  free_end(&se);
+  release(l);
+}
+
 // All of 127.0.0.0/8 is this host (RFC 1122 section 3.2.1.3), routed to loopback and bindable on Windows and
 // Linux; programs give each process its own loopback address (the SDK's ndmpic). The loopback adapter serves the
 // range: 127.0.0.2 resolves to it, and a connection from 127.0.0.2 to a listener on 127.0.0.3 reports those
@@ -773,6 +807,83 @@ void case_connect_flood(Side* s, int n, bool listening) {
   release(cq);
 }
 
+// CreateConnector with every connect place taken (docs/nd2.md "Connect flood"): 256 Connects to a TCP listener that
+// never answers MPA fill the adapter's places (16 running to that destination, 240 waiting for a slot). A program
+// like this one, which loads the DLL, then gets its connector once a place frees: the call waits (here on a second
+// thread) until a running Connect is cancelled, and succeeds. Asked through INDConnectAdmission (as the addon asks),
+// the adapter refuses at once instead.
+void case_connector_admission(Side* s) {
+  constexpr int kPlaces = 256;  // binding/soft/cm/connect_gate.h: kActive + kWaiting
+  SOCKET silent = socket(AF_INET, SOCK_STREAM, IPPROTO_TCP);
+  sockaddr_in dest = loopback(0);
+  int len = sizeof dest;
+  if (!CHECK(bind(silent, reinterpret_cast<sockaddr*>(&dest), sizeof dest) == 0) ||
+      !CHECK(listen(silent, SOMAXCONN) == 0) ||
+      !CHECK(getsockname(silent, reinterpret_cast<sockaddr*>(&dest), &len) == 0)) {
+    closesocket(silent);
+    return;
+  }
+  void* obj = nullptr;
+  CHECK_ST(s->adapter->CreateCompletionQueue(IID_IND2CompletionQueue, s->file, 4 * kPlaces, 0, 0, &obj), ND_SUCCESS);
+  auto* cq = static_cast<IND2CompletionQueue*>(obj);
+  std::vector<FloodEnd> ends(kPlaces);
+  bool made = cq != nullptr;
+  for (auto& e : ends) made = made && flood_end(s, cq, &e);
+  for (auto& e : ends) {
+    if (!made) break;
+    made = CHECK_ST(e.conn->Connect(e.qp, sa(dest), sizeof dest, 0, 0, nullptr, 0, &e.op), ND_PENDING);
+  }
+  trace("places taken");
+  IND2Connector* late = nullptr;
+  if (made) {
+    // Asked to refuse: at once.
+    INDConnectAdmission* admission = nullptr;
+    CHECK_ST(s->adapter->QueryInterface(IID_INDConnectAdmission, reinterpret_cast<void**>(&admission)), S_OK);
+    if (admission != nullptr) {
+      CHECK_ST(admission->SetCreateConnectorWait(FALSE), ND_SUCCESS);
+      const auto t = Clock::now();
+      CHECK_ST(s->adapter->CreateConnector(IID_IND2Connector, s->file, &obj), ND_INSUFFICIENT_RESOURCES);
+      CHECK(Clock::now() - t < std::chrono::milliseconds(1000));
+      CHECK_ST(admission->SetCreateConnectorWait(TRUE), ND_SUCCESS);
+      admission->Release();
+    }
+    // By default: waits for a place.
+    struct Call {
+      IND2Adapter* adapter;
+      HANDLE file;
+      void* conn = nullptr;
+      HRESULT hr = ND_PENDING;
+    } call{s->adapter, s->file};
+    HANDLE th = CreateThread(
+        nullptr, 0,
+        [](void* p) -> DWORD {
+          auto* c = static_cast<Call*>(p);
+          c->hr = c->adapter->CreateConnector(IID_IND2Connector, c->file, &c->conn);
+          return 0;
+        },
+        &call, 0, nullptr);
+    if (CHECK(th != nullptr)) {
+      CHECK(WaitForSingleObject(th, 500) == WAIT_TIMEOUT);  // every place still taken: it waits
+      trace("cancelling a running Connect");
+      CHECK_ST(ends[0].conn->CancelOverlappedRequests(), ND_SUCCESS);  // the first 16 run: its place frees
+      CHECK(WaitForSingleObject(th, kWaitMs) == WAIT_OBJECT_0);
+      CloseHandle(th);
+      CHECK_ST(call.hr, ND_SUCCESS);
+      late = static_cast<IND2Connector*>(call.conn);
+      CHECK(late != nullptr);
+      CHECK_ST(flood_wait(ends[0].conn, &ends[0].op), ND_CANCELED);
+    }
+  }
+  release(late);
+  for (auto& e : ends) {
+    if (e.conn != nullptr) e.conn->CancelOverlappedRequests();
+    release(e.conn);
+    release(e.qp);
+  }
+  release(cq);
+  closesocket(silent);
+}
+
 // Register/Deregister in a tight loop, either completion style: every request ends ND_SUCCESS, a synchronous
 // one leaves its OVERLAPPED saying so and posts nothing. Prints the rate.
 void case_mr_loop(Side* s, int n) {
@@ -846,12 +957,15 @@ int wmain(int argc, wchar_t** argv) {
     run_case("initiator rejects after Connect (port server)", [&] { case_decline(&port, &block, false); });
     run_case("initiator releases its connector (block server)", [&] { case_decline(&block, &port, true); });
     run_case("connect/data/disconnect x12", [&] { case_cycles(&port, &block, 12); });
+    run_case("notify with a result queued (port)", [&] { case_notify_queued(&port, &block); });
+    run_case("notify with a result queued (block)", [&] { case_notify_queued(&block, &port); });
     run_case("explicit ports in use", [&] { case_port_in_use(&port); });
     run_case("127.0.0.2 to 127.0.0.3", [&] { case_loopback_range(p, &port, &block); });
     run_case("write access violation", [&] { case_access_violation(&port, &block, true); });
     run_case("read access violation", [&] { case_access_violation(&block, &port, false); });
     run_case("connect flood (backlog 8)", [&] { case_connect_flood(&block, 200, true); });
     run_case("connect flood (closed port)", [&] { case_connect_flood(&block, 200, false); });
+    run_case("CreateConnector with every place taken", [&] { case_connector_admission(&block); });
     run_case("register loop (port)", [&] { case_mr_loop(&port, 1000); });
     run_case("register loop (block)", [&] { case_mr_loop(&block, 1000); });
   }
