@@ -308,6 +308,8 @@ export interface NativeNdBenchParams {
   durationMs: number;
   /** write_bw: Writes in flight at once. */
   window?: number;
+  /** write_bw: Writes per group bracketed by INDPostBatch, each group's last signaled (ndbench -l; default 1). */
+  postList?: number;
   /** send_lat: receives lib/ has posted on the queue pair (the loop uses them first and hands their results back). */
   receives?: number;
 }

@@ -25,7 +25,9 @@
 //              its own is left posted when it returns.
 //   write_bw   message rate: the client keeps `window` Writes of `size` bytes from `sendOffset` to the peer's offset 0
 //              in flight, every `moderation`-th and the last one signaled (as lib/bench/nd.ts bwClient in manual
-//              mode); the server is passive.
+//              mode); the server is passive. With `postList` > 1 the free slots are posted in groups of that many,
+//              each between INDPostBatch's BeginBatch and EndBatch (when the provider answers it) and each group's
+//              last signaled, as the JS loop's qp.batch() posts do.
 #include <napi.h>
 
 #include <chrono>
@@ -72,6 +74,7 @@ struct Params {
   bool inline_ = false;
   double timeoutMs = 0;
   uint32_t window = 1;  // write_bw
+  uint32_t postList = 1;  // write_bw: Writes posted per INDPostBatch bracket (ndbench -l), each bracket's last signaled
   bool send = false;    // send_lat
   int64_t receives = 0;  // send_lat: receives lib/ has posted on the queue pair
 };
@@ -91,6 +94,9 @@ class Loop {
  public:
   Loop(Napi::Env env, const Params& p, IND2QueuePair* qp, CqState* cq, uint8_t* base, UINT32 localToken)
       : env_(env), p_(p), qp_(qp), state_(cq), cq_(cq->cq), base_(base), localToken_(localToken), hint_(cq->hint) {
+    if (p_.postList > 1 && FAILED(qp_->QueryInterface(IID_INDPostBatch, reinterpret_cast<void**>(batch_.put())))) {
+      batch_.reset();
+    }
     if (hint_ != nullptr) hint_->SetPollingThread(TRUE);
     Progress();
   }
@@ -192,6 +198,7 @@ class Loop {
   uint8_t* base_;
   UINT32 localToken_;
   INDPollingHint* hint_;
+  NdPtr<INDPostBatch> batch_;  // postList > 1: the provider's batch hint, when it answers one
   uint32_t unsignaled_ = 0;
   uint32_t spins_ = 0;
   int64_t retired_ = 0;  // write_bw: Writes retired by the signaled results polled so far
@@ -304,12 +311,20 @@ std::pair<int64_t, double> Loop::WriteBwClient() {
     bool stopping = false;
     for (;;) {
       while (!stopping && (timed || posted < count) && posted - (retired_ - base) < window) {
-        ++unsignaled;
-        const bool last = !timed && posted + 1 == count;
-        const bool signaled = unsignaled >= k || last;
-        Post(true, p_.sendOffset, p_.size, 0, reinterpret_cast<void*>(kStreamBase + unsignaled), !signaled);
-        if (signaled) unsignaled = 0;
-        ++posted;
+        // A group of up to postList Writes (one Write without -l), bracketed as one batch.
+        int64_t group = window - (posted - (retired_ - base));
+        if (group > p_.postList) group = p_.postList;
+        if (!timed && group > count - posted) group = count - posted;
+        if (batch_) batch_->BeginBatch();
+        for (int64_t i = 0; i < group; ++i) {
+          ++unsignaled;
+          const bool last = (!timed && posted + 1 == count) || (p_.postList > 1 && i + 1 == group);
+          const bool signaled = unsignaled >= k || last;
+          Post(true, p_.sendOffset, p_.size, 0, reinterpret_cast<void*>(kStreamBase + unsignaled), !signaled);
+          if (signaled) unsignaled = 0;
+          ++posted;
+        }
+        if (batch_) batch_->EndBatch();
       }
       if (timed && !stopping && Clock::now() >= end) {
         stopping = true;
@@ -411,6 +426,7 @@ Napi::Value NdBenchRun(const Napi::CallbackInfo& info) {
   p.inline_ = o.Get("inline").ToBoolean();
   p.timeoutMs = Number(o, "timeoutMs", 1, 1e9);
   if (bw) p.window = static_cast<uint32_t>(Number(o, "window", 1, 1 << 16));
+  if (bw && !o.Get("postList").IsUndefined()) p.postList = static_cast<uint32_t>(Number(o, "postList", 1, 1 << 16));
   p.send = test == "send_lat";
   if (p.send) p.receives = static_cast<int64_t>(Number(o, "receives", 0, 1 << 20));
   if (p.client && p.durationMs == 0 && p.iters == 0)

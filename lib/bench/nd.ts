@@ -389,7 +389,8 @@ function nativeParams(
 
 /**
  * The client's native phase (write_lat, read_lat, write_bw; manual mode): the same statistics as the JS loop's.
- * write_bw keeps the JS loop's window and signals every K-th Write as it does (bwClient).
+ * write_bw keeps the JS loop's window and signals every K-th Write as it does (bwClient); with -l it posts in groups
+ * of that many as the JS loop's batches, each bracketed for the provider (INDPostBatch) and its last signaled.
  */
 export function nativeClientPhase(side: NdSide, test: TestName, a: PhaseArgs): Stats {
   const W = side.window;
@@ -398,7 +399,9 @@ export function nativeClientPhase(side: NdSide, test: TestName, a: PhaseArgs): S
     iters: a.durationMs > 0 ? 0 : a.iters,
     warmup: a.warmup,
     durationMs: a.durationMs,
-    ...(test === 'write_bw' ? { window: W, moderation: Math.max(1, Math.min(side.moderation, W >> 1 || 1)) } : {}),
+    ...(test === 'write_bw'
+      ? { window: W, moderation: Math.max(1, Math.min(side.moderation, W >> 1 || 1)), postList: side.cfg.postList ?? 1 }
+      : {}),
     ...(test === 'send_lat' ? { receives: side.postedReceives } : {}),
   });
   if (test === 'send_lat') takeHandedBack(side);

@@ -146,7 +146,7 @@ export function newReport(o: BenchOptions, version: string, tcpMode: 'block' | '
           'node-net': "Node's net module one-way stream of size-byte writes (drain-paced), timed to the receiver's acknowledgement",
           perftest: `perftest's ib_${o.test} -R on the same RDMA device, same size, iterations, tx depth and QPs; its own BW average (MB/sec = MiB/s)`,
           native:
-            'the same Writes on the same queue pair, completion queue and memory, posted one at a time and polled by a C++ loop ' +
+            `the same Writes on the same queue pair, completion queue and memory, posted ${o.postList && o.postList > 1 ? `in groups of ${o.postList} (-l) bracketed by INDPostBatch` : 'one at a time'} and polled by a C++ loop ` +
             "through the ND v2 interfaces (binding/bench/bench_nd.cc), same tx depth and moderation: the provider's share, without lib/, Node-API or V8",
           ratio: 'netdirect BW_average / baseline BW_average (> 1: netdirect is faster)',
         },

@@ -87,6 +87,21 @@ describe('the native ND loop of ndbench', { timeout: 60_000 }, () => {
     expect(ndThrow(() => binding.ndBenchRun(params(client, toServer, { test: 'write_bw', window: 0 }))).message).toMatch(/window must be a number/);
   });
 
+  it('runs write_bw in groups (postList, ndbench -l): every Write completes or is retired, counts add up, the CQ is left empty', async () => {
+    const { client, server, toServer } = await pair('manual');
+    client.mr.buffer.fill(0x3a, 1024, 1024 + 8);
+    // 1000 is no multiple of 7, and a group of 32 is cut by the window of 16: partial groups end signaled too.
+    for (const postList of [7, 32]) {
+      const r = binding.ndBenchRun(params(client, toServer, { test: 'write_bw', size: 8, iters: 1000, warmup: 5, window: 16, moderation: 4, postList })) as {
+        messages: number;
+      };
+      expect(r.messages).toBe(1000);
+    }
+    expect(Array.from(server.mr.buffer.subarray(0, 8))).toEqual(new Array(8).fill(0x3a));
+    expect(client.cq.poll(16)).toEqual([]);
+    expect(ndThrow(() => binding.ndBenchRun(params(client, toServer, { test: 'write_bw', window: 16, postList: 0 }))).message).toMatch(/postList must be a number/);
+  });
+
   it('refuses an adapter that is not in manual mode', async () => {
     const loop = await pair('thread'); // 'thread' exists on every platform ('loop' not on Windows)
     const e = ndThrow(() => binding.ndBenchRun(params(loop.client, loop.toServer, {})));
