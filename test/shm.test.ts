@@ -217,6 +217,50 @@ describe.runIf(linux)('two processes on one host', () => {
     expect(devShm()).toEqual(before);
   });
 
+  // Placement by the initiator (docs/shm.md): the initiator's provider copies a Write into the target itself, as an
+  // RNIC places by DMA, so the Write lands in — and completes against — a target none of whose threads runs.
+  it('a Write lands in, and completes against, a target process that is stopped (SIGSTOP)', async () => {
+    const peer = await shmPeer();
+    const adapter = await openAdapter(TEST_ADDRESS, { sharedMemory: true });
+    driveManual(adapter);
+    let stopped = false;
+    try {
+      await peer.call('open', { completion: 'thread' }); // idle, its engine sleeps on its doorbell
+      const address = await peer.call('listen');
+      const target = (await peer.call('register', { name: 'target', size: 64 * 1024, access: { remoteWrite: true } })).remote;
+      const cq = adapter.createCompletionQueue({ depth: 64 });
+      const qp = adapter.createQueuePair({ receiveCq: cq, receiveDepth: 4, initiatorDepth: 16 });
+      const accepting = peer.call('accept', {});
+      await adapter.connect(qp, address);
+      await accepting;
+      expect(qp.transport).toBe('shm');
+      const mr = await adapter.allocateMemory(64 * 1024);
+      const { fillSegments } = await import('./fixtures/pattern.mjs');
+      fillSegments(mr.buffer, [{ offset: 0, length: 12288 }], 21);
+      // Through the ring: the target processes it, sees that we can write into it and publishes its table.
+      await qp.write(mr.slice(0, 4096), target, { offset: 0 });
+      await new Promise((r) => setTimeout(r, 100)); // its engine goes back to sleep on its doorbell
+      peer.child.kill('SIGSTOP');
+      stopped = true;
+      const landed = Promise.all([
+        qp.write(mr.slice(4096, 4096), target, { offset: 4096 }),
+        qp.write(mr.slice(8192, 4096), target, { offset: 8192 }),
+      ]);
+      const outcome = await Promise.race([landed.then(() => 'completed'), new Promise((r) => setTimeout(() => r('still pending'), 5000))]);
+      peer.child.kill('SIGCONT');
+      stopped = false;
+      expect(outcome).toBe('completed');
+      expect(await peer.call('check', { name: 'target', segs: [{ offset: 0, length: 12288 }], seed: 21 })).toBe(-1);
+      // Past the region's end: not placed, the ring carries it and the target refuses it as over TCP.
+      const past = { ...target, address: target.address + BigInt(64 * 1024 - 8), length: 16 };
+      expect((await ndError(qp.write(mr.slice(0, 16), past))).code).toBe('ND_ACCESS_VIOLATION');
+    } finally {
+      if (stopped) peer.child.kill('SIGCONT');
+      await adapter.close();
+      await peer.stop();
+    }
+  });
+
   // kill -9 of either end mid-transfer: the other end's requests all settle, its disconnect notification comes,
   // within bounds; nothing is left in /dev/shm.
   for (const killed of ['target', 'initiator'] as const) {

@@ -16,12 +16,16 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <linux/capability.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/un.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <functional>
 #include <cstdint>
@@ -2069,6 +2073,224 @@ void test_same_host() {
   }
 }
 
+// ---- same host: placement by the initiator (shm/place.h, docs/shm.md "Placement by the initiator") -------------
+// The hostile side is an initiator of ours here: its Link's Placer writes into this process (CMA to itself is
+// always allowed), against the table the victim publishes.
+
+// Probes, then sends one Write through the ring so that the victim processes it, sees the proof and publishes its
+// table; true once the table is on and everything sent is processed.
+bool place_ready(Conn& c) {
+  CHECK(c.link->placer().probe() == shm::Placer::Probe::kOn);
+  CHECK(hostile_send(c, frame(tagged(RdmapOpcode::kWrite, true, rw_token(), rw_base(), pat(8, 0x11)), c.crc)));
+  shm::PlaceArea* a = c.link->peer_place_area();
+  const auto until = Clock::now() + std::chrono::milliseconds(3000);
+  while (Clock::now() < until) {
+    if (a->enabled.load() == 1 && a->processed.load() == c.link->tx_produced()) return true;
+    std::this_thread::sleep_for(std::chrono::microseconds(200));
+  }
+  CHECK(!"the victim published its table");
+  return false;
+}
+
+bool place_bytes(Conn& c, uint32_t stag, uint64_t to, const Bytes& b) {
+  iovec v{const_cast<uint8_t*>(b.data()), b.size()};
+  return c.link->placer().place(stag, to, &v, 1, b.size(), c.link->tx_produced());
+}
+
+void test_same_host_placement() {
+  Posts idle;
+  idle.shm = true;
+  idle.read = idle.write = idle.send = false;
+  // Lands at once, with nothing of the victim's running for it; two pieces gathered into one placement.
+  {
+    g_test = "shm place: a Write lands by the initiator's copy";
+    g_mem->pattern();
+    Conn c;
+    if (setup(c, idle) && place_ready(c)) {
+      const Bytes a = pat(24, 0x61), b = pat(40, 0x71);
+      iovec v[2] = {{const_cast<uint8_t*>(a.data()), a.size()}, {const_cast<uint8_t*>(b.data()), b.size()}};
+      CHECK(c.link->placer().place(rw_token(), rw_base() + 256, v, 2, 64, c.link->tx_produced()));
+      CHECK(std::memcmp(g_mem->p(kRwOff + 256), a.data(), a.size()) == 0);
+      CHECK(std::memcmp(g_mem->p(kRwOff + 256 + a.size()), b.data(), b.size()) == 0);
+      // The whole region, to its last byte.
+      CHECK(place_bytes(c, rw_token(), rw_base() + kRwSize - 8, pat(8, 0x21)));
+      CHECK(std::memcmp(g_mem->p(kRwOff + kRwSize - 8), pat(8, 0x21).data(), 8) == 0);
+      CHECK(c.link->placer().placed() == 2);
+      // A byte in the ring not yet processed by the victim: the next Write must go after it, through the ring.
+      const uint64_t produced = c.link->tx_produced();
+      Bytes x = pat(8, 0x31);
+      iovec xv{x.data(), x.size()};
+      CHECK(!c.link->placer().place(rw_token(), rw_base() + 512, &xv, 1, 8, produced + 1));
+    }
+    teardown(c);
+  }
+  // Whatever the victim would refuse is not placed: the ring then carries it and the victim answers as over TCP.
+  struct Refused {
+    const char* name;
+    std::function<uint32_t()> stag;
+    std::function<uint64_t()> to;
+    size_t len;
+    TermCode code;
+  };
+  const TermCode bad_stag = ddp_t(DdpTaggedErr::kInvalidStag);
+  const TermCode bounds = ddp_t(DdpTaggedErr::kBaseBounds);
+  const Refused cases[] = {
+      {"shm place: wrong token", [] { return 0xDEADBEEFu; }, [] { return rw_base(); }, 8, bad_stag},
+      {"shm place: token of another region, this one's address", [] { return ro_token(); }, [] { return rw_base(); },
+       8, bad_stag},
+      {"shm place: read-only region", [] { return ro_token(); }, [] { return g_mem->addr(kRoOff); }, 8, bad_stag},
+      {"shm place: one byte past the end", [] { return rw_token(); }, [] { return rw_base() + kRwSize - 7; }, 8,
+       bounds},
+      {"shm place: before the start", [] { return rw_token(); }, [] { return rw_base() - 8; }, 16, bounds},
+      {"shm place: address that wraps", [] { return rw_token(); }, [] { return ~uint64_t{0} - 3; }, 8, bounds},
+  };
+  for (const Refused& k : cases) {
+    g_test = k.name;
+    g_mem->pattern();
+    Conn c;
+    if (setup(c, idle) && place_ready(c)) {
+      c.snap = g_mem->buf;
+      CHECK(!place_bytes(c, k.stag(), k.to(), pat(k.len, 0x41)));
+      CHECK(c.link->placer().placed() == 0);
+      finish(c, frame(tagged(RdmapOpcode::kWrite, true, k.stag(), k.to(), pat(k.len, 0x41)), c.crc), term(k.code));
+    }
+    teardown(c);
+  }
+  // A deregistered region and an invalidated window are taken back before Deregister / Invalidate complete.
+  {
+    g_test = "shm place: deregistered region";
+    g_mem->pattern();
+    Conn c;
+    Bytes mine(256, 0);
+    if (setup(c, idle) && place_ready(c)) {
+      IND2MemoryRegion* mr =
+          reg_at(mine.data(), mine.size(), ND_MR_FLAG_ALLOW_LOCAL_WRITE | ND_MR_FLAG_ALLOW_REMOTE_WRITE);
+      const uint32_t tok = mr->GetRemoteToken();
+      const uint64_t at = reinterpret_cast<uintptr_t>(mine.data());
+      CHECK(place_bytes(c, tok, at, pat(16, 0x51)));
+      CHECK(std::memcmp(mine.data(), pat(16, 0x51).data(), 16) == 0);
+      dereg(mr);
+      std::fill(mine.begin(), mine.end(), 0xEE);
+      CHECK(!place_bytes(c, tok, at, pat(16, 0x52)));
+      CHECK(std::all_of(mine.begin(), mine.end(), [](uint8_t v) { return v == 0xEE; }));
+      c.snap = g_mem->buf;
+      finish(c, frame(tagged(RdmapOpcode::kWrite, true, tok, at, pat(16, 0x52)), c.crc), term(bad_stag));
+      CHECK(std::all_of(mine.begin(), mine.end(), [](uint8_t v) { return v == 0xEE; }));
+    }
+    teardown(c);
+  }
+  {
+    g_test = "shm place: invalidated window";
+    g_mem->pattern();
+    Conn c;
+    if (setup(c, idle) && place_ready(c)) {
+      void* p = nullptr;
+      CHECK_ST(g_adapter->CreateMemoryWindow(IID_IND2MemoryWindow, &p), ND_SUCCESS);
+      auto* mw = as<IND2MemoryWindow>(p);
+      CHECK_ST(c.qp->Bind(reinterpret_cast<void*>(kCtxBind), g_mem->rw, mw, g_mem->p(kRwOff + 1024), 256,
+                          ND_OP_FLAG_ALLOW_WRITE),
+               ND_SUCCESS);
+      const uint32_t wt = mw->GetRemoteToken();
+      CHECK(place_bytes(c, wt, g_mem->addr(kRwOff + 1024), pat(8, 0x53)));
+      CHECK(!place_bytes(c, wt, g_mem->addr(kRwOff + 1024 + 252), pat(8, 0x54)));  // the window's bounds
+      CHECK_ST(c.qp->Invalidate(reinterpret_cast<void*>(0x1A), mw, 0), ND_SUCCESS);
+      CHECK(!place_bytes(c, wt, g_mem->addr(kRwOff + 1024), pat(8, 0x55)));
+      // The Bind and the Invalidate complete in order.
+      for (int k = 0; k < 2; ++k) {
+        ND2_RESULT r{};
+        const auto until = Clock::now() + std::chrono::milliseconds(2000);
+        while (c.cq->GetResults(&r, 1) == 0 && Clock::now() < until) std::this_thread::sleep_for(std::chrono::microseconds(100));
+        CHECK_ST(r.Status, ND_SUCCESS);
+      }
+      c.snap = g_mem->buf;
+      finish(c, frame(tagged(RdmapOpcode::kWrite, true, wt, g_mem->addr(kRwOff + 1024), pat(8, 0x55)), c.crc),
+             term(bad_stag));
+      mw->Release();
+    }
+    teardown(c);
+  }
+  // Deregistration while placements fly: once Deregister completed, nothing lands any more.
+  {
+    g_test = "shm place: deregister while Writes are being placed";
+    g_mem->pattern();
+    Conn c;
+    if (setup(c, idle) && place_ready(c)) {
+      for (int round = 0; round < 20; ++round) {
+        std::vector<uint8_t> mine(64 * 1024, 0);
+        IND2MemoryRegion* mr =
+            reg_at(mine.data(), mine.size(), ND_MR_FLAG_ALLOW_LOCAL_WRITE | ND_MR_FLAG_ALLOW_REMOTE_WRITE);
+        const uint32_t tok = mr->GetRemoteToken();
+        const uint64_t at = reinterpret_cast<uintptr_t>(mine.data());
+        std::atomic<bool> stop{false};
+        std::atomic<uint64_t> ok{0};
+        std::thread placer([&] {
+          const Bytes b = pat(mine.size(), static_cast<uint8_t>(round));
+          while (!stop.load()) {
+            if (place_bytes(c, tok, at, b)) ok++;
+          }
+        });
+        while (ok.load() == 0) std::this_thread::yield();
+        dereg(mr);
+        std::fill(mine.begin(), mine.end(), 0xEE);  // the application reuses the memory at once
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        stop = true;
+        placer.join();
+        CHECK(std::all_of(mine.begin(), mine.end(), [](uint8_t v) { return v == 0xEE; }));
+      }
+      c.snap = g_mem->buf;
+      Expect e;
+      e.shutdown_after = true;  // the victim sees the end of the connection and closes
+      finish(c, Bytes{}, e);
+    }
+    teardown(c);
+  }
+}
+
+// A same-user peer the kernel does not let write into us (here: we are not dumpable and it lacks CAP_SYS_PTRACE)
+// never learns our table and places nothing: its Writes take the ring (docs/shm.md "Placement by the initiator").
+void test_same_host_placement_refused() {
+  g_test = "shm place: a peer without CMA rights uses the ring";
+  g_mem->pattern();
+  Posts idle;
+  idle.shm = true;
+  idle.read = idle.write = idle.send = false;
+  Conn c;
+  if (setup(c, idle)) {
+    CHECK(prctl(PR_SET_DUMPABLE, 0) == 0);
+    const pid_t pid = fork();
+    if (pid == 0) {
+      __user_cap_header_struct h{_LINUX_CAPABILITY_VERSION_3, 0};
+      __user_cap_data_struct d[2] = {};
+      if (syscall(SYS_capget, &h, d) != 0) _exit(20);
+      d[0].effective &= ~(1u << CAP_SYS_PTRACE);
+      d[0].permitted &= ~(1u << CAP_SYS_PTRACE);
+      d[0].inheritable &= ~(1u << CAP_SYS_PTRACE);
+      if (syscall(SYS_capset, &h, d) != 0) _exit(21);
+      if (c.link->placer().probe() != shm::Placer::Probe::kOff) _exit(22);
+      if (place_bytes(c, rw_token(), rw_base() + 64, pat(8, 0x61))) _exit(23);
+      if (!link_send_all(*c.link, frame(tagged(RdmapOpcode::kWrite, true, rw_token(), rw_base() + 64, pat(8, 0x61)),
+                                        c.crc))) {
+        _exit(24);
+      }
+      _exit(0);
+    }
+    int status = 0;
+    CHECK(waitpid(pid, &status, 0) == pid);
+    CHECK(prctl(PR_SET_DUMPABLE, 1) == 0);
+    CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) std::printf("  child status %d\n", status);
+    // The child's Write came through the ring; the victim's table never went public.
+    const auto until = Clock::now() + std::chrono::milliseconds(3000);
+    while (std::memcmp(g_mem->p(kRwOff + 64), pat(8, 0x61).data(), 8) != 0 && Clock::now() < until) {
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+    }
+    CHECK(std::memcmp(g_mem->p(kRwOff + 64), pat(8, 0x61).data(), 8) == 0);
+    CHECK(c.link->peer_place_area()->enabled.load() == 0);
+    CHECK(c.link->peer_place_area()->entries[rw_token() % shm::kPlaceSlots].gen.load() == 0);
+  }
+  teardown(c);
+}
+
 // A process of another uid can neither take the listener's offers nor be offered rings (docs/shm.md).
 void test_same_host_other_uid() {
   g_test = "shm: another uid cannot attach";
@@ -2205,6 +2427,8 @@ int main(int argc, char** argv) {
   test_stag_guessing(random_guesses);
   test_same_host();
   test_same_host_other_uid();
+  test_same_host_placement();
+  test_same_host_placement_refused();
   std::printf("cases: %.1f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
   test_mutations(mutations, 20240611u);
 

@@ -143,6 +143,41 @@ StagTable::Entry* StagTable::live_entry_locked(uint32_t stag, Kind kind) {
   return &e;
 }
 
+void StagTable::publish_locked(const Entry& e) {
+  mu_.assert_held();
+  if (!(e.rights & access::kRemoteWrite)) return;
+  for (PlaceSink* s : sinks_) s->publish(e.stag, e.base, e.length, e.rights);
+}
+
+void StagTable::unpublish_locked(uint32_t stag) {
+  mu_.assert_held();
+  for (PlaceSink* s : sinks_) s->unpublish(stag);
+}
+
+void StagTable::add_place_sink(PlaceSink* s) {
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+  for (PlaceSink* t : sinks_) {
+    if (t == s) return;
+  }
+  sinks_.push_back(s);
+  for (const Entry& e : entries_) {
+    if (e.kind == Kind::kFree || e.dead || !(e.rights & access::kRemoteWrite)) continue;
+    if (e.kind == Kind::kWindow && entries_[e.region].dead) continue;
+    s->publish(e.stag, e.base, e.length, e.rights);
+  }
+  s->enable();
+}
+
+void StagTable::remove_place_sink(PlaceSink* s) {
+  std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+  for (size_t i = 0; i < sinks_.size(); ++i) {
+    if (sinks_[i] != s) continue;
+    s->disable();
+    sinks_.erase(sinks_.begin() + static_cast<ptrdiff_t>(i));
+    return;
+  }
+}
+
 uint32_t StagTable::add_region(uint64_t base, uint64_t length, uint32_t rights) {
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   const uint32_t slot = allocate_locked(Kind::kRegion);
@@ -151,6 +186,7 @@ uint32_t StagTable::add_region(uint64_t base, uint64_t length, uint32_t rights) 
   e.base = base;
   e.length = length;
   e.rights = rights;
+  publish_locked(e);
   return e.stag;
 }
 
@@ -159,6 +195,7 @@ HRESULT StagTable::remove_region(uint32_t stag, std::function<void()> on_release
   Entry* e = live_entry_locked(stag, Kind::kRegion);
   if (e == nullptr) return ND_INVALID_DEVICE_STATE;
   if (e->windows > 0) return ND_DEVICE_BUSY;
+  unpublish_locked(stag);  // no placement by a same-host peer lands after this
   if (e->pins == 0) {
     free_slot_locked(slot_of_locked(stag));
     return ND_SUCCESS;
@@ -178,10 +215,14 @@ void StagTable::force_remove_region(uint32_t stag) {
   if (e.windows > 0) {
     for (uint32_t i = 0; i < entries_.size(); ++i) {
       Entry& w = entries_[i];
-      if (w.kind == Kind::kWindow && !w.dead && w.region == slot) free_slot_locked(i);
+      if (w.kind == Kind::kWindow && !w.dead && w.region == slot) {
+        unpublish_locked(w.stag);
+        free_slot_locked(i);
+      }
     }
     e.windows = 0;
   }
+  if (!e.dead) unpublish_locked(e.stag);
   if (e.pins == 0) {
     free_slot_locked(slot);
   } else {
@@ -206,6 +247,7 @@ HRESULT StagTable::bind_window(uint32_t region_stag, uint64_t base, uint64_t len
   w.rights = rights & (access::kRemoteRead | access::kRemoteWrite);
   w.region = region_slot;
   entries_[region_slot].windows++;
+  publish_locked(w);
   *out_stag = w.stag;
   return ND_SUCCESS;
 }
@@ -216,6 +258,7 @@ bool StagTable::invalidate_window(uint32_t stag) {
   if (w == nullptr) return false;
   Entry& r = entries_[w->region];
   if (r.windows > 0) r.windows--;
+  unpublish_locked(stag);
   free_slot_locked(slot_of_locked(stag));
   return true;
 }

@@ -42,6 +42,22 @@ enum class StagCheck : uint8_t {
   kBounds,       // range outside the entry (incl. 64-bit wrap-around)
 };
 
+// A table published to a same-host peer that places inbound RDMA Writes itself (shm/place.h PlaceTable, docs/shm.md
+// "Placement by the initiator"). The STag table calls it under its lock: publish for each live region / window
+// with the remote-write right (when added, and for all of them when the sink is added), unpublish before such an
+// entry stops accepting remote access (returning only when no placement into it can still land), enable once
+// everything is published, disable when the sink is removed (returning only when no placement can still land).
+class PlaceSink {
+ public:
+  virtual void publish(uint32_t stag, uint64_t base, uint64_t length, uint32_t rights) = 0;
+  virtual void unpublish(uint32_t stag) = 0;
+  virtual void enable() = 0;
+  virtual void disable() = 0;
+
+ protected:
+  ~PlaceSink() = default;
+};
+
 // 32-bit values from the OS CSPRNG (getrandom(2) on Linux, std::random_device elsewhere: RtlGenRandom on
 // Windows), fetched in batches. Not thread-safe: its owner's lock guards it.
 class SecureRandom {
@@ -129,6 +145,11 @@ class StagTable {
   // Live entries (regions + windows), for tests and leak checks.
   size_t live() const;
 
+  // Same-host placement (PlaceSink): add publishes every live remote-writable entry, then enables the sink;
+  // remove disables it (waiting out a placement in progress). Removing a sink not added is a no-op.
+  void add_place_sink(PlaceSink* s);
+  void remove_place_sink(PlaceSink* s);
+
  private:
   enum class Kind : uint8_t { kFree, kRegion, kWindow };
   struct Entry {
@@ -150,6 +171,8 @@ class StagTable {
   uint32_t allocate_locked(Kind kind);                   // a slot with a fresh STag; kNoSlot if full
   uint32_t draw_stag_locked();
   void free_slot_locked(uint32_t slot);
+  void publish_locked(const Entry& e);
+  void unpublish_locked(uint32_t stag);
   std::function<void()> unpin_locked(uint32_t stag);
 
   mutable ndkit::CheckedMutex mu_;
@@ -161,6 +184,7 @@ class StagTable {
   size_t retired_next_ = 0;
   SecureRandom random_;
   size_t live_ = 0;
+  std::vector<PlaceSink*> sinks_;       // same-host peers placing Writes themselves
 };
 
 // True if [addr, addr + length) lies inside [base, base + size), without overflow.

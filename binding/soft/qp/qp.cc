@@ -91,6 +91,10 @@ void QueuePairCore::destroy() {
     InRead& in = irq_[(irq_head_ + i) % irq_.size()];
     if (in.pin != 0) stags_.unpin(in.pin);
   }
+  {
+    std::lock_guard<ndkit::CheckedMutex> lock(mu_);
+    place_sink_off_locked();
+  }
   if (sock_ != net::kInvalidSocket) {
     engine_.remove(sock_, this);
     if (doorbell_added_) engine_.remove(shm_->doorbell(), &doorbell_);
@@ -387,6 +391,7 @@ void QueuePairCore::fail_locked(HRESULT event_status, bool report, bool success_
         static_cast<unsigned long long>(rq_tail_));
   const bool was_connected = state_ == State::kConnected;
   state_ = State::kError;
+  place_sink_off_locked();  // the peer's placements stop before anything is completed
   // Every completion below is of a request the consumer posted within the queues' depths: the CQ makes room.
   flushing_ = true;
   // Send queue, in order: earlier transmitted requests the peer processed, the offender, the rest.
@@ -728,6 +733,7 @@ void QueuePairCore::close_socket_now() {
     dones.swap(disconnect_done_);
     release = self_ref_;
     self_ref_ = false;
+    place_sink_off_locked();
     link = std::move(shm_);
     if (link) engine_.shm_link_down();
     bell = doorbell_added_;

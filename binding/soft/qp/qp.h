@@ -307,6 +307,9 @@ class QueuePairCore : private Engine::Handler, private ProgressSource, private R
   bool tx_pending_locked() const;                // tx_progress_locked would transmit something
   bool tx_confirm_due_locked(bool idle) const;    // should a confirmation Read go out at this message boundary?
   void tx_fail_local_error_locked();  // the oldest request failed its local SGE check: it fails, the QP with it
+  // Same host: places the Write at sq_next_ into the peer's memory itself (docs/shm.md "Placement by the
+  // initiator"); false: it goes through the ring as usual.
+  bool tx_place_locked(SqRequest& r);
   // Bounded wait for the peer (confirmation / Read Responses, qp.h "Completion confirmation").
   void peer_wait_started_locked();                // an outbound Read was issued: arm the deadline
   void peer_activity_locked();                    // bytes moved on the connection
@@ -409,6 +412,10 @@ class QueuePairCore : private Engine::Handler, private ProgressSource, private R
   uint32_t sock_interest_locked() const;  // kRead, plus kWrite while TCP transmission is blocked
   void io_locked(uint32_t events, bool* close_now);  // on_io's work, from the socket or the doorbell
   void shm_rx_progress_locked();       // rx_progress_locked on shm_ (qp_rx.cc)
+  // Our table for the peer's own placements (shm/place.h) is published through the STag table: from when the peer
+  // proved it can write into us until the connection fails or closes (then no placement lands any more).
+  bool place_sink_on_ = false;          // mu_
+  void place_sink_off_locked();
 
   // ---- connection ----
   ConnectionEvents* events_ = nullptr;

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "soft/memory/stag_table.h"
+#include "soft/shm/link.h"
 #include "soft/wire/terminate.h"
 
 namespace netdirect::soft {
@@ -162,6 +163,25 @@ void QueuePairCore::shm_rx_progress_locked() {
     }
   }
   if (src.moved()) peer_activity_locked();
+  // Placement by the initiator (docs/shm.md): the peer may place directly once we processed everything it sent
+  // (an FPDU that failed its checks stopped the stream: then we are no longer connected); our table goes public
+  // once the peer proved it can write into this process anyway.
+  shm::PlaceTable& t = shm_->place_table();
+  t.note_poll();
+  if (state_ == State::kConnected && rx_.idle()) {
+    t.set_processed(shm_->rx_consumed());
+    if (!place_sink_on_ && t.proof_ok()) {
+      stags_.add_place_sink(&t);
+      place_sink_on_ = true;
+    }
+  }
+}
+
+void QueuePairCore::place_sink_off_locked() {
+  mu_.assert_held();
+  if (!place_sink_on_) return;
+  place_sink_on_ = false;
+  stags_.remove_place_sink(&shm_->place_table());  // returns once no placement of the peer can still land
 }
 
 bool QueuePairCore::rx_take_receive(RecvRequest* out) {

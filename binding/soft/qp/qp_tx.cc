@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "soft/memory/stag_table.h"
+#include "soft/shm/link.h"
 #include "soft/wire/crc32c.h"
 #include "soft/wire/terminate.h"
 #include "soft/trace.h"
@@ -319,6 +320,7 @@ bool QueuePairCore::tx_next_message_locked() {
         return true;
       }
       default:
+        if (r.type == Nd2RequestTypeWrite && tx_place_locked(r)) return true;
         if (r.type == Nd2RequestTypeSend) r.msn = ++tx_.send_msn;
         tx_.kind = TxKind::kSq;
         tx_.off = 0;
@@ -332,6 +334,39 @@ bool QueuePairCore::tx_next_message_locked() {
     return true;
   }
   return false;
+}
+
+// Same host (docs/shm.md "Placement by the initiator"): the Write lands in the peer's memory by our own copy when
+// the peer published an entry that passes its checks, and it has processed every byte we put in the ring without
+// error (Placer::place). Nothing of ours is waiting in the batch either, so nothing sent before it can land after
+// it, and what follows goes into the ring after the copy returned. Since the peer processed everything before it
+// without a Terminate, those requests are confirmed, and so is this one: it completes in order with no
+// confirmation Read.
+// Only where it pays (Placer::worth_it): a peer polling its ring (manual mode, the busy window) takes a Write from
+// it sooner than our two system calls here (the liveness check, process_vm_writev) place it; a sleeping one would
+// need a doorbell and a thread wake-up, and one spinning on the placed memory does not read its ring at all.
+bool QueuePairCore::tx_place_locked(SqRequest& r) {
+  mu_.assert_held();
+  if (!shm_ || tx_.batch->iov_count != 0 || r.length == 0 || r.length > shm::kPlaceMaxBytes ||
+      shm_->placer().state() == shm::Placer::Probe::kOff || !shm_->placer().worth_it(shm_->peer_asleep())) {
+    return false;
+  }
+  iovec local[limits::kMaxSge];
+  int n = 0;
+  const LocalSge* ls = sq_sges(sq_next_);
+  for (uint32_t i = 0; i < r.nsge; ++i) {
+    if (ls[i].length > 0) local[n++] = iovec{ls[i].addr, ls[i].length};
+  }
+  if (!shm_->placer().place(r.remote_token, r.remote_addr, local, n, r.length, shm_->tx_produced())) return false;
+  r.state = SqState::kTransmitted;
+  ++sq_next_;
+  tx_.batch->sq_done = sq_next_;
+  sq_sent_ = std::max(sq_sent_, sq_next_);
+  confirmed_seq_ = std::max(confirmed_seq_, sq_next_);
+  confirm_requested_ = std::max(confirm_requested_, sq_next_);
+  last_unconfirmed_ = std::max(last_unconfirmed_, sq_next_);
+  peer_activity_locked();
+  return true;
 }
 
 // Is an internal confirmation Read due? While one is already on its way, later requests wait for its response

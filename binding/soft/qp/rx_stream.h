@@ -114,6 +114,8 @@ class RxStream {
   // filled completes with recv_status (bytes placed so far).
   void stop(HRESULT recv_status);
   bool stopped() const { return state_ == State::kStopped; }
+  // At an FPDU boundary with nothing received and not yet processed (same host: shm/place.h `processed`).
+  bool idle() const { return state_ == State::kHeader && have_ == 0 && stage_pos_ == stage_end_; }
   // P2P responder before the RTR: the queue pair transmits nothing yet.
   bool awaiting_rtr() const { return awaiting_rtr_; }
   // Gives back the pins the stream holds, without completions (the owner is going away); also the destructor's job,

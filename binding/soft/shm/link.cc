@@ -16,6 +16,7 @@
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
@@ -46,7 +47,7 @@ uint32_t spin_micros_from_env() {
   return n > 1000000 ? kDefaultSpinMicros : static_cast<uint32_t>(n);
 }
 
-std::string rendezvous_name(const net::Address& a) { return "netdirect-shm/1/" + a.to_string(); }
+std::string rendezvous_name(const net::Address& a) { return "netdirect-shm/2/" + a.to_string(); }
 
 #ifndef __linux__
 
@@ -73,7 +74,7 @@ bool available() { return true; }
 
 namespace {
 
-constexpr char kMagic[8] = {'N', 'D', 'S', 'H', 'M', 'v', '1', 0};
+constexpr char kMagic[8] = {'N', 'D', 'S', 'H', 'M', 'v', '2', 0};
 constexpr uint32_t kOffer = 1;
 constexpr uint32_t kAnswer = 2;
 constexpr size_t kControlArea = 4096;  // both control blocks, one page
@@ -101,12 +102,16 @@ struct AnswerMsg {
   uint32_t reserved;
 };
 
-size_t layout_bytes(uint64_t ring) { return kControlArea + 2 * static_cast<size_t>(ring); }
+// [control blocks: one page][place area of direction 0][place area of direction 1][ring 0][ring 1]
+size_t layout_bytes(uint64_t ring) { return kControlArea + 2 * kPlaceAreaBytes + 2 * static_cast<size_t>(ring); }
+PlaceArea* place_area(void* map, int dir) {
+  return reinterpret_cast<PlaceArea*>(static_cast<uint8_t*>(map) + kControlArea + dir * kPlaceAreaBytes);
+}
 RingControl* control(void* map, int dir) {
   return reinterpret_cast<RingControl*>(static_cast<uint8_t*>(map) + dir * 1024);
 }
 uint8_t* ring_data(void* map, uint64_t ring, int dir) {
-  return static_cast<uint8_t*>(map) + kControlArea + dir * ring;
+  return static_cast<uint8_t*>(map) + kControlArea + 2 * kPlaceAreaBytes + dir * ring;
 }
 
 uint64_t now_ms() {
@@ -260,6 +265,20 @@ void ring_bell(int fd) {
 
 // ---- Link ------------------------------------------------------------------------------------------------------
 
+void Link::init_placement(int my_dir) {
+  const bool allowed = place_enabled_from_env();
+  while (secret_ == 0) {
+    if (getrandom(&secret_, sizeof secret_, 0) != static_cast<ssize_t>(sizeof secret_)) {
+      secret_ = 0;
+      break;
+    }
+  }
+  peer_area_ = place_area(map_, my_dir);
+  // Our table lives in the area of the direction we consume; without a secret we never publish one.
+  if (allowed && secret_ != 0) table_.init(place_area(map_, 1 - my_dir), &secret_);
+  placer_.init(peer_area_, peer_pid_, allowed);
+}
+
 Link::~Link() {
   if (map_ != nullptr) munmap(map_, map_len_);
   close_fd(my_bell_);
@@ -377,6 +396,7 @@ std::unique_ptr<Link> Handshake::finish() {
   // Direction 0 carries initiator → responder.
   l->tx_ = RingWriter(control(l->map_, 0), ring_data(l->map_, ring_bytes_, 0), ring_bytes_);
   l->rx_ = RingReader(control(l->map_, 1), ring_data(l->map_, ring_bytes_, 1), ring_bytes_);
+  l->init_placement(0);
   close_fd(unix_);
   return l;
 }
@@ -402,6 +422,7 @@ std::unique_ptr<Link> Handshake::accept() {
   if (l->my_bell_ < 0) return nullptr;
   l->tx_ = RingWriter(control(map, 1), ring_data(map, ring_bytes_, 1), ring_bytes_);
   l->rx_ = RingReader(control(map, 0), ring_data(map, ring_bytes_, 0), ring_bytes_);
+  l->init_placement(1);
   AnswerMsg a{};
   std::memcpy(a.magic, kMagic, sizeof a.magic);
   a.kind = kAnswer;

@@ -6,7 +6,7 @@
 //  * Link: one established same-host connection — the mapping, the two rings (shm/ring.h), this side's doorbell
 //    (an eventfd the engine watches) and the peer's.
 //  * Rendezvous: the side channel of a listener — an abstract Unix socket per listening address
-//    ("\0netdirect-shm/1/<ip:port>", nothing in the file system), where an initiator of the same uid (SO_PEERCRED)
+//    ("\0netdirect-shm/2/<ip:port>", nothing in the file system), where an initiator of the same uid (SO_PEERCRED)
 //    offers rings for one TCP 4-tuple before it sends its MPA Request.
 //  * Handshake: one connection's side of the agreement while MPA runs. The initiator offers (memfd + its doorbell,
 //    SCM_RIGHTS) right after its TCP connect; the responder claims the offer when the Request arrives and, when the
@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "soft/net/socket.h"
+#include "soft/shm/place.h"
 #include "soft/shm/ring.h"
 
 namespace netdirect::soft::shm {
@@ -73,6 +74,16 @@ class Link {
   uint8_t* shared_bytes() const { return static_cast<uint8_t*>(map_); }
   size_t shared_size() const { return map_len_; }
 
+  // Placement by the initiator (shm/place.h, docs/shm.md): our table for the peer's Writes into us, and our
+  // placer for our Writes into the peer.
+  PlaceTable& place_table() { return table_; }
+  Placer& placer() { return placer_; }
+  uint64_t tx_produced() const { return tx_.produced(); }
+  bool peer_asleep() const { return tx_.consumer_asleep(); }
+  uint64_t rx_consumed() const { return rx_.consumed(); }
+  // The peer's place area (where it is the target): tests look at what it publishes.
+  PlaceArea* peer_place_area() const { return peer_area_; }
+
  private:
   friend class Handshake;
   Link() = default;
@@ -85,6 +96,11 @@ class Link {
   int peer_pid_ = 0;
   RingReader rx_;
   RingWriter tx_;
+  void init_placement(int my_dir);  // my_dir: the direction this side produces into
+  uint64_t secret_ = 0;             // our probe word: only a process that can read our memory learns it
+  PlaceTable table_;
+  Placer placer_;
+  PlaceArea* peer_area_ = nullptr;
 };
 
 class Rendezvous;

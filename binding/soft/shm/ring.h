@@ -96,6 +96,8 @@ class RingWriter {
   bool arm();
   bool corrupt() const { return corrupt_; }
   uint64_t produced() const { return head_; }
+  // The consumer said it sleeps on its doorbell (a hint only: the flag is the peer's to write).
+  bool consumer_asleep() const { return c_ != nullptr && c_->consumer_armed.load(std::memory_order_relaxed) != 0; }
 
  private:
   RingControl* c_ = nullptr;

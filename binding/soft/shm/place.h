@@ -1,0 +1,151 @@
+// Placement by the initiator on a same-host connection (docs/shm.md "Placement by the initiator"): an RDMA Write
+// whose bytes the initiator's provider copies straight into the target's registered memory with
+// process_vm_writev (CMA), so that they land with no CPU of the target, as an RNIC places by DMA.
+//
+//  * PlaceArea: one per direction, in the link's shared mapping (shm/link.cc). The target of that direction (the
+//    consumer of its ring) publishes there: the address of its probe word, whether its table may be used
+//    (`enabled`), how far it has processed its ring (`processed`), and the table of what an inbound Write may
+//    name. The initiator (the producer of the ring) writes only `proof` and `placing`.
+//  * PlaceTable: the target's side. It publishes an entry per memory region / window with the remote-write right
+//    (memory/stag_table.h PlaceSink), and takes it back with a Dekker pair against the initiator's `placing`
+//    word, so that no placement lands after a Deregister / Invalidate / disconnect returned. It never reads the
+//    table back: what it decides comes from its own private copy (occupant_, gen_).
+//  * Placer: the initiator's side. It probes once whether the kernel lets it write into the target (it reads the
+//    target's secret probe word with process_vm_readv and shows it in `proof`: a target publishes its table only
+//    to a peer that has shown this, so a peer without CMA rights never learns its STags), then, per Write, runs
+//    the target's checks against the published entry (STag, remote-write right, bounds without wrap) and places.
+//    Anything it cannot prove (no entry, a check that fails, the ring not yet processed, the target's table
+//    off) is left to the ring, where the target's own checks decide as over TCP.
+// Everything read from the shared mapping is the peer's to lie about. The target trusts nothing in it but
+// compares `proof` with its secret and waits (bounded) on `placing`. The initiator trusts the table only to
+// the extent that it writes only into the target's own address space (what CMA already allows it): a lying
+// target can make its own memory change, nothing else.
+#ifndef NETDIRECT_SOFT_SHM_PLACE_H_
+#define NETDIRECT_SOFT_SHM_PLACE_H_
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+
+#ifndef _WIN32
+#include <sys/uio.h>
+#else
+#include "soft/net/socket.h"  // iovec
+#endif
+
+#include "soft/memory/stag_table.h"
+
+namespace netdirect::soft::shm {
+
+constexpr uint32_t kPlaceSlots = 128;        // entries per table (a power of two); an STag goes to stag % slots
+constexpr uint64_t kPlaceMaxBytes = 1 << 20;  // larger Writes go through the ring
+// How long a target waits for a placement in progress before it gives up on the link (PlaceTable::wait_placing).
+constexpr uint32_t kPlaceWaitMs = 1000;
+// How long a liveness check of the target (its pidfd) stays good: a pid can only name another process after the
+// kernel allocated every other pid (pids are handed out cyclically; pid_max is 32,768 at the least), which no
+// machine does in a millisecond.
+constexpr uint64_t kPlaceAliveNs = 1000000;
+
+// One published entry, read with a sequence lock: gen odd = being written or dead; even and non-zero = live.
+struct PlaceEntry {
+  std::atomic<uint32_t> gen;
+  std::atomic<uint32_t> stag;
+  std::atomic<uint32_t> rights;
+  std::atomic<uint32_t> reserved;
+  std::atomic<uint64_t> base;
+  std::atomic<uint64_t> length;
+};
+
+struct PlaceArea {
+  alignas(64) std::atomic<uint64_t> probe_addr;  // target: where its probe word is (0 = not yet)
+  std::atomic<uint32_t> enabled;                 // target: 1 while the table may be used
+  alignas(64) std::atomic<uint64_t> processed;   // target: ring bytes processed, at an FPDU boundary, no error
+  std::atomic<uint64_t> polls;                   // target: how often it looked at its ring (a hint)
+  alignas(64) std::atomic<uint64_t> proof;       // initiator: the probe word as it read it
+  alignas(64) std::atomic<uint64_t> placing;     // initiator: (attempt << 32) | (slot + 1) while it may place
+  alignas(64) PlaceEntry entries[kPlaceSlots];
+};
+constexpr size_t kPlaceAreaBytes = (sizeof(PlaceArea) + 4095) & ~size_t{4095};
+
+// NETDIRECT_SHM_PLACE: "0" turns placement by the initiator off (both roles) for links set up afterwards.
+bool place_enabled_from_env();
+
+// The target's side of one link.
+class PlaceTable final : public PlaceSink {
+ public:
+  PlaceTable() = default;
+  // area: the direction whose ring this side consumes; secret: a random non-zero value in this side's memory.
+  void init(PlaceArea* area, const uint64_t* secret);
+  // The peer has shown it can write into this process (it read the secret): the table may be published.
+  bool proof_ok() const;
+  // After the receive stream processed everything it took from the ring, without error.
+  void set_processed(uint64_t consumed);
+  // Each time this side looked at its ring.
+  void note_poll() {
+    if (a_ != nullptr) a_->polls.store(++polls_, std::memory_order_relaxed);
+  }
+
+  // PlaceSink (called under the STag table's lock).
+  void publish(uint32_t stag, uint64_t base, uint64_t length, uint32_t rights) override;
+  void unpublish(uint32_t stag) override;
+  void enable() override;
+  void disable() override;
+
+  // Tests: did a wait for a placement give up (the peer held `placing` past kPlaceWaitMs)?
+  bool gave_up() const { return gave_up_; }
+
+ private:
+  void wait_placing(uint32_t slot_plus_1);  // 0: any placement
+  PlaceArea* a_ = nullptr;
+  const uint64_t* secret_ = nullptr;
+  uint32_t occupant_[kPlaceSlots] = {};  // our own copy: which STag each slot holds (0 = none)
+  uint32_t gen_[kPlaceSlots] = {};
+  bool on_ = false;
+  bool gave_up_ = false;
+  uint64_t polls_ = 0;
+};
+
+// The initiator's side of one link.
+class Placer {
+ public:
+  enum class Probe : uint8_t { kUnknown, kOn, kOff };
+  Placer() = default;
+  ~Placer();
+  Placer(const Placer&) = delete;
+  Placer& operator=(const Placer&) = delete;
+  void init(PlaceArea* peer_area, int peer_pid, bool allowed);
+
+  // Places len bytes gathered from local (n pieces) at `to` of the target's `stag`, if everything the target
+  // checks holds for the published entry and the target has processed all `produced` bytes of its ring (so an
+  // earlier message cannot land after this one). true: the bytes are in the target's memory.
+  bool place(uint32_t stag, uint64_t to, const iovec* local, int n, uint64_t len, uint64_t produced);
+  // Is placing this Write worth its two system calls? Yes while the target sleeps on its doorbell (the ring would
+  // cost a doorbell and a wake-up), and while it does not keep looking at its ring: one that looked at most once
+  // since our previous Write spins on placed memory, or does something else, and would find a Write in the ring
+  // late. One that keeps polling its ring takes the Write from there sooner than we place it. A hint only: either
+  // way the Write lands where and when the target's checks allow.
+  bool worth_it(bool target_asleep) {
+    const uint64_t p = a_->polls.load(std::memory_order_relaxed);
+    const bool polling = p - seen_polls_ >= 2;
+    seen_polls_ = p;
+    return target_asleep || !polling;
+  }
+  // Probes once (when the target published its probe word): kOn when the kernel lets us write into it.
+  Probe probe();
+  Probe state() const { return probe_; }
+  uint64_t placed() const { return placed_; }
+
+ private:
+  PlaceArea* a_ = nullptr;
+  int pid_ = 0;
+  int pidfd_ = -1;
+  Probe probe_ = Probe::kOff;
+  uint32_t attempt_ = 0;
+  uint64_t placed_ = 0;
+  uint64_t alive_ns_ = 0;
+  uint64_t seen_polls_ = 0;  // steady clock of the last liveness check that found the target running
+};
+
+}  // namespace netdirect::soft::shm
+
+#endif  // NETDIRECT_SOFT_SHM_PLACE_H_
