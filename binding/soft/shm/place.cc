@@ -41,8 +41,11 @@ void PlaceTable::set_processed(uint64_t consumed) {
 
 void PlaceTable::publish(uint32_t stag, uint64_t base, uint64_t length, uint32_t rights) {
   if (a_ == nullptr || gave_up_ || !(rights & access::kRemoteWrite)) return;
-  const uint32_t slot = stag % kPlaceSlots;
-  if (occupant_[slot] != 0) return;  // the slot is taken: Writes to this one go through the ring
+  uint32_t slot = kPlaceSlots;
+  for (uint32_t i = 0; i < kPlaceProbe && slot == kPlaceSlots; ++i) {
+    if (occupant_[(stag + i) % kPlaceSlots] == 0) slot = (stag + i) % kPlaceSlots;
+  }
+  if (slot == kPlaceSlots) return;  // all taken: Writes to this one go through the ring
   occupant_[slot] = stag;
   PlaceEntry& e = a_->entries[slot];
   // The slot is dead (odd) since its last unpublish, or was never used (0): no reader takes it while we write.
@@ -61,13 +64,17 @@ void PlaceTable::publish(uint32_t stag, uint64_t base, uint64_t length, uint32_t
 
 void PlaceTable::unpublish(uint32_t stag) {
   if (a_ == nullptr) return;
-  const uint32_t slot = stag % kPlaceSlots;
-  if (occupant_[slot] != stag) return;
+  const uint32_t home = stag % kPlaceSlots;
+  uint32_t slot = kPlaceSlots;
+  for (uint32_t i = 0; i < kPlaceProbe && slot == kPlaceSlots; ++i) {
+    if (occupant_[(home + i) % kPlaceSlots] == stag) slot = (home + i) % kPlaceSlots;
+  }
+  if (slot == kPlaceSlots) return;  // never published
   occupant_[slot] = 0;
   gen_[slot]++;  // odd: dead
   a_->entries[slot].gen.store(gen_[slot], std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);  // the Dekker pair with Placer::place
-  if (on_) wait_placing(slot + 1);
+  if (on_) wait_placing(home + 1);
 }
 
 void PlaceTable::enable() {
@@ -89,10 +96,10 @@ void PlaceTable::disable() {
 // holds it for one copy; one that holds it longer than kPlaceWaitMs is given up on: the table is switched off for
 // good (only the ring then) and we go on. Such a peer can write into this process by CMA anyway
 // (docs/shm.md "Threat model").
-void PlaceTable::wait_placing(uint32_t slot_plus_1) {
+void PlaceTable::wait_placing(uint32_t home_plus_1) {
   const uint64_t seen = a_->placing.load(std::memory_order_seq_cst);
   const uint32_t low = static_cast<uint32_t>(seen);
-  if (low == 0 || (slot_plus_1 != 0 && low != slot_plus_1)) return;
+  if (low == 0 || (home_plus_1 != 0 && low != home_plus_1)) return;
   const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(kPlaceWaitMs);
   for (uint32_t i = 0; a_->placing.load(std::memory_order_acquire) == seen; ++i) {
     if (i < 64) continue;
@@ -158,24 +165,29 @@ Placer::Probe Placer::probe() {
 bool Placer::place(uint32_t stag, uint64_t to, const iovec* local, int n, uint64_t len, uint64_t produced) {
   if (probe_ != Probe::kOn && probe() != Probe::kOn) return false;
   if (len == 0 || len > kPlaceMaxBytes || stag == 0) return false;
-  const uint32_t slot = stag % kPlaceSlots;
-  const uint64_t mark = (static_cast<uint64_t>(++attempt_) << 32) | (slot + 1);
+  const uint32_t home = stag % kPlaceSlots;
+  const uint64_t mark = (static_cast<uint64_t>(++attempt_) << 32) | (home + 1);
   a_->placing.store(mark, std::memory_order_seq_cst);
   std::atomic_thread_fence(std::memory_order_seq_cst);  // the Dekker pair with PlaceTable::unpublish / disable
   bool ok = a_->enabled.load(std::memory_order_seq_cst) == 1 &&
             a_->processed.load(std::memory_order_acquire) == produced;
   if (ok) {
     // The entry, under its sequence lock; then what the target's receive stream checks (StagTable::pin_remote).
-    const PlaceEntry& e = a_->entries[slot];
-    const uint32_t g1 = e.gen.load(std::memory_order_seq_cst);
-    const uint32_t s = e.stag.load(std::memory_order_relaxed);
-    const uint32_t rights = e.rights.load(std::memory_order_relaxed);
-    const uint64_t base = e.base.load(std::memory_order_relaxed);
-    const uint64_t length = e.length.load(std::memory_order_relaxed);
-    std::atomic_thread_fence(std::memory_order_acquire);
-    const uint32_t g2 = e.gen.load(std::memory_order_relaxed);
-    ok = g1 != 0 && (g1 & 1) == 0 && g1 == g2 && s == stag && (rights & access::kRemoteWrite) != 0 &&
-         range_inside(base, length, to, len);
+    bool found = false;
+    for (uint32_t i = 0; i < kPlaceProbe && !found; ++i) {
+      const PlaceEntry& e = a_->entries[(home + i) % kPlaceSlots];
+      const uint32_t g1 = e.gen.load(std::memory_order_seq_cst);
+      const uint32_t s = e.stag.load(std::memory_order_relaxed);
+      const uint32_t rights = e.rights.load(std::memory_order_relaxed);
+      const uint64_t base = e.base.load(std::memory_order_relaxed);
+      const uint64_t length = e.length.load(std::memory_order_relaxed);
+      std::atomic_thread_fence(std::memory_order_acquire);
+      const uint32_t g2 = e.gen.load(std::memory_order_relaxed);
+      if (g1 == 0 || (g1 & 1) != 0 || g1 != g2 || s != stag) continue;
+      found = true;
+      ok = (rights & access::kRemoteWrite) != 0 && range_inside(base, length, to, len);
+    }
+    ok = ok && found;
   }
   if (ok) {
     const uint64_t now = static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(

@@ -37,7 +37,10 @@
 
 namespace netdirect::soft::shm {
 
-constexpr uint32_t kPlaceSlots = 128;        // entries per table (a power of two); an STag goes to stag % slots
+constexpr uint32_t kPlaceSlots = 128;  // entries per table (a power of two)
+// An STag's entry is in one of the kPlaceProbe slots from its home slot (stag % kPlaceSlots) on; one that finds
+// them all taken is not published (its Writes take the ring). `placing` names the home slot.
+constexpr uint32_t kPlaceProbe = 8;
 constexpr uint64_t kPlaceMaxBytes = 1 << 20;  // larger Writes go through the ring
 // How long a target waits for a placement in progress before it gives up on the link (PlaceTable::wait_placing).
 constexpr uint32_t kPlaceWaitMs = 1000;
@@ -95,7 +98,7 @@ class PlaceTable final : public PlaceSink {
   bool gave_up() const { return gave_up_; }
 
  private:
-  void wait_placing(uint32_t slot_plus_1);  // 0: any placement
+  void wait_placing(uint32_t home_plus_1);  // 0: any placement
   PlaceArea* a_ = nullptr;
   const uint64_t* secret_ = nullptr;
   uint32_t occupant_[kPlaceSlots] = {};  // our own copy: which STag each slot holds (0 = none)
