@@ -253,8 +253,8 @@ class AdapterCore implements AdapterContext, RequestOwner {
     // The addon keeps a pointer to the scratch bytes: they must never be detached.
     markAsUntransferable(this.scratch.buffer);
     // The callback only reaches this adapter through a closure the addon holds while it is open.
-    this.native = new binding.Adapter(provider, address, NATIVE_MODES[completion], spinMicros, this.scratch, (records) =>
-      this.onBatch(records),
+    this.native = new binding.Adapter(provider, address, NATIVE_MODES[completion], spinMicros, this.scratch, (records, words) =>
+      this.onBatch(records, words),
     );
     this.completion = this.native.completion;
     const raw = this.native.info;
@@ -352,9 +352,12 @@ class AdapterCore implements AdapterContext, RequestOwner {
     this.requests.release(e);
   }
 
-  /** Completion records from the poller thread (or from overlapped completions in manual mode). */
-  onBatch(records: Uint32Array): void {
-    const n = records.length - (records.length % RECORD_WORDS);
+  /**
+   * Completion records from the poller thread (or from overlapped completions in manual mode); in loop mode the
+   * first `words` words of an array the addon reuses for the next batch: read here, never kept.
+   */
+  onBatch(records: Uint32Array, words = records.length): void {
+    const n = words - (words % RECORD_WORDS);
     for (let i = 0; i < n; i += RECORD_WORDS) {
       try {
         this.dispatch(records[i], records[i + 1], records[i + 2], records[i + 3], records[i + 4], null);

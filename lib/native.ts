@@ -255,7 +255,7 @@ export interface NativeAdapterConstructor {
     mode: number,
     spinMicros: number,
     scratch: Float64Array,
-    onBatch: (records: Uint32Array) => void,
+    onBatch: (records: Uint32Array, words?: number) => void,
   ): NativeAdapter;
 }
 

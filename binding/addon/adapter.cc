@@ -378,15 +378,37 @@ void Adapter::OnBatch(Napi::Env env, Napi::Function callback, Batch* batch) {
 // returns). Raw Node-API calls with their statuses checked, never node-addon-api's throwing wrappers: while a
 // worker is being terminated JS cannot run, every call fails, and turning that failure into a Napi::Error would
 // itself fail fatally. Then the batch is dropped: nobody is left to deliver it to.
+// The records go into one Uint32Array the adapter keeps (loopRecords_), with their count as the second argument:
+// no ArrayBuffer per batch for the garbage collector. lib/adapter.ts reads them before anything else runs (promise
+// reactions run after the callback), so the next batch may overwrite them; a batch delivered while one is being
+// delivered (a callback re-entered) or larger than the array gets an array of its own.
 void Adapter::CallFromLoop(Napi::Env env, Napi::Function callback, const Batch* batch) {
   const size_t words = batch->words.size();
-  void* data = nullptr;
-  napi_value buffer, records, global, result;
-  if (napi_create_arraybuffer(env, words * sizeof(uint32_t), &data, &buffer) != napi_ok) return;
-  std::memcpy(data, batch->words.data(), words * sizeof(uint32_t));
-  if (napi_create_typedarray(env, napi_uint32_array, words, buffer, 0, &records) != napi_ok) return;
+  napi_value args[2], global, result;
+  if (!delivering_ && words <= kLoopRecordWords) {
+    if (loopRecordsData_ == nullptr) {
+      void* data = nullptr;
+      napi_value buffer, array;
+      if (napi_create_arraybuffer(env, kLoopRecordWords * sizeof(uint32_t), &data, &buffer) != napi_ok) return;
+      if (napi_create_typedarray(env, napi_uint32_array, kLoopRecordWords, buffer, 0, &array) != napi_ok) return;
+      loopRecords_ = Napi::Persistent(Napi::Uint32Array(env, array));
+      loopRecordsData_ = static_cast<uint32_t*>(data);
+    }
+    std::memcpy(loopRecordsData_, batch->words.data(), words * sizeof(uint32_t));
+    args[0] = loopRecords_.Value();
+  } else {
+    void* data = nullptr;
+    napi_value buffer;
+    if (napi_create_arraybuffer(env, words * sizeof(uint32_t), &data, &buffer) != napi_ok) return;
+    std::memcpy(data, batch->words.data(), words * sizeof(uint32_t));
+    if (napi_create_typedarray(env, napi_uint32_array, words, buffer, 0, &args[0]) != napi_ok) return;
+  }
+  if (napi_create_uint32(env, static_cast<uint32_t>(words), &args[1]) != napi_ok) return;
   if (napi_get_global(env, &global) != napi_ok) return;
-  const napi_status status = napi_make_callback(env, *asyncContext_, global, callback, 1, &records, &result);
+  const bool outer = !delivering_;
+  delivering_ = true;
+  const napi_status status = napi_make_callback(env, *asyncContext_, global, callback, 2, args, &result);
+  if (outer) delivering_ = false;
   if (status == napi_pending_exception) {
     // The callback threw: nobody to throw to, so the process's 'uncaughtException' (as for any callback).
     napi_value error;
@@ -663,6 +685,8 @@ void Adapter::Teardown(bool envExit) {
   scratch_.Reset();
   scratchData_ = nullptr;
   scratchLength_ = 0;
+  loopRecords_.Reset();
+  loopRecordsData_ = nullptr;
   if (hookAdded_) {
     // Inside the hook itself removal is not allowed (and not needed).
     if (!envExit) napi_remove_env_cleanup_hook(Env(), &Adapter::EnvCleanup, this);

@@ -304,6 +304,11 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   bool EndSpin();
   Napi::FunctionReference onBatch_;
   std::unique_ptr<Napi::AsyncContext> asyncContext_;
+  // Event-loop delivery's records (CallFromLoop): one array for every batch that fits, not one per batch.
+  static constexpr size_t kLoopRecordWords = 4096;
+  Napi::Reference<Napi::Uint32Array> loopRecords_;
+  uint32_t* loopRecordsData_ = nullptr;  // its bytes (the ArrayBuffer is never detached: JS only reads it)
+  bool delivering_ = false;              // inside CallFromLoop's call into JS
   std::string provider_;
   ND2_ADAPTER_INFO info_{};
   Napi::Reference<Napi::Float64Array> scratch_;  // keeps scratchData_ alive

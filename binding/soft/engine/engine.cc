@@ -286,9 +286,10 @@ void Engine::flush() {
   if (deferred_.empty()) return;
   std::lock_guard<std::mutex> lock(round_mu_);
   const std::thread::id prev = driver_.exchange(std::this_thread::get_id());
-  std::vector<std::function<void()>> work;
-  work.swap(deferred_);
-  for (auto& fn : work) fn();
+  // Run from flushing_, handing deferred_ its emptied storage back: a turn defers into capacity it already has.
+  flushing_.swap(deferred_);
+  for (auto& fn : flushing_) fn();
+  flushing_.clear();
   driver_.store(prev);
 }
 

@@ -175,6 +175,7 @@ class Engine final : private ndkit::ProgressDriver::Rounds {
   std::atomic<std::thread::id> watcher_thread_{};
   std::atomic<std::thread::id> deferring_thread_{};  // between progress(true) and flush() (deferring())
   std::vector<std::function<void()>> deferred_;       // that thread only (defer / flush / set_external_driver)
+  std::vector<std::function<void()>> flushing_;       // what flush() runs (its storage kept between turns)
   // The engine thread `nd-engine` and its hand-over (ProgressDriver::thread_mu_ is the lock docs/threads.md calls
   // the engine's thread lock). Last: destroyed first, though ~Engine has closed it already.
   ndkit::ProgressDriver thread_{"nd-engine", this};
