@@ -36,7 +36,9 @@ bool PlaceTable::proof_ok() const {
 }
 
 void PlaceTable::set_processed(uint64_t consumed) {
-  if (a_ != nullptr) a_->processed.store(consumed, std::memory_order_release);
+  if (a_ == nullptr || consumed == processed_) return;  // a look that found nothing writes nothing here
+  processed_ = consumed;
+  a_->processed.store(consumed, std::memory_order_release);
 }
 
 void PlaceTable::publish(uint32_t stag, uint64_t base, uint64_t length, uint32_t rights) {

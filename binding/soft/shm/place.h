@@ -45,7 +45,7 @@ constexpr uint64_t kPlaceMaxBytes = 1 << 20;  // larger Writes go through the ri
 // How long a target waits for a placement in progress before it gives up on the link (PlaceTable::wait_placing).
 constexpr uint32_t kPlaceWaitMs = 1000;
 // How long a liveness check of the target (its pidfd) stays good: a pid can only name another process after the
-// kernel allocated every other pid (pids are handed out cyclically; pid_max is 32,768 at the least), which no
+// kernel allocated every other pid (pids are handed out cyclically; the default pid_max is 32,768 or more), which no
 // machine does in a millisecond.
 constexpr uint64_t kPlaceAliveNs = 1000000;
 
@@ -63,7 +63,9 @@ struct PlaceArea {
   alignas(64) std::atomic<uint64_t> probe_addr;  // target: where its probe word is (0 = not yet)
   std::atomic<uint32_t> enabled;                 // target: 1 while the table may be used
   alignas(64) std::atomic<uint64_t> processed;   // target: ring bytes processed, at an FPDU boundary, no error
-  std::atomic<uint64_t> polls;                   // target: how often it looked at its ring (a hint)
+  // target: how often it looked at its ring (a hint). A line of its own: the target stores it at every look, the
+  // initiator reads it at every Write, and neither should then miss on `processed`.
+  alignas(64) std::atomic<uint64_t> polls;
   alignas(64) std::atomic<uint64_t> proof;       // initiator: the probe word as it read it
   alignas(64) std::atomic<uint64_t> placing;     // initiator: (attempt << 32) | (slot + 1) while it may place
   alignas(64) PlaceEntry entries[kPlaceSlots];
@@ -106,6 +108,7 @@ class PlaceTable final : public PlaceSink {
   bool on_ = false;
   bool gave_up_ = false;
   uint64_t polls_ = 0;
+  uint64_t processed_ = 0;  // what we published last
 };
 
 // The initiator's side of one link.
