@@ -166,8 +166,8 @@ void QueuePairCore::shm_rx_progress_locked() {
   // Placement by the initiator (docs/shm.md): the peer may place directly once we processed everything it sent
   // (an FPDU that failed its checks stopped the stream: then we are no longer connected); our table goes public
   // once the peer proved it can write into this process anyway.
+  shm_->note_rx_poll();
   shm::PlaceTable& t = shm_->place_table();
-  t.note_poll();
   if (state_ == State::kConnected && rx_.idle()) {
     t.set_processed(shm_->rx_consumed());
     if (!place_sink_on_ && t.proof_ok()) {

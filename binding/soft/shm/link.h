@@ -80,6 +80,8 @@ class Link {
   Placer& placer() { return placer_; }
   uint64_t tx_produced() const { return tx_.produced(); }
   bool peer_asleep() const { return tx_.consumer_asleep(); }
+  uint64_t peer_polls() const { return tx_.consumer_polls(); }
+  void note_rx_poll() { rx_.note_poll(); }
   uint64_t rx_consumed() const { return rx_.consumed(); }
   // The peer's place area (where it is the target): tests look at what it publishes.
   PlaceArea* peer_place_area() const { return peer_area_; }

@@ -63,9 +63,6 @@ struct PlaceArea {
   alignas(64) std::atomic<uint64_t> probe_addr;  // target: where its probe word is (0 = not yet)
   std::atomic<uint32_t> enabled;                 // target: 1 while the table may be used
   alignas(64) std::atomic<uint64_t> processed;   // target: ring bytes processed, at an FPDU boundary, no error
-  // target: how often it looked at its ring (a hint). A line of its own: the target stores it at every look, the
-  // initiator reads it at every Write, and neither should then miss on `processed`.
-  alignas(64) std::atomic<uint64_t> polls;
   alignas(64) std::atomic<uint64_t> proof;       // initiator: the probe word as it read it
   alignas(64) std::atomic<uint64_t> placing;     // initiator: (attempt << 32) | (slot + 1) while it may place
   alignas(64) PlaceEntry entries[kPlaceSlots];
@@ -85,11 +82,6 @@ class PlaceTable final : public PlaceSink {
   bool proof_ok() const;
   // After the receive stream processed everything it took from the ring, without error.
   void set_processed(uint64_t consumed);
-  // Each time this side looked at its ring.
-  void note_poll() {
-    if (a_ != nullptr) a_->polls.store(++polls_, std::memory_order_relaxed);
-  }
-
   // PlaceSink (called under the STag table's lock).
   void publish(uint32_t stag, uint64_t base, uint64_t length, uint32_t rights) override;
   void unpublish(uint32_t stag) override;
@@ -107,7 +99,6 @@ class PlaceTable final : public PlaceSink {
   uint32_t gen_[kPlaceSlots] = {};
   bool on_ = false;
   bool gave_up_ = false;
-  uint64_t polls_ = 0;
   uint64_t processed_ = 0;  // what we published last
 };
 
@@ -130,8 +121,9 @@ class Placer {
   // since our previous Write spins on placed memory, or does something else, and would find a Write in the ring
   // late. One that keeps polling its ring takes the Write from there sooner than we place it. A hint only: either
   // way the Write lands where and when the target's checks allow.
-  bool worth_it(bool target_asleep) {
-    const uint64_t p = a_->polls.load(std::memory_order_relaxed);
+  // target_polls: the ring's RingControl::polls.
+  bool worth_it(bool target_asleep, uint64_t target_polls) {
+    const uint64_t p = target_polls;
     const bool polling = p - seen_polls_ >= 2;
     seen_polls_ = p;
     return target_asleep || !polling;
@@ -148,8 +140,8 @@ class Placer {
   Probe probe_ = Probe::kOff;
   uint32_t attempt_ = 0;
   uint64_t placed_ = 0;
-  uint64_t alive_ns_ = 0;
-  uint64_t seen_polls_ = 0;  // steady clock of the last liveness check that found the target running
+  uint64_t alive_ns_ = 0;    // steady clock of the last liveness check that found the target running
+  uint64_t seen_polls_ = 0;  // the target's RingControl::polls at our previous Write
 };
 
 }  // namespace netdirect::soft::shm

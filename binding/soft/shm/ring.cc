@@ -29,6 +29,7 @@ void copy_in(uint8_t* ring, uint64_t size, uint64_t at, const uint8_t* src, size
 void init_control(RingControl* c) {
   new (&c->head) std::atomic<uint64_t>(0);
   new (&c->tail) std::atomic<uint64_t>(0);
+  new (&c->polls) std::atomic<uint64_t>(0);
   new (&c->consumer_armed) std::atomic<uint32_t>(1);
   new (&c->producer_waiting) std::atomic<uint32_t>(0);
 }

@@ -36,6 +36,10 @@ namespace netdirect::soft::shm {
 struct RingControl {
   alignas(64) std::atomic<uint64_t> head;            // written by the producer
   alignas(64) std::atomic<uint64_t> tail;            // written by the consumer
+  // Written by the consumer each time it looks at the ring (a hint for placement by the initiator, shm/place.h).
+  // Beside the tail, which the producer reads at every write anyway: reading it costs the producer no extra
+  // cache line transfer, and the consumer's stores while it waits leave the line its own for its next tail.
+  std::atomic<uint64_t> polls;
   alignas(64) std::atomic<uint32_t> consumer_armed;  // consumer sleeps: kick its doorbell after publishing head
   alignas(64) std::atomic<uint32_t> producer_waiting;  // producer found the ring full: kick it after consuming
 };
@@ -71,12 +75,17 @@ class RingReader {
   // The producer published an index that cannot be (more bytes than the ring holds, or a head behind our tail).
   bool corrupt() const { return corrupt_; }
   uint64_t consumed() const { return tail_; }
+  // We looked at the ring (RingControl::polls).
+  void note_poll() {
+    if (c_ != nullptr) c_->polls.store(++polls_, std::memory_order_relaxed);
+  }
 
  private:
   RingControl* c_ = nullptr;
   const uint8_t* data_ = nullptr;
   uint64_t size_ = 0;
   uint64_t tail_ = 0;  // ours: the shared copy is only published
+  uint64_t polls_ = 0;
   bool corrupt_ = false;
 };
 
@@ -98,6 +107,7 @@ class RingWriter {
   uint64_t produced() const { return head_; }
   // The consumer said it sleeps on its doorbell (a hint only: the flag is the peer's to write).
   bool consumer_asleep() const { return c_ != nullptr && c_->consumer_armed.load(std::memory_order_relaxed) != 0; }
+  uint64_t consumer_polls() const { return c_ != nullptr ? c_->polls.load(std::memory_order_relaxed) : 0; }
 
  private:
   RingControl* c_ = nullptr;
