@@ -101,7 +101,10 @@ export class Fifo<T> {
  * never truncated: once it has grown to the most requests outstanding, push() and shift() allocate nothing.
  */
 export class RequestQueue {
-  private items: Array<PendingRequest | null> = [];
+  // A ring of a power-of-two capacity: head and tail count up for ever (as integers they stay exact far past any
+  // run's request count) and index through the mask, so nothing is moved while the queue cycles.
+  private items: Array<PendingRequest | null> = new Array<PendingRequest | null>(16).fill(null);
+  private mask = 15;
   private head = 0;
   private tail = 0;
 
@@ -110,27 +113,30 @@ export class RequestQueue {
   }
 
   push(e: PendingRequest): void {
-    const items = this.items;
-    if (this.tail === items.length && this.head > 0) {
-      // Full at the end with room at the start: move the live ones down.
-      items.copyWithin(0, this.head, this.tail);
-      items.fill(null, this.tail - this.head, this.tail);
-      this.tail -= this.head;
-      this.head = 0;
-    }
-    if (this.tail === items.length) items.push(e);
-    else items[this.tail] = e;
+    if (this.tail - this.head > this.mask) this.grow();
+    this.items[this.tail & this.mask] = e;
     this.tail++;
   }
 
   /** The oldest request (the caller checked size > 0). */
   first(): PendingRequest {
-    return this.items[this.head] as PendingRequest;
+    return this.items[this.head & this.mask] as PendingRequest;
   }
 
   shift(): void {
-    this.items[this.head++] = null;
+    this.items[this.head & this.mask] = null;
+    this.head++;
     if (this.head === this.tail) this.head = this.tail = 0;
+  }
+
+  /** Full: twice the room, the live ones copied oldest first. */
+  private grow(): void {
+    const items = new Array<PendingRequest | null>((this.mask + 1) * 2).fill(null);
+    for (let i = this.head; i < this.tail; i++) items[i - this.head] = this.items[i & this.mask];
+    this.tail -= this.head;
+    this.head = 0;
+    this.items = items;
+    this.mask = items.length - 1;
   }
 }
 
