@@ -29,6 +29,16 @@ inline const char* env_value(const char* name, std::string& storage) {
 #endif
 }
 
+// An on/off setting: "0" turns it off, "1" on; unset, empty or anything else leaves `fallback`.
+inline bool env_switch(const char* name, bool fallback) {
+  std::string storage;
+  const char* v = env_value(name, storage);
+  if (v == nullptr || v[0] == '\0' || v[1] != '\0') return fallback;
+  if (v[0] == '0') return false;
+  if (v[0] == '1') return true;
+  return fallback;
+}
+
 }  // namespace netdirect::soft
 
 #endif  // NETDIRECT_SOFT_ENV_H_

@@ -19,12 +19,7 @@ namespace {
 
 uint16_t clamp_limit(ULONG v) { return static_cast<uint16_t>(std::min<ULONG>(v, limits::kMaxReadLimit)); }
 
-bool read_crc_env() {
-  std::string v_env;
-  const char* v = env_value("NETDIRECT_SOFT_CRC", v_env);
-  if (v == nullptr || *v == '\0') return true;
-  return !(v[0] == '0' && v[1] == '\0');
-}
+bool read_crc_env() { return env_switch("NETDIRECT_SOFT_CRC", true); }
 
 // NETDIRECT_SOFT_TCP_TIMEOUT_MS: a decimal number of milliseconds (0 = the OS defaults); anything else = the default.
 uint32_t read_tcp_timeout_env() {

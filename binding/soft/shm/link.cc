@@ -26,14 +26,7 @@
 
 namespace netdirect::soft::shm {
 
-bool enabled_from_env() {
-  std::string v_env;
-  const char* v = env_value("NETDIRECT_SHM", v_env);
-  if (v == nullptr || v[0] == '\0' || v[1] != '\0') return kDefaultOn;
-  if (v[0] == '0') return false;
-  if (v[0] == '1') return true;
-  return kDefaultOn;
-}
+bool enabled_from_env() { return env_switch("NETDIRECT_SHM", kDefaultOn); }
 
 uint32_t spin_micros_from_env() {
   std::string v_env;

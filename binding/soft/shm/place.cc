@@ -17,11 +17,7 @@
 
 namespace netdirect::soft::shm {
 
-bool place_enabled_from_env() {
-  std::string v_env;
-  const char* v = env_value("NETDIRECT_SHM_PLACE", v_env);
-  return !(v != nullptr && v[0] == '0' && v[1] == '\0');
-}
+bool place_enabled_from_env() { return env_switch("NETDIRECT_SHM_PLACE", true); }
 
 // ---- PlaceTable (the target) -----------------------------------------------------------------------------------
 
