@@ -198,10 +198,11 @@ export async function openAdapter(addressOrOptions?: string | AdapterSelection, 
     }
     let host = address.startsWith('[') && address.endsWith(']') ? address.slice(1, -1) : address;
     if (isIP(host) === 0) {
+      checkNoPort(address, op);
       try {
         host = (await lookup(host)).address;
       } catch (err) {
-        throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, op, `${op}: cannot resolve ${JSON.stringify(address)}: ${(err as Error).message}${portHint(address)}`, { cause: err });
+        throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, op, `${op}: cannot resolve ${JSON.stringify(address)}: ${(err as Error).message}`, { cause: err });
       }
     }
     let adapter: Adapter;
@@ -238,14 +239,16 @@ function checkBuilt(provider: string, op: string): void {
 }
 
 /**
- * An adapter is named by an address alone; "192.0.2.2:18515" (what a listener prints) is not a host name, and the DNS
- * error alone would not say so. The port belongs to connect().
+ * An adapter is named by an address alone; "192.0.2.2:18515" (what a listener prints) is no host name (a DNS name has
+ * no colon), so it is refused before any lookup: the resolvers disagree on it (Windows' getaddrinfo takes
+ * "[::1]:18515" as ::1, glibc's refuses it), and their errors would not say the port belongs to connect().
  */
-function portHint(address: string): string {
+function checkNoPort(address: string, op: string): void {
   const m = /^(\[[^\]]*\]|[^:]+):(\d+)$/.exec(address);
-  if (m === null) return '';
+  if (m === null) return;
   const host = m[1].startsWith('[') ? m[1].slice(1, -1) : m[1];
-  return `; it looks like "host:port": give the address alone (${JSON.stringify(host)}) and the port to connect()`;
+  throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, op,
+    `${op}: ${JSON.stringify(address)} looks like "host:port": give the address alone (${JSON.stringify(host)}) and the port to connect()`);
 }
 
 /** The local address the kernel would send from to reach `peer` (a connected UDP socket sends nothing). */
@@ -253,10 +256,11 @@ async function localAddressFor(peer: string, op: string): Promise<string> {
   let host = peer.startsWith('[') && peer.endsWith(']') ? peer.slice(1, -1) : peer;
   let family = isIP(host);
   if (family === 0) {
+    checkNoPort(peer, op);
     try {
       ({ address: host, family } = await lookup(host));
     } catch (err) {
-      throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, op, `${op}: cannot resolve the peer ${JSON.stringify(peer)}: ${(err as Error).message}${portHint(peer)}`, { cause: err });
+      throw new NdError('ND_INVALID_ADDRESS', 0xc0000141, op, `${op}: cannot resolve the peer ${JSON.stringify(peer)}: ${(err as Error).message}`, { cause: err });
     }
   }
   const socket = createSocket(family === 6 ? 'udp6' : 'udp4');

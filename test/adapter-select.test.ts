@@ -44,7 +44,7 @@ describe('openAdapter without a local address', () => {
     for (const [given, host] of [['192.0.2.2:18515', '192.0.2.2'], ['[::1]:18515', '::1']]) {
       const err = await ndError(openAdapter({ peer: given }));
       expect(err.code).toBe('ND_INVALID_ADDRESS');
-      expect(err.message).toContain(`it looks like "host:port": give the address alone ("${host}") and the port to connect()`);
+      expect(err.message).toContain(`"${given}" looks like "host:port": give the address alone ("${host}") and the port to connect()`);
     }
     expect((await ndError(openAdapter('127.0.0.1:18515'))).message).toContain('give the address alone ("127.0.0.1")');
     expect((await ndError(openAdapter(null as never))).code).toBe('ERR_ND_INVALID_ARGUMENT');
