@@ -2098,6 +2098,22 @@ bool place_bytes(Conn& c, uint32_t stag, uint64_t to, const Bytes& b) {
 }
 
 void test_same_host_placement() {
+  // Where placing pays (Placer::worth_it): a burst of Writes with nothing back is placed, a longer stream goes through
+  // the ring until the target says something; a target that keeps polling its ring takes Writes from there.
+  {
+    g_test = "shm place: a stream takes the ring after a burst";
+    shm::Placer p;
+    uint64_t polls = 0, sent = 0;
+    for (uint32_t i = 0; i < shm::kPlaceBurst; ++i) CHECK(p.worth_it(true, polls, sent));
+    CHECK(!p.worth_it(true, polls, sent));
+    CHECK(!p.worth_it(false, polls, sent));
+    sent += 64;  // the target answered (its ring, or a Write it placed into us)
+    CHECK(p.worth_it(true, polls, sent));
+    CHECK(p.worth_it(false, polls, sent));  // a target that does not look at its ring: spins on memory, or sleeps
+    polls += 2;
+    CHECK(!p.worth_it(false, polls, sent));  // one that keeps looking takes it from the ring
+    CHECK(p.worth_it(true, polls, sent));    // asleep on its doorbell again
+  }
   Posts idle;
   idle.shm = true;
   idle.read = idle.write = idle.send = false;

@@ -348,7 +348,7 @@ bool QueuePairCore::tx_next_message_locked() {
 bool QueuePairCore::tx_place_locked(SqRequest& r) {
   mu_.assert_held();
   if (!shm_ || tx_.batch->iov_count != 0 || r.length == 0 || r.length > shm::kPlaceMaxBytes ||
-      shm_->placer().state() == shm::Placer::Probe::kOff || !shm_->placer().worth_it(shm_->peer_asleep(), shm_->peer_polls())) {
+      shm_->placer().state() == shm::Placer::Probe::kOff || !shm_->placer().worth_it(shm_->peer_asleep(), shm_->peer_polls(), shm_->peer_sent())) {
     return false;
   }
   iovec local[limits::kMaxSge];

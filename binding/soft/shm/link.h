@@ -81,6 +81,8 @@ class Link {
   uint64_t tx_produced() const { return tx_.produced(); }
   bool peer_asleep() const { return tx_.consumer_asleep(); }
   uint64_t peer_polls() const { return tx_.consumer_polls(); }
+  // How much the peer has said to us: its ring bytes and its placed Writes (Placer::worth_it's hint).
+  uint64_t peer_sent() const { return rx_.produced_hint() + table_.peer_placed(); }
   void note_rx_poll() { rx_.note_poll(); }
   uint64_t rx_consumed() const { return rx_.consumed(); }
   // The peer's place area (where it is the target): tests look at what it publishes.

@@ -205,7 +205,7 @@ bool Placer::place(uint32_t stag, uint64_t to, const iovec* local, int n, uint64
     ok = w == static_cast<ssize_t>(len);
   }
   a_->placing.store(0, std::memory_order_release);
-  if (ok) ++placed_;
+  if (ok) a_->placed.store(++placed_, std::memory_order_relaxed);
   return ok;
 }
 

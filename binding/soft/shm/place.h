@@ -42,6 +42,7 @@ constexpr uint32_t kPlaceSlots = 128;  // entries per table (a power of two)
 // them all taken is not published (its Writes take the ring). `placing` names the home slot.
 constexpr uint32_t kPlaceProbe = 8;
 constexpr uint64_t kPlaceMaxBytes = 1 << 20;  // larger Writes go through the ring
+constexpr uint32_t kPlaceBurst = 4;           // Writes in a row with no word from the target that may be placed
 // How long a target waits for a placement in progress before it gives up on the link (PlaceTable::wait_placing).
 constexpr uint32_t kPlaceWaitMs = 1000;
 // How long a liveness check of the target (its pidfd) stays good: a pid can only name another process after the
@@ -65,6 +66,7 @@ struct PlaceArea {
   alignas(64) std::atomic<uint64_t> processed;   // target: ring bytes processed, at an FPDU boundary, no error
   alignas(64) std::atomic<uint64_t> proof;       // initiator: the probe word as it read it
   alignas(64) std::atomic<uint64_t> placing;     // initiator: (attempt << 32) | (slot + 1) while it may place
+  std::atomic<uint64_t> placed;                  // initiator: Writes it placed so far (a hint, Placer::worth_it)
   alignas(64) PlaceEntry entries[kPlaceSlots];
 };
 constexpr size_t kPlaceAreaBytes = (sizeof(PlaceArea) + 4095) & ~size_t{4095};
@@ -88,6 +90,8 @@ class PlaceTable final : public PlaceSink {
   void enable() override;
   void disable() override;
 
+  // Writes the peer placed into us so far (its word: a hint only).
+  uint64_t peer_placed() const { return a_ != nullptr ? a_->placed.load(std::memory_order_relaxed) : 0; }
   // Tests: did a wait for a placement give up (the peer held `placing` past kPlaceWaitMs)?
   bool gave_up() const { return gave_up_; }
 
@@ -119,13 +123,20 @@ class Placer {
   // Is placing this Write worth its two system calls? Yes while the target sleeps on its doorbell (the ring would
   // cost a doorbell and a wake-up), and while it does not keep looking at its ring: one that looked at most once
   // since our previous Write spins on placed memory, or does something else, and would find a Write in the ring
-  // late. One that keeps polling its ring takes the Write from there sooner than we place it. A hint only: either
-  // way the Write lands where and when the target's checks allow.
-  // target_polls: the ring's RingControl::polls.
-  bool worth_it(bool target_asleep, uint64_t target_polls) {
-    const uint64_t p = target_polls;
-    const bool polling = p - seen_polls_ >= 2;
-    seen_polls_ = p;
+  // late. One that keeps polling its ring takes the Write from there sooner than we place it. But a stream (more
+  // than kPlaceBurst Writes in a row with nothing from the target between them) goes through the ring: it carries
+  // a small Write for a fraction of the system calls' cost (8 B Writes: ~4x the message rate), and one wake-up of
+  // the target serves the whole stream. A burst (data, then a flag) is still placed whole, so a target that spins
+  // on the flag, or is stopped, sees it land. A hint only: either way the Write lands where and when the target's
+  // checks allow.
+  // target_polls: the ring's RingControl::polls; target_sent: what the target put in its ring towards us and
+  // placed into us so far (Link::peer_sent).
+  bool worth_it(bool target_asleep, uint64_t target_polls, uint64_t target_sent) {
+    const bool polling = target_polls - seen_polls_ >= 2;
+    seen_polls_ = target_polls;
+    if (target_sent != seen_sent_) unanswered_ = 0;
+    seen_sent_ = target_sent;
+    if (++unanswered_ > kPlaceBurst) return false;
     return target_asleep || !polling;
   }
   // Probes once (when the target published its probe word): kOn when the kernel lets us write into it.
@@ -142,6 +153,8 @@ class Placer {
   uint64_t placed_ = 0;
   uint64_t alive_ns_ = 0;    // steady clock of the last liveness check that found the target running
   uint64_t seen_polls_ = 0;  // the target's RingControl::polls at our previous Write
+  uint64_t seen_sent_ = 0;   // what the target had sent us at our previous Write
+  uint32_t unanswered_ = 0;  // Writes since the target last sent us something
 };
 
 }  // namespace netdirect::soft::shm

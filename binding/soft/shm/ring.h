@@ -75,6 +75,8 @@ class RingReader {
   // The producer published an index that cannot be (more bytes than the ring holds, or a head behind our tail).
   bool corrupt() const { return corrupt_; }
   uint64_t consumed() const { return tail_; }
+  // What the producer has published so far (its word: a hint only, never trusted for reading).
+  uint64_t produced_hint() const { return c_ != nullptr ? c_->head.load(std::memory_order_relaxed) : 0; }
   // We looked at the ring (RingControl::polls).
   void note_poll() {
     if (c_ != nullptr) c_->polls.store(++polls_, std::memory_order_relaxed);
