@@ -137,6 +137,24 @@ describe('a child process leaving at every lifecycle stage', () => {
     if (IDLE.has(stage)) cases.push([stage, 'return']);
   }
 
+  // undefined when `promise` did not settle within `ms` (`what()` is then logged); else what it resolved with.
+  async function within<T>(promise: Promise<T>, ms: number, what: () => string): Promise<T | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => (timer = setTimeout(() => resolve(undefined), ms)));
+    try {
+      const r = await Promise.race([promise, late]);
+      if (r === undefined) console.error(`[lifecycle.test] still waiting after ${ms} ms for ${what()}`);
+      return r;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+  async function bounded<T>(promise: Promise<T>, what: string): Promise<T> {
+    const r = await within(promise.then((v) => ({ v })), 8_000, () => what);
+    if (r === undefined) throw new Error(`${what} did not settle within 8 s`);
+    return r.v;
+  }
+
   it.each(cases)('stage %s, mode %s: exits cleanly', async (stage, mode) => {
     const before = accepted.length;
     const child = spawn(process.execPath, [path.join(fixtures, 'lifecycle.mjs'), stage, mode, `${listener.address.host}:${listener.address.port}`], {
@@ -148,17 +166,22 @@ describe('a child process leaving at every lifecycle stage', () => {
     child.stdout.setEncoding('utf8').on('data', (d) => (stdout += d));
     child.stderr.setEncoding('utf8').on('data', (d) => (stderr += d));
     // 'close', not 'exit': only 'close' waits for the child's stdio to drain (Windows node: 'exit' often comes first).
-    const [code, signal] = await new Promise<[number | null, string | null]>((resolve) => child.on('close', (c, s) => resolve([c, s])));
+    // Each wait is bounded below the test's own, so a failure names the step that hung (the child's exit, or which
+    // of our settlements) instead of only "timed out".
+    const closed = new Promise<[number | null, string | null]>((resolve) => child.on('close', (c, s) => resolve([c, s])));
+    const exited = await within(closed, 20_000, () => `the child's exit after stage ${stage}/${mode} (stdout ${JSON.stringify(stdout)}, stderr ${JSON.stringify(stderr)})`);
+    if (exited === undefined) child.kill('SIGKILL');
+    const [code, signal] = exited ?? [null, 'not exited within 20 s'];
     expect(stdout, stderr).toContain(`stage:${stage}`);
     expect({ code, signal, stderr }).toEqual({ code: 0, signal: null, stderr: '' });
     // Connections the child made: our side notices it is gone and settles what it had pending. (If the child
     // left before the connection was established, the accept fails and the receive waits on an unconnected QP
     // until we close it.)
     for (const conn of accepted.slice(before)) {
-      if (!(await conn.established)) await conn.qp.close();
-      expectNdFailure(await conn.receive, `server receive after child ${stage}/${mode}`);
-      await conn.connector.close();
-      await conn.qp.close();
+      if (!(await bounded(conn.established, `the accept after child ${stage}/${mode}`))) await conn.qp.close();
+      expectNdFailure(await bounded(conn.receive, `the server receive after child ${stage}/${mode}`), `server receive after child ${stage}/${mode}`);
+      await bounded(conn.connector.close(), `connector.close() after child ${stage}/${mode}`);
+      await bounded(conn.qp.close(), `qp.close() after child ${stage}/${mode}`);
     }
     expect(await adapter.stats()).toBeTruthy();
   });
