@@ -61,22 +61,31 @@ bool LoopWatch::AddFd(int fd, const char** why) {
     Stop();
     return false;
   }
-  uv_poll_t* p = NewHandle<uv_poll_t>(UV_POLL);
-  if (p == nullptr || uv_poll_init(loop_, p, fd) != 0) {
-    std::free(p);
+  uv_poll_t* p = NewPoll(fd, this);
+  if (p == nullptr) {
     *why = "uv_poll_init failed on a provider descriptor";
     Stop();
     return false;
   }
-  uv_handle_set_data(reinterpret_cast<uv_handle_t*>(p), this);
   polls_[npolls_++] = p;
-  if (!ref_) uv_unref(reinterpret_cast<uv_handle_t*>(p));
   if (uv_poll_start(p, UV_READABLE, &LoopWatch::OnPoll) != 0) {
     *why = "uv_poll_start failed on a provider descriptor";
     Stop();
     return false;
   }
   return true;
+}
+
+// A poll handle on fd, its data `data`, referencing the loop only while SetRef(true) says so; nullptr if libuv refuses.
+uv_poll_t* LoopWatch::NewPoll(int fd, void* data) {
+  uv_poll_t* p = NewHandle<uv_poll_t>(UV_POLL);
+  if (p == nullptr || uv_poll_init(loop_, p, fd) != 0) {
+    std::free(p);
+    return nullptr;
+  }
+  uv_handle_set_data(reinterpret_cast<uv_handle_t*>(p), data);
+  if (!ref_) uv_unref(reinterpret_cast<uv_handle_t*>(p));
+  return p;
 }
 
 bool LoopWatch::WatchSocket(int fd, void* token, uint32_t events) {
@@ -86,14 +95,12 @@ bool LoopWatch::WatchSocket(int fd, void* token, uint32_t events) {
   if (it != sockets_.end()) {
     w = it->second;
   } else {
-    uv_poll_t* p = NewHandle<uv_poll_t>(UV_POLL);
-    if (p == nullptr || uv_poll_init(loop_, p, fd) != 0) {
-      std::free(p);
+    w = new SocketWatch{this, nullptr, nullptr, 0};
+    w->poll = NewPoll(fd, w);
+    if (w->poll == nullptr) {
+      delete w;
       return false;
     }
-    w = new SocketWatch{this, p, nullptr, 0};
-    uv_handle_set_data(reinterpret_cast<uv_handle_t*>(p), w);
-    if (!ref_) uv_unref(reinterpret_cast<uv_handle_t*>(p));
     sockets_.emplace(fd, w);
   }
   w->token = token;

@@ -67,6 +67,7 @@ class LoopWatch {
   static void OnTimer(uv_timer_t* handle);
   static void OnIdle(uv_idle_t* handle);
   static void OnSocket(uv_poll_t* handle, int status, int events);
+  uv_poll_t* NewPoll(int fd, void* data);
   struct SocketWatch {
     LoopWatch* owner;
     uv_poll_t* poll;
