@@ -616,9 +616,12 @@ export class Adapter implements AsyncDisposable {
     if (length === 0) throw misuse(ERR_ND_OUT_OF_RANGE, op, 'length must be at least 1');
     this._ctx.checkOpen(op);
     checkRegionLength(length, Number(this.info.maxRegistrationSize), op);
-    let buffer: ArrayBuffer;
+    // Memory a same-host peer can map where the provider has it (a memfd mapping: Writes from a peer on this host
+    // then land with a store, docs/shm.md "Mapped regions"); a plain ArrayBuffer otherwise. The region holds the
+    // buffer, so its memory is never released while registered.
+    let buffer: ArrayBuffer | undefined;
     try {
-      buffer = new ArrayBuffer(length); // RangeError when memory is short
+      buffer = this._native.allocateShared(length) ?? new ArrayBuffer(length); // RangeError when memory is short
     } catch {
       throw misuse(ERR_ND_OUT_OF_RANGE, op, `cannot allocate ${length} bytes (${formatBytes(length)}): memory is short; allocate less`);
     }

@@ -130,6 +130,8 @@ export interface NativeAdapter {
   keepAlive(on: boolean): void;
   /** INDSharedMemory (docs/shm.md): a boolean turns same-host shared memory on/off for later connections; returns whether it is on (false: the provider has none). */
   sharedMemory(enable?: boolean): boolean;
+  /** Memory a same-host peer can map (INDSharedBuffers), or undefined where there is none. */
+  allocateShared(length: number): ArrayBuffer | undefined;
   /**
    * Stops the poller thread and releases the IND2Adapter. lib/ closes every child first; children still
    * open are released here too (children first) so nothing leaks. Idempotent.

@@ -1,10 +1,11 @@
 // Same host through shared memory (docs/shm.md): which connections use it, the data path over it between two
 // processes, and a peer killed (kill -9) mid-transfer on either side, in the run's completion mode (this file is one
 // of vitest.config.mts's COMPLETION_SUITES; the 'shm' projects run the other data-moving suites over shm too).
+import { spawnSync } from 'node:child_process';
 import { readdirSync } from 'node:fs';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { NdError, openAdapter, type Adapter } from '../lib/index';
-import { MiB, Peer, TEST_ADDRESS, ndError, openLocal } from './helpers';
+import { MiB, Peer, TEST_ADDRESS, ndError, openLocal, root } from './helpers';
 import { driveManual } from './fixtures/manual-driver.mjs';
 
 const linux = process.platform === 'linux';
@@ -176,6 +177,32 @@ async function shmPeer(): Promise<Peer> {
     else process.env.NETDIRECT_SHM = saved;
   }
 }
+
+// allocateMemory on Linux: memory a same-host peer can map (a memfd, docs/shm.md "Mapped regions"), released by the
+// buffer's finalizer once the region is deregistered and the buffer collected.
+describe.runIf(linux)('allocateMemory', () => {
+  it('allocates from a memfd mapping, and the mapping goes once the region is deregistered and collected', () => {
+    const code = `
+      import { openAdapter } from 'netdirect';
+      import { readFileSync } from 'node:fs';
+      const maps = () => readFileSync('/proc/self/maps', 'utf8').split('\\n').filter((l) => l.includes('/memfd:netdirect-buffer')).length;
+      const a = await openAdapter(${JSON.stringify(TEST_ADDRESS)});
+      const before = maps();
+      let mr = await a.allocateMemory(3 * 4096 + 1, { remoteWrite: true });
+      const out = { before, whileRegistered: maps(), zero: mr.buffer.every((b) => b === 0), length: mr.buffer.byteLength };
+      mr.buffer.fill(7);
+      await mr.deregister();
+      mr = null;
+      for (let i = 0; i < 10 && maps() > before; i++) { globalThis.gc(); await new Promise((r) => setTimeout(r, 10)); }
+      out.afterCollected = maps();
+      await a.close();
+      console.log(JSON.stringify(out));`;
+    const r = spawnSync(process.execPath, ['--expose-gc', '--input-type=module', '-e', code], { cwd: root, encoding: 'utf8', timeout: 60_000 });
+    expect(r.status, r.stderr).toBe(0);
+    const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
+    expect(out).toEqual({ before: 0, whileRegistered: 1, zero: true, length: 3 * 4096 + 1, afterCollected: 0 });
+  });
+});
 
 describe.runIf(linux)('two processes on one host', () => {
   it('move data through shared memory both ways (qp.transport on both ends)', async () => {

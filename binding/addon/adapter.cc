@@ -67,6 +67,7 @@ Napi::Function Adapter::Init(Napi::Env env) {
                          InstanceMethod<&Adapter::Stats>("stats"),
                          InstanceMethod<&Adapter::KeepAlive>("keepAlive"),
                          InstanceMethod<&Adapter::SetSharedMemory>("sharedMemory"),
+                         InstanceMethod<&Adapter::AllocateShared>("allocateShared"),
                          InstanceMethod<&Adapter::Close>("close"),
                      });
 }
@@ -777,6 +778,40 @@ Napi::Value Adapter::SetSharedMemory(const Napi::CallbackInfo& info) {
   BOOL on = FALSE;
   if (FAILED(shm->GetSharedMemory(&on))) on = FALSE;
   return Napi::Boolean::New(env, on != FALSE);
+}
+
+// allocateShared(length): an ArrayBuffer over memory the provider allocated for a same-host peer to map
+// (INDSharedBuffers, docs/shm.md "Mapped regions"), or undefined where there is none (a provider without the
+// interface, no memory of that kind now, or a runtime that refuses external buffers: napi_no_external_buffers_allowed
+// under a V8 sandbox); the caller then allocates a plain ArrayBuffer. The buffer's finalizer releases the memory: the
+// caller keeps the buffer referenced while it is registered (lib/adapter.ts allocateMemory: the region holds it).
+Napi::Value Adapter::AllocateShared(const Napi::CallbackInfo& info) {
+  if (!HasTag(info.This(), kTag))
+    ThrowMisuse(info.Env(), "ERR_ND_FOREIGN_OBJECT", "allocateMemory", "receiver is not a netdirect Adapter object");
+  Napi::Env env = info.Env();
+  if (!nd_) ThrowMisuse(env, "ERR_ND_CLOSED", "allocateMemory", "the adapter is closed");
+  const double length = info[0].IsNumber() ? info[0].As<Napi::Number>().DoubleValue() : 0;
+  if (!(length >= 1) || length > 9007199254740991.0 || std::floor(length) != length) return env.Undefined();
+  NdPtr<INDSharedBuffers> buffers;
+  if (FAILED(nd_->QueryInterface(IID_INDSharedBuffers, reinterpret_cast<void**>(buffers.put()))) || !buffers)
+    return env.Undefined();
+  IUnknown* owner = nullptr;
+  void* at = nullptr;
+  const size_t bytes = static_cast<size_t>(length);
+  if (FAILED(buffers->AllocateBuffer(bytes, &owner, &at)) || owner == nullptr || at == nullptr) {
+    if (owner != nullptr) owner->Release();
+    return env.Undefined();
+  }
+  napi_value ab = nullptr;
+  const napi_status st = napi_create_external_arraybuffer(
+      env, at, bytes,
+      [](napi_env, void*, void* hint) { static_cast<IUnknown*>(hint)->Release(); },
+      owner, &ab);
+  if (st != napi_ok) {  // napi_no_external_buffers_allowed, or out of memory: plain memory then
+    owner->Release();
+    return env.Undefined();
+  }
+  return Napi::Value(env, ab);
 }
 
 Napi::Value Adapter::Stats(const Napi::CallbackInfo& info) {

@@ -252,6 +252,7 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
   Napi::Value Stats(const Napi::CallbackInfo& info);
   Napi::Value KeepAlive(const Napi::CallbackInfo& info);
   Napi::Value SetSharedMemory(const Napi::CallbackInfo& info);
+  Napi::Value AllocateShared(const Napi::CallbackInfo& info);
   Napi::Value GetCompletion(const Napi::CallbackInfo& info);
   Napi::Value Close(const Napi::CallbackInfo& info);
 

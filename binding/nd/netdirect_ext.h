@@ -106,6 +106,20 @@ struct INDSharedMemory : public IUnknown {
   virtual HRESULT ND_CALL GetBusyPollMicros(ULONG* pMicros) = 0;
 };
 
+// {6E657464-6972-6563-7473-686D62756601}
+inline const GUID IID_INDSharedBuffers = {0x6e657464, 0x6972, 0x6563, {0x74, 0x73, 0x68, 0x6d, 0x62, 0x75, 0x66, 0x01}};
+
+// On an IND2Adapter: memory the provider allocates so that a same-host peer can map it. A region registered over
+// such a buffer takes the peer's RDMA Writes with a store into the peer's own mapping instead of a system call
+// (the built-in provider: docs/shm.md "Mapped regions"); any other memory works as before.
+struct INDSharedBuffers : public IUnknown {
+  // Allocates cb zero-filled bytes at a page-aligned address (*ppAddress). *ppBuffer owns them, independently of
+  // the adapter: its last Release unmaps the memory, which the consumer must first have deregistered (as for any
+  // memory it registers). ND_NO_MEMORY when the provider cannot have such memory now (the consumer then allocates
+  // plain memory).
+  virtual HRESULT ND_CALL AllocateBuffer(SIZE_T cb, IUnknown** ppBuffer, VOID** ppAddress) = 0;
+};
+
 // {6E657464-6972-6563-7474-72616E730001}
 inline const GUID IID_INDTransport = {0x6e657464, 0x6972, 0x6563, {0x74, 0x74, 0x72, 0x61, 0x6e, 0x73, 0x00, 0x01}};
 

@@ -12,6 +12,7 @@
 #include "soft/memory_window.h"
 #include "soft/queue_pair.h"
 #include "soft/shared_receive_queue.h"
+#include "soft/memory/shared_buffer.h"
 #include "soft/memory/stag_table.h"
 #include "soft/shm/link.h"
 #include "soft/variance.h"
@@ -112,6 +113,13 @@ HRESULT SoftAdapter::QueryInterface(REFIID riid, VOID** ppv) {
     *ppv = static_cast<INDSharedMemory*>(this);
     return S_OK;
   }
+#ifdef __linux__
+  if (ppv != nullptr && IsEqualGUID(riid, IID_INDSharedBuffers)) {
+    AddRef();
+    *ppv = static_cast<INDSharedBuffers*>(this);
+    return S_OK;
+  }
+#endif
   if (ppv != nullptr && IsEqualGUID(riid, IID_INDConnectAdmission)) {
     AddRef();
     *ppv = static_cast<INDConnectAdmission*>(this);
@@ -149,6 +157,58 @@ HRESULT SoftAdapter::GetSharedMemory(BOOL* pEnabled) {
 HRESULT SoftAdapter::GetBusyPollMicros(ULONG* pMicros) {
   if (pMicros == nullptr) return ND_INVALID_PARAMETER_1;
   *pMicros = engine_->shm_links() > 0 ? shm_spin_us_ : 0;  // counted by the queue pairs (Engine::shm_link_up)
+  return ND_SUCCESS;
+}
+
+namespace {
+
+// The object AllocateBuffer hands out: owns one allocation (memory/shared_buffer.h), not the adapter, so that the
+// consumer may release it (a garbage collector's finalizer) after the adapter is gone. Not an ND object: it
+// answers IUnknown only.
+class SharedBufferObject final : public IUnknown {
+ public:
+  explicit SharedBufferObject(std::shared_ptr<const SharedBuffer> b) : b_(std::move(b)) {}
+  HRESULT ND_CALL QueryInterface(REFIID riid, VOID** ppv) override {
+    if (ppv == nullptr) return E_POINTER;
+    if (!IsEqualGUID(riid, IID_IUnknown)) {
+      *ppv = nullptr;
+      return E_NOINTERFACE;
+    }
+    AddRef();
+    *ppv = static_cast<IUnknown*>(this);
+    return S_OK;
+  }
+  ULONG ND_CALL AddRef() override { return static_cast<ULONG>(refs_.fetch_add(1) + 1); }
+  ULONG ND_CALL Release() override {
+    const long left = refs_.fetch_sub(1) - 1;
+    if (left == 0) delete this;
+    return static_cast<ULONG>(left);
+  }
+
+ private:
+  virtual ~SharedBufferObject() { release_shared_buffer(b_); }
+  std::shared_ptr<const SharedBuffer> b_;
+  std::atomic<long> refs_{1};
+};
+
+}  // namespace
+
+HRESULT SoftAdapter::AllocateBuffer(SIZE_T cb, IUnknown** ppBuffer, VOID** ppAddress) {
+  if (ppBuffer == nullptr) return ND_INVALID_PARAMETER_2;
+  if (ppAddress == nullptr) return ND_INVALID_PARAMETER_3;
+  *ppBuffer = nullptr;
+  *ppAddress = nullptr;
+  if (cb == 0 || cb > limits::kMaxRegistrationSize) return ND_INVALID_PARAMETER_1;
+  void* at = nullptr;
+  std::shared_ptr<const SharedBuffer> b = allocate_shared_buffer(cb, &at);
+  if (!b) return ND_NO_MEMORY;
+  auto* o = new (std::nothrow) SharedBufferObject(b);
+  if (o == nullptr) {
+    release_shared_buffer(b);
+    return ND_NO_MEMORY;
+  }
+  *ppBuffer = o;
+  *ppAddress = at;
   return ND_SUCCESS;
 }
 

@@ -23,6 +23,7 @@ class SoftAdapter final : public ComObject<IND2Adapter>,
                           public INDProgress,
                           public INDProgressDescriptors,
                           public INDSharedMemory,
+                          public INDSharedBuffers,
                           public INDConnectAdmission {
  public:
   // IUnknown, for every interface: the extensions are answered besides the ComObject's own ids.
@@ -43,6 +44,8 @@ class SoftAdapter final : public ComObject<IND2Adapter>,
   HRESULT ND_CALL SetSharedMemory(BOOL enable) override;
   HRESULT ND_CALL GetSharedMemory(BOOL* pEnabled) override;
   HRESULT ND_CALL GetBusyPollMicros(ULONG* pMicros) override;
+  // INDSharedBuffers (nd/netdirect_ext.h): memory a same-host peer can map (memory/shared_buffer.h); Linux only.
+  HRESULT ND_CALL AllocateBuffer(SIZE_T cb, IUnknown** ppBuffer, VOID** ppAddress) override;
   // INDConnectAdmission (nd/netdirect_ext.h): CreateConnector with every connect place taken waits (the default)
   // or refuses at once.
   HRESULT ND_CALL SetCreateConnectorWait(BOOL wait) override;

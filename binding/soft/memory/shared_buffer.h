@@ -1,0 +1,46 @@
+// Memory a same-host peer can map (docs/shm.md "Placement by the initiator", "Mapped regions"): buffers the
+// provider allocates itself (INDSharedBuffers::AllocateBuffer, nd/netdirect_ext.h; adapter.allocateMemory in the
+// addon) live in a memfd mapped MAP_SHARED, sealed at its size. A region registered over such a buffer can be
+// handed to the peer that places our inbound Writes (shm/place.h), which then places with a store into its own
+// mapping of the memfd instead of a process_vm_writev system call.
+//
+//  * SharedBuffer: one memfd and where it is mapped in this process. Shared (std::shared_ptr): the allocation
+//    owns the mapping, each registration over it holds the descriptor (the STag table's entry), so a region keeps a
+//    descriptor to hand over even if its memory was unmapped under it (a consumer's misuse: the peer then writes
+//    into pages nobody maps any more).
+//  * The registry: process-wide, address → SharedBuffer, for registration to find the buffer a range lies in.
+// Linux only; elsewhere allocate_shared_buffer says no and the consumer allocates plain memory.
+#ifndef NETDIRECT_SOFT_SHARED_BUFFER_H_
+#define NETDIRECT_SOFT_SHARED_BUFFER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+namespace netdirect::soft {
+
+struct SharedBuffer {
+  uint64_t id = 0;    // process-unique, never reused (the peer's cache key)
+  int fd = -1;        // the memfd: sealed against shrinking and growing (a peer's mapping cannot fault)
+  uint64_t base = 0;  // where it is mapped here
+  uint64_t size = 0;  // bytes (whole pages)
+  SharedBuffer() = default;
+  SharedBuffer(const SharedBuffer&) = delete;
+  SharedBuffer& operator=(const SharedBuffer&) = delete;
+  ~SharedBuffer();  // closes fd
+};
+
+// At most this many allocations live at once (each holds a descriptor); beyond it the consumer gets plain memory.
+constexpr size_t kMaxSharedBuffers = 4096;
+
+// Maps `size` zero-filled bytes (rounded up to whole pages) from a new sealed memfd and records them. *address:
+// the mapping; nullptr when no memfd could be had (not Linux, EMFILE, ENOMEM, the cap above).
+std::shared_ptr<const SharedBuffer> allocate_shared_buffer(size_t size, void** address);
+// Unmaps an allocation and forgets it (the descriptor lives on while registrations hold it).
+void release_shared_buffer(const std::shared_ptr<const SharedBuffer>& b);
+// The live allocation that holds [addr, addr + length) whole, if any.
+std::shared_ptr<const SharedBuffer> find_shared_buffer(uint64_t addr, uint64_t length);
+
+}  // namespace netdirect::soft
+
+#endif  // NETDIRECT_SOFT_SHARED_BUFFER_H_
