@@ -347,6 +347,31 @@ export async function serverPhase(side: NdSide, test: TestName, size: number): P
   if (test === 'send_bw') return sendBwServer(side);
 }
 
+/**
+ * Manual mode, the server of a passive phase (write_bw, read_bw, read_lat: the client's Writes land and its Reads are
+ * answered with no request of the server's): the JS thread polls its CQ until `end` settles, as a manual-mode
+ * program does, so the provider's progress runs on this thread (inline progress, docs/threads.md) and not on an
+ * engine thread that sleeps per message. That thread wakes on each arrival and Linux places the wakee beside its
+ * waker, the client's spinning thread: on 2 cores the two took turns on one core (~15,000 preemptions of the client
+ * a second) while the other stayed free. Every 1024 polls the event loop turns once, so the control channel's
+ * message arrives.
+ */
+export async function passiveServer(side: NdSide, end: Promise<unknown>): Promise<void> {
+  let over = false;
+  end.then(
+    () => (over = true),
+    () => (over = true),
+  );
+  const cq = side.cq;
+  while (!over) {
+    for (let i = 0; i < 1024; i++) {
+      const cs = cq.poll(256);
+      if (cs.length !== 0) for (const c of checked(cs)) if (c.type === 'receive') receiveTaken(side);
+    }
+    await immediate();
+  }
+}
+
 // ---- --compare native: the same phase driven by a C++ loop (binding/bench/bench_nd.cc) ------------------------------
 
 type NativeBench = Required<Pick<NativeBenchBinding, 'ndBenchRun'>>;

@@ -22,6 +22,7 @@ import {
   nativeClientPhase,
   nativeServerPhase,
   openSide,
+  passiveServer,
   preparePhase,
   regMrLatency,
   serverIsActive,
@@ -522,6 +523,7 @@ export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListen
       }
       if (m.op !== 'phase') throw new Error(`control channel: unexpected '${m.op}'`);
       const size = m.size as number;
+      let end: Promise<Message> | undefined; // the client's 'end', asked for early while a manual passive server polls
       if (m.kind === 'nd') {
         const { receives } = preparePhase(side, o.test, size);
         ctl.send({ op: 'ready', receives });
@@ -531,8 +533,10 @@ export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListen
           stats = await bidirectionalPhase(side, o.test, args, m.receives as number);
         } else if (serverIsActive(o.test)) {
           await serverPhase(side, o.test, size);
+        } else if (side.manual) {
+          await passiveServer(side, (end = ctl.next('end', Math.max(timeoutMs, 600_000))));
         }
-        await ctl.next('end', Math.max(timeoutMs, 600_000));
+        await (end ?? ctl.next('end', Math.max(timeoutMs, 600_000)));
         ctl.send({ op: 'done', stats });
       } else if (m.kind === 'perftest') {
         await servePerftest(ctl, adopted, size, local, timeoutMs);
@@ -540,7 +544,10 @@ export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListen
         preparePhase(side, o.test, size);
         ctl.send({ op: 'ready' });
         nativeServerPhase(side, o.test, size);
-        await ctl.next('end', Math.max(timeoutMs, 600_000));
+        // The native loop's passive server is the same as lib/'s (passiveServer): the ratio is the client's alone.
+        if (side.manual && !serverIsActive(o.test)) end = ctl.next('end', Math.max(timeoutMs, 600_000));
+        if (end !== undefined) await passiveServer(side, end);
+        await (end ?? ctl.next('end', Math.max(timeoutMs, 600_000)));
         ctl.send({ op: 'done' });
       } else {
         const p: PhaseParams = {
