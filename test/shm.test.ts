@@ -288,6 +288,58 @@ describe.runIf(linux)('two processes on one host', () => {
     }
   });
 
+  // Mapped regions (docs/shm.md "Mapped regions"): the peer's allocateMemory region lies in a memfd it hands us once we
+  // proved we could write into it anyway; its Writes are then placed with a store into our mapping of that memfd. Every
+  // size up to the placement limit (1 MiB), at odd offsets, lands whole while the target is stopped; between groups the
+  // target answers (a Write into us), so that each group is a burst that is placed, not a stream (Placer::worth_it).
+  it('allocateMemory regions: Writes of every size land in a stopped target (SIGSTOP), intact', async () => {
+    const peer = await shmPeer();
+    const adapter = await openAdapter(TEST_ADDRESS, { sharedMemory: true });
+    driveManual(adapter);
+    let stopped = false;
+    try {
+      await peer.call('open', { completion: 'thread' });
+      const address = await peer.call('listen');
+      const size = 4 * MiB;
+      const target = (await peer.call('register', { name: 'target', size, access: { remoteWrite: true } })).remote;
+      await peer.call('register', { name: 'src', size: 4096 });
+      const cq = adapter.createCompletionQueue({ depth: 64 });
+      const qp = adapter.createQueuePair({ receiveCq: cq, receiveDepth: 4, initiatorDepth: 16 });
+      const accepting = peer.call('accept', {});
+      await adapter.connect(qp, address);
+      await accepting;
+      expect(qp.transport).toBe('shm');
+      const mr = await adapter.allocateMemory(size, { remoteWrite: true });
+      const sizes = [1, 3, 8, 64, 4095, 4096, 4097, 65536, 65537, 262144, MiB - 1, MiB];
+      const segs: Array<{ offset: number; length: number }> = [];
+      let at = 64;
+      for (const length of sizes) {
+        segs.push({ offset: at, length });
+        at += length + 13;
+      }
+      const { fillSegments } = await import('./fixtures/pattern.mjs');
+      fillSegments(mr.buffer, segs, 31);
+      await qp.write(mr.slice(0, 8), target, { offset: 0 }); // through the ring: the target publishes its table
+      for (let g = 0; g < segs.length; g += 4) {
+        await new Promise((r) => setTimeout(r, 50)); // its engine goes back to sleep on its doorbell
+        peer.child.kill('SIGSTOP');
+        stopped = true;
+        const group = segs.slice(g, g + 4).map(({ offset, length }) => qp.write(mr.slice(offset, length), target, { offset }));
+        const outcome = await Promise.race([Promise.all(group).then(() => 'completed'), new Promise((r) => setTimeout(() => r('still pending'), 5000))]);
+        peer.child.kill('SIGCONT');
+        stopped = false;
+        expect(outcome, `sizes ${sizes.slice(g, g + 4).join(', ')}`).toBe('completed');
+        await peer.call('post', { tag: `b${g}`, op: 'write', segs: [{ name: 'src', offset: 0, length: 8 }], remote: mr.remote(), offset: size - 8 });
+        expect((await peer.call('wait', { tag: `b${g}` })).ok).toBe(true);
+      }
+      expect(await peer.call('check', { name: 'target', segs, seed: 31 })).toBe(-1);
+    } finally {
+      if (stopped) peer.child.kill('SIGCONT');
+      await adapter.close();
+      await peer.stop();
+    }
+  });
+
   // kill -9 of either end mid-transfer: the other end's requests all settle, its disconnect notification comes,
   // within bounds; nothing is left in /dev/shm.
   for (const killed of ['target', 'initiator'] as const) {

@@ -38,6 +38,7 @@
 
 #include "check.h"
 #include "nd/nd2.h"
+#include "nd/netdirect_ext.h"
 #include "soft/adapter.h"
 #include "soft/wire/crc32c.h"
 #include "soft/wire/ddp_rdmap.h"
@@ -2264,6 +2265,186 @@ void test_same_host_placement() {
   }
 }
 
+// Mapped regions (docs/shm.md "Mapped regions"): memory from INDSharedBuffers lies in a memfd the victim hands to a
+// peer that passed the proof; the peer's Placer maps it and places with a store.
+struct Mapped {
+  IUnknown* owner = nullptr;
+  uint8_t* p = nullptr;
+  size_t n = 0;
+  Mapped() = default;
+  Mapped(const Mapped&) = delete;
+  Mapped& operator=(const Mapped&) = delete;
+  ~Mapped() {
+    if (owner != nullptr) owner->Release();
+  }
+};
+
+bool alloc_mapped(size_t n, Mapped* m) {
+  INDSharedBuffers* sb = nullptr;
+  CHECK_ST(g_adapter->QueryInterface(IID_INDSharedBuffers, reinterpret_cast<void**>(&sb)), ND_SUCCESS);
+  if (sb == nullptr) return false;
+  void* at = nullptr;
+  CHECK_ST(sb->AllocateBuffer(n, &m->owner, &at), ND_SUCCESS);
+  sb->Release();
+  m->p = static_cast<uint8_t*>(at);
+  m->n = n;
+  return m->p != nullptr;
+}
+
+// The victim's published entry for `stag` (the hostile side can write it: the table lives in the shared mapping).
+shm::PlaceEntry* entry_of(Conn& c, uint32_t stag) {
+  for (shm::PlaceEntry& e : c.link->peer_place_area()->entries) {
+    const uint32_t g = e.gen.load();
+    if (g != 0 && (g & 1) == 0 && e.stag.load() == stag) return &e;
+  }
+  return nullptr;
+}
+
+// Messages waiting on our end of the side channel.
+bool side_channel_empty(Conn& c) {
+  char b[64];
+  return recv(c.link->side_channel(), b, sizeof b, MSG_PEEK | MSG_DONTWAIT) < 0 && errno == EAGAIN;
+}
+
+void test_same_host_mapped() {
+  Posts idle;
+  idle.shm = true;
+  idle.read = idle.write = idle.send = false;
+  const ULONG rw = ND_MR_FLAG_ALLOW_LOCAL_WRITE | ND_MR_FLAG_ALLOW_REMOTE_WRITE;
+  {
+    g_test = "shm place: a mapped region takes a store, gathered, at every size, to its last byte";
+    g_mem->pattern();
+    Conn c;
+    Mapped m;
+    if (setup(c, idle) && place_ready(c) && alloc_mapped(256 * 1024 + 100, &m)) {
+      IND2MemoryRegion* mr = reg_at(m.p + 100, 256 * 1024, rw);  // not at the memfd's start
+      const uint32_t tok = mr->GetRemoteToken();
+      const uint64_t at = reinterpret_cast<uintptr_t>(m.p + 100);
+      CHECK(entry_of(c, tok) != nullptr && entry_of(c, tok)->map_id.load() != 0);
+      std::mt19937 r(5);
+      uint64_t n = 0;
+      for (uint64_t len : {uint64_t{1}, uint64_t{2}, uint64_t{7}, uint64_t{8}, uint64_t{63}, uint64_t{64}, uint64_t{65},
+                           uint64_t{4095}, uint64_t{4096}, uint64_t{4097}, uint64_t{65536}, uint64_t{256 * 1024}}) {
+        const uint64_t off = len == 256 * 1024 ? 0 : r() % (256 * 1024 - len + 1);
+        const Bytes b = pat(len, static_cast<uint8_t>(len * 7 + 1));
+        // Two pieces (the gather of a Write from two SGEs), split anywhere.
+        const size_t cut = static_cast<size_t>(r() % (len + 1));
+        iovec v[2] = {{const_cast<uint8_t*>(b.data()), cut}, {const_cast<uint8_t*>(b.data()) + cut, len - cut}};
+        std::memset(m.p, 0xEE, m.n);
+        CHECK(c.link->placer().place(tok, at + off, v, 2, len, c.link->tx_produced()));
+        CHECK(std::memcmp(m.p + 100 + off, b.data(), len) == 0);
+        // Nothing else in the memfd changed.
+        bool rest = true;
+        for (size_t i = 0; i < m.n; ++i) {
+          if ((i < 100 + off || i >= 100 + off + len) && m.p[i] != 0xEE) rest = false;
+        }
+        CHECK(rest);
+        ++n;
+      }
+      CHECK(c.link->placer().placed_mapped() == n);
+      CHECK(c.link->placer().mappings() == 1);
+      dereg(mr);
+      // The memfd is given back: the next placement attempt unmaps it.
+      CHECK(!place_bytes(c, tok, at, pat(8, 0x12)));
+      CHECK(c.link->placer().mappings() == 0);
+    }
+    teardown(c);
+  }
+  // Deregistration while stores fly: once Deregister completed, nothing lands any more, though the peer still maps
+  // the memory.
+  {
+    g_test = "shm place: a mapped region deregistered while Writes are being placed into it";
+    g_mem->pattern();
+    Conn c;
+    if (setup(c, idle) && place_ready(c)) {
+      for (int round = 0; round < 20; ++round) {
+        Mapped m;
+        if (!alloc_mapped(64 * 1024, &m)) break;
+        std::memset(m.p, 0, m.n);
+        IND2MemoryRegion* mr = reg_at(m.p, m.n, rw);
+        const uint32_t tok = mr->GetRemoteToken();
+        const uint64_t at = reinterpret_cast<uintptr_t>(m.p);
+        std::atomic<bool> stop{false};
+        std::atomic<uint64_t> ok{0};
+        const uint64_t mapped_before = c.link->placer().placed_mapped();
+        std::thread placer([&] {
+          const Bytes b = pat(m.n, static_cast<uint8_t>(round));
+          while (!stop.load()) {
+            if (place_bytes(c, tok, at, b)) ok++;
+          }
+        });
+        const auto until = Clock::now() + std::chrono::milliseconds(3000);
+        while (ok.load() == 0 && Clock::now() < until) std::this_thread::yield();
+        CHECK(ok.load() > 0);
+        dereg(mr);
+        std::memset(m.p, 0xEE, m.n);  // the application reuses the memory at once
+        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        stop = true;
+        placer.join();
+        CHECK(c.link->placer().placed_mapped() > mapped_before);  // by stores, not process_vm_writev
+        CHECK(std::all_of(m.p, m.p + m.n, [](uint8_t v) { return v == 0xEE; }));
+      }
+      c.snap = g_mem->buf;
+      Expect e;
+      e.shutdown_after = true;
+      finish(c, Bytes{}, e);
+    }
+    teardown(c);
+  }
+  // A lying entry (the table is in the shared mapping: the peer it is published for can write it, and so could
+  // the target itself) never makes the initiator write outside the mapping it received.
+  {
+    g_test = "shm place: a lying entry cannot move a store outside the mapping";
+    g_mem->pattern();
+    Conn c;
+    Mapped m;
+    if (setup(c, idle) && place_ready(c) && alloc_mapped(8192, &m)) {
+      std::memset(m.p, 0, m.n);
+      IND2MemoryRegion* mr = reg_at(m.p, 4096, rw);
+      const uint32_t tok = mr->GetRemoteToken();
+      const uint64_t at = reinterpret_cast<uintptr_t>(m.p);
+      CHECK(place_bytes(c, tok, at, pat(8, 0x31)));  // maps the memfd (8192 bytes: two pages)
+      CHECK(c.link->placer().mappings() == 1);
+      shm::PlaceEntry* e = entry_of(c, tok);
+      CHECK(e != nullptr);
+      if (e != nullptr) {
+        const uint64_t mapped_before = c.link->placer().placed_mapped();
+        struct Lie {
+          uint64_t length, map_offset, to_off, len;
+          bool placed;
+        };
+        const Lie lies[] = {
+            {4096, 8192 - 4, 0, 8, false},                  // the offset puts the end past the mapping
+            {4096, 8192, 0, 1, false},                      // the offset is the mapping's end
+            {4096, ~uint64_t{0} - 2, 0, 8, false},          // the offset wraps
+            {uint64_t{1} << 40, 0, 8192, 8, false},         // a length past the memfd: the address past the mapping
+            {uint64_t{1} << 40, 4096, 4096, 8, false},      // both: inside the entry, past the mapping
+            {~uint64_t{0} - at, 1, ~uint64_t{0} - at - 8, 8, false},  // a length to the end of the address space
+            {4096, 4096, 100, 8, true},                     // inside the memfd: lands where the lie says, in it
+        };
+        for (const Lie& l : lies) {
+          e->length.store(l.length);
+          e->map_offset.store(l.map_offset);
+          const Bytes b = pat(l.len, 0x44);
+          const bool placed = place_bytes(c, tok, at + l.to_off, b);
+          CHECK(placed == l.placed);
+        }
+        CHECK(c.link->placer().placed_mapped() == mapped_before + 1);
+        CHECK(std::memcmp(m.p + 4096 + 100, pat(8, 0x44).data(), 8) == 0);
+        // An id the target never handed over: placed by process_vm_writev, where the entry's address says.
+        e->length.store(4096);
+        e->map_offset.store(0);
+        e->map_id.store(e->map_id.load() + 1000);
+        CHECK(place_bytes(c, tok, at + 200, pat(8, 0x45)));
+        CHECK(c.link->placer().placed_mapped() == mapped_before + 1);
+        CHECK(std::memcmp(m.p + 200, pat(8, 0x45).data(), 8) == 0);
+      }
+      dereg(mr);
+    }
+    teardown(c);
+  }
+}
+
 // A same-user peer the kernel does not let write into us (here: we are not dumpable and it lacks CAP_SYS_PTRACE)
 // never learns our table and places nothing: its Writes take the ring (docs/shm.md "Placement by the initiator").
 void test_same_host_placement_refused() {
@@ -2273,6 +2454,11 @@ void test_same_host_placement_refused() {
   idle.shm = true;
   idle.read = idle.write = idle.send = false;
   Conn c;
+  Mapped m;
+  IND2MemoryRegion* mapped_mr = nullptr;
+  if (alloc_mapped(4096, &m)) {
+    mapped_mr = reg_at(m.p, m.n, ND_MR_FLAG_ALLOW_LOCAL_WRITE | ND_MR_FLAG_ALLOW_REMOTE_WRITE);
+  }
   if (setup(c, idle)) {
     CHECK(prctl(PR_SET_DUMPABLE, 0) == 0);
     const pid_t pid = fork();
@@ -2305,8 +2491,13 @@ void test_same_host_placement_refused() {
     CHECK(std::memcmp(g_mem->p(kRwOff + 64), pat(8, 0x61).data(), 8) == 0);
     CHECK(c.link->peer_place_area()->enabled.load() == 0);
     for (const shm::PlaceEntry& e : c.link->peer_place_area()->entries) CHECK(e.gen.load() == 0);
+    // Nor was any memfd of a mapped region handed over (fd handover needs the proof, as the table).
+    CHECK(c.link->peer_place_area()->regions_sent.load() == 0);
+    CHECK(side_channel_empty(c));
+    CHECK(c.link->placer().mappings() == 0);
   }
   teardown(c);
+  if (mapped_mr != nullptr) dereg(mapped_mr);
 }
 
 // A process of another uid can neither take the listener's offers nor be offered rings (docs/shm.md).
@@ -2446,6 +2637,7 @@ int main(int argc, char** argv) {
   test_same_host();
   test_same_host_other_uid();
   test_same_host_placement();
+  test_same_host_mapped();
   test_same_host_placement_refused();
   std::printf("cases: %.1f s\n", std::chrono::duration<double>(Clock::now() - t0).count());
   test_mutations(mutations, 20240611u);

@@ -146,7 +146,8 @@ StagTable::Entry* StagTable::live_entry_locked(uint32_t stag, Kind kind) {
 void StagTable::publish_locked(const Entry& e) {
   mu_.assert_held();
   if (!(e.rights & access::kRemoteWrite)) return;
-  for (PlaceSink* s : sinks_) s->publish(e.stag, e.base, e.length, e.rights);
+  const SharedBuffer* buf = (e.kind == Kind::kWindow ? entries_[e.region].buf : e.buf).get();
+  for (PlaceSink* s : sinks_) s->publish(e.stag, e.base, e.length, e.rights, buf);
 }
 
 void StagTable::unpublish_locked(uint32_t stag) {
@@ -163,7 +164,7 @@ void StagTable::add_place_sink(PlaceSink* s) {
   for (const Entry& e : entries_) {
     if (e.kind == Kind::kFree || e.dead || !(e.rights & access::kRemoteWrite)) continue;
     if (e.kind == Kind::kWindow && entries_[e.region].dead) continue;
-    s->publish(e.stag, e.base, e.length, e.rights);
+    s->publish(e.stag, e.base, e.length, e.rights, (e.kind == Kind::kWindow ? entries_[e.region].buf : e.buf).get());
   }
   s->enable();
 }
@@ -179,6 +180,9 @@ void StagTable::remove_place_sink(PlaceSink* s) {
 }
 
 uint32_t StagTable::add_region(uint64_t base, uint64_t length, uint32_t rights) {
+  // Looked up before the table's lock (the registry has its own); a region only ever names the buffer it lay in
+  // when registered.
+  std::shared_ptr<const SharedBuffer> buf = find_shared_buffer(base, length);
   std::lock_guard<ndkit::CheckedMutex> lock(mu_);
   const uint32_t slot = allocate_locked(Kind::kRegion);
   if (slot == kNoSlot) return 0;
@@ -186,6 +190,7 @@ uint32_t StagTable::add_region(uint64_t base, uint64_t length, uint32_t rights) 
   e.base = base;
   e.length = length;
   e.rights = rights;
+  e.buf = std::move(buf);
   publish_locked(e);
   return e.stag;
 }

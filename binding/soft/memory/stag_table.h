@@ -18,12 +18,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include "ndkit/checked_mutex.h"
 
 #include "nd/nd2.h"
+
+#include "soft/memory/shared_buffer.h"
 
 namespace netdirect::soft {
 
@@ -47,9 +50,10 @@ enum class StagCheck : uint8_t {
 // with the remote-write right (when added, and for all of them when the sink is added), unpublish before such an
 // entry stops accepting remote access (returning only when no placement into it can still land), enable once
 // everything is published, disable when the sink is removed (returning only when no placement can still land).
+// `buf`: the memory a same-host peer can map that holds the entry (memory/shared_buffer.h), nullptr for any other.
 class PlaceSink {
  public:
-  virtual void publish(uint32_t stag, uint64_t base, uint64_t length, uint32_t rights) = 0;
+  virtual void publish(uint32_t stag, uint64_t base, uint64_t length, uint32_t rights, const SharedBuffer* buf) = 0;
   virtual void unpublish(uint32_t stag) = 0;
   virtual void enable() = 0;
   virtual void disable() = 0;
@@ -110,7 +114,8 @@ class StagTable {
   StagTable(const StagTable&) = delete;
   StagTable& operator=(const StagTable&) = delete;
 
-  // Adds a region over [base, base + length) with `rights` (access::*). Returns its STag, 0 if full.
+  // Adds a region over [base, base + length) with `rights` (access::*). Returns its STag, 0 if full. A region that
+  // lies in memory a same-host peer can map (find_shared_buffer) holds that buffer and publishes it with its entry.
   uint32_t add_region(uint64_t base, uint64_t length, uint32_t rights);
 
   // Removes a region. ND_DEVICE_BUSY if windows are bound to it (nothing changes); ND_SUCCESS if it was
@@ -163,6 +168,7 @@ class StagTable {
     uint32_t windows = 0;       // region: bound windows
     uint32_t region = 0;        // window: slot of its region
     std::function<void()> on_released;
+    std::shared_ptr<const SharedBuffer> buf;  // region: the mappable memory it lies in, if any (windows: their region's)
   };
   static constexpr uint32_t kNoSlot = StagIndex::kNone;
 

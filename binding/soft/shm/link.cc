@@ -40,7 +40,7 @@ uint32_t spin_micros_from_env() {
   return n > 1000000 ? kDefaultSpinMicros : static_cast<uint32_t>(n);
 }
 
-std::string rendezvous_name(const net::Address& a) { return "netdirect-shm/2/" + a.to_string(); }
+std::string rendezvous_name(const net::Address& a) { return "netdirect-shm/3/" + a.to_string(); }
 
 #ifndef __linux__
 
@@ -67,7 +67,7 @@ bool available() { return true; }
 
 namespace {
 
-constexpr char kMagic[8] = {'N', 'D', 'S', 'H', 'M', 'v', '2', 0};
+constexpr char kMagic[8] = {'N', 'D', 'S', 'H', 'M', 'v', '3', 0};
 constexpr uint32_t kOffer = 1;
 constexpr uint32_t kAnswer = 2;
 constexpr size_t kControlArea = 4096;  // both control blocks, one page
@@ -267,12 +267,15 @@ void Link::init_placement(int my_dir) {
     }
   }
   peer_area_ = place_area(map_, my_dir);
-  // Our table lives in the area of the direction we consume; without a secret we never publish one.
-  if (allowed && secret_ != 0) table_.init(place_area(map_, 1 - my_dir), &secret_);
-  placer_.init(peer_area_, peer_pid_, allowed);
+  // Our table lives in the area of the direction we consume; without a secret we never publish one. The side
+  // channel stays open for the memfds of mapped regions (place.h RegionMsg), both ways.
+  if (allowed && secret_ != 0) table_.init(place_area(map_, 1 - my_dir), &secret_, side_);
+  placer_.init(peer_area_, peer_pid_, allowed, side_);
 }
 
 Link::~Link() {
+  placer_.drop_mappings();
+  close_fd(side_);
   if (map_ != nullptr) munmap(map_, map_len_);
   close_fd(my_bell_);
   close_fd(peer_bell_);
@@ -389,8 +392,9 @@ std::unique_ptr<Link> Handshake::finish() {
   // Direction 0 carries initiator → responder.
   l->tx_ = RingWriter(control(l->map_, 0), ring_data(l->map_, ring_bytes_, 0), ring_bytes_);
   l->rx_ = RingReader(control(l->map_, 1), ring_data(l->map_, ring_bytes_, 1), ring_bytes_);
+  l->side_ = unix_;
+  unix_ = -1;
   l->init_placement(0);
-  close_fd(unix_);
   return l;
 }
 
@@ -415,12 +419,13 @@ std::unique_ptr<Link> Handshake::accept() {
   if (l->my_bell_ < 0) return nullptr;
   l->tx_ = RingWriter(control(map, 1), ring_data(map, ring_bytes_, 1), ring_bytes_);
   l->rx_ = RingReader(control(map, 0), ring_data(map, ring_bytes_, 0), ring_bytes_);
-  l->init_placement(1);
   AnswerMsg a{};
   std::memcpy(a.magic, kMagic, sizeof a.magic);
   a.kind = kAnswer;
   if (!send_with_fds(unix_, &a, sizeof a, &l->my_bell_, 1)) return nullptr;
-  close_fd(unix_);
+  l->side_ = unix_;
+  unix_ = -1;
+  l->init_placement(1);
   close_fd(memfd_);
   return l;
 }

@@ -6,7 +6,7 @@
 //  * Link: one established same-host connection — the mapping, the two rings (shm/ring.h), this side's doorbell
 //    (an eventfd the engine watches) and the peer's.
 //  * Rendezvous: the side channel of a listener — an abstract Unix socket per listening address
-//    ("\0netdirect-shm/2/<ip:port>", nothing in the file system), where an initiator of the same uid (SO_PEERCRED)
+//    ("\0netdirect-shm/3/<ip:port>", nothing in the file system), where an initiator of the same uid (SO_PEERCRED)
 //    offers rings for one TCP 4-tuple before it sends its MPA Request.
 //  * Handshake: one connection's side of the agreement while MPA runs. The initiator offers (memfd + its doorbell,
 //    SCM_RIGHTS) right after its TCP connect; the responder claims the offer when the Request arrives and, when the
@@ -87,6 +87,8 @@ class Link {
   uint64_t rx_consumed() const { return rx_.consumed(); }
   // The peer's place area (where it is the target): tests look at what it publishes.
   PlaceArea* peer_place_area() const { return peer_area_; }
+  // The side-channel connection (the peer's RegionMsgs arrive there): tests look at what waits on it.
+  int side_channel() const { return side_; }
 
  private:
   friend class Handshake;
@@ -105,6 +107,7 @@ class Link {
   PlaceTable table_;
   Placer placer_;
   PlaceArea* peer_area_ = nullptr;
+  int side_ = -1;  // the side-channel connection, kept for placement's RegionMsgs (place.h)
 };
 
 class Rendezvous;

@@ -16,16 +16,24 @@
 //    the target's checks against the published entry (STag, remote-write right, bounds without wrap) and places.
 //    Anything it cannot prove (no entry, a check that fails, the ring not yet processed, the target's table
 //    off) is left to the ring, where the target's own checks decide as over TCP.
+//  * Mapped regions: a region that lies in memory the peer can map (memory/shared_buffer.h: adapter.allocateMemory)
+//    is published with the memfd's id and the region's offset in it, and the target hands the memfd itself over
+//    the side channel (SCM_RIGHTS, RegionMsg below) — only after the proof, as the table. The initiator maps each
+//    memfd once and places Writes into such a region with a store (memcpy, the last byte released after the rest)
+//    instead of process_vm_writev: no system call per Write. Everything else still takes process_vm_writev.
 // Everything read from the shared mapping is the peer's to lie about. The target trusts nothing in it but
 // compares `proof` with its secret and waits (bounded) on `placing`. The initiator trusts the table only to
-// the extent that it writes only into the target's own address space (what CMA already allows it): a lying
-// target can make its own memory change, nothing else.
+// the extent that it writes only into the target's own address space (what CMA already allows it) or into a memfd
+// the target handed it, inside the bounds of its own mapping of it: a lying target can make its own memory change,
+// nothing else.
 #ifndef NETDIRECT_SOFT_SHM_PLACE_H_
 #define NETDIRECT_SOFT_SHM_PLACE_H_
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <unordered_map>
+#include <vector>
 
 #ifndef _WIN32
 #include <sys/uio.h>
@@ -49,6 +57,11 @@ constexpr uint32_t kPlaceWaitMs = 1000;
 // kernel allocated every other pid (pids are handed out cyclically; the default pid_max is 32,768 or more), which no
 // machine does in a millisecond.
 constexpr uint64_t kPlaceAliveNs = 1000000;
+// Mapped regions: memfds an initiator keeps mapped per link (more are not mapped: their Writes take
+// process_vm_writev), and region messages a target lets wait unread on the side channel (each holds a descriptor,
+// so the memory behind it; more are not sent: those regions take process_vm_writev).
+constexpr size_t kPlaceMaxMappings = 256;
+constexpr uint64_t kPlaceMaxUnread = 64;
 
 // One published entry, read with a sequence lock: gen odd = being written or dead; even and non-zero = live.
 struct PlaceEntry {
@@ -58,15 +71,32 @@ struct PlaceEntry {
   std::atomic<uint32_t> reserved;
   std::atomic<uint64_t> base;
   std::atomic<uint64_t> length;
+  std::atomic<uint64_t> map_id;      // the memfd the region lies in (RegionMsg::id), 0 = none: process_vm_writev
+  std::atomic<uint64_t> map_offset;  // where `base` is in that memfd
 };
+
+// On the side channel, target → initiator, after the handshake (layout version 3): a memfd the initiator may map
+// (kRegion, the descriptor attached), or one it may unmap (kForget, none attached). The target sends a kRegion
+// only once the peer's proof matched, and before it publishes an entry naming the id.
+struct RegionMsg {
+  char magic[8];  // "NDSHMv3"
+  uint32_t kind;
+  uint32_t reserved;
+  uint64_t id;
+  uint64_t size;  // kRegion: the memfd's size (the initiator checks it against fstat)
+};
+constexpr uint32_t kRegionMsg = 3;
+constexpr uint32_t kForgetMsg = 4;
 
 struct PlaceArea {
   alignas(64) std::atomic<uint64_t> probe_addr;  // target: where its probe word is (0 = not yet)
   std::atomic<uint32_t> enabled;                 // target: 1 while the table may be used
+  std::atomic<uint64_t> regions_sent;            // target: RegionMsgs sent on the side channel so far
   alignas(64) std::atomic<uint64_t> processed;   // target: ring bytes processed, at an FPDU boundary, no error
   alignas(64) std::atomic<uint64_t> proof;       // initiator: the probe word as it read it
   alignas(64) std::atomic<uint64_t> placing;     // initiator: (attempt << 32) | (slot + 1) while it may place
   std::atomic<uint64_t> placed;                  // initiator: Writes it placed so far (a hint, Placer::worth_it)
+  std::atomic<uint64_t> regions_taken;           // initiator: RegionMsgs it took from the side channel (a hint)
   alignas(64) PlaceEntry entries[kPlaceSlots];
 };
 constexpr size_t kPlaceAreaBytes = (sizeof(PlaceArea) + 4095) & ~size_t{4095};
@@ -78,14 +108,15 @@ bool place_enabled_from_env();
 class PlaceTable final : public PlaceSink {
  public:
   PlaceTable() = default;
-  // area: the direction whose ring this side consumes; secret: a random non-zero value in this side's memory.
-  void init(PlaceArea* area, const uint64_t* secret);
+  // area: the direction whose ring this side consumes; secret: a random non-zero value in this side's memory;
+  // side: the side-channel connection to the peer (RegionMsgs go there; -1: none, mapped regions are not offered).
+  void init(PlaceArea* area, const uint64_t* secret, int side = -1);
   // The peer has shown it can write into this process (it read the secret): the table may be published.
   bool proof_ok() const;
   // After the receive stream processed everything it took from the ring, without error.
   void set_processed(uint64_t consumed);
   // PlaceSink (called under the STag table's lock).
-  void publish(uint32_t stag, uint64_t base, uint64_t length, uint32_t rights) override;
+  void publish(uint32_t stag, uint64_t base, uint64_t length, uint32_t rights, const SharedBuffer* buf) override;
   void unpublish(uint32_t stag) override;
   void enable() override;
   void disable() override;
@@ -97,10 +128,16 @@ class PlaceTable final : public PlaceSink {
 
  private:
   void wait_placing(uint32_t home_plus_1);  // 0: any placement
+  uint64_t offer_buffer(const SharedBuffer& b);  // the id to publish (the peer has the memfd), 0 if not
+  void release_buffer(uint64_t id);              // a slot naming it went away
   PlaceArea* a_ = nullptr;
   const uint64_t* secret_ = nullptr;
+  int side_ = -1;
   uint32_t occupant_[kPlaceSlots] = {};  // our own copy: which STag each slot holds (0 = none)
   uint32_t gen_[kPlaceSlots] = {};
+  uint64_t map_id_[kPlaceSlots] = {};                  // the memfd id each slot's entry names (0 = none)
+  std::unordered_map<uint64_t, uint32_t> handed_;      // memfd ids the peer has: slots naming each
+  uint64_t sent_ = 0;                                  // RegionMsgs sent
   bool on_ = false;
   bool gave_up_ = false;
   uint64_t processed_ = 0;  // what we published last
@@ -114,7 +151,8 @@ class Placer {
   ~Placer();
   Placer(const Placer&) = delete;
   Placer& operator=(const Placer&) = delete;
-  void init(PlaceArea* peer_area, int peer_pid, bool allowed);
+  // side: the side-channel connection to the target (its RegionMsgs come from there; -1: none).
+  void init(PlaceArea* peer_area, int peer_pid, bool allowed, int side = -1);
 
   // Places len bytes gathered from local (n pieces) at `to` of the target's `stag`, if everything the target
   // checks holds for the published entry and the target has processed all `produced` bytes of its ring (so an
@@ -143,8 +181,25 @@ class Placer {
   Probe probe();
   Probe state() const { return probe_; }
   uint64_t placed() const { return placed_; }
+  // Writes placed with a store into a mapped region (the rest of placed() took process_vm_writev).
+  uint64_t placed_mapped() const { return placed_mapped_; }
+  // The target's memfds mapped now (tests).
+  size_t mappings() const { return maps_.size(); }
+  // Unmaps them all (the target's table went off: disconnect, or the link's end).
+  void drop_mappings();
 
  private:
+  struct Mapping {
+    uint64_t id;
+    uint8_t* at;
+    uint64_t size;
+  };
+  void take_region_msgs();  // reads what the target sent on the side channel
+  const Mapping* mapping(uint64_t id) const;
+  int side_ = -1;
+  std::vector<Mapping> maps_;
+  uint64_t taken_ = 0;
+  uint64_t placed_mapped_ = 0;
   PlaceArea* a_ = nullptr;
   int pid_ = 0;
   int pidfd_ = -1;
