@@ -222,3 +222,44 @@ describe('a job of one rank', () => {
     }
   });
 });
+
+// 'manual' completion mode's progress loop (lib/job/job.ts ManualDriver): one loop polls every job of the process
+// while a call of it waits, without an event-loop turn between a completion and the program's next post, and hands
+// the thread back to the event loop every millisecond. So a second job in the process (here the other rank) and
+// timers still run while a call waits: a loop that kept the thread would leave the recv below waiting for ever.
+describe("manual completion mode's progress loop", () => {
+  it('two ranks in one process: 300 notified puts each way, then a recv that waits for a send a timer makes', async () => {
+    const [r0, r1] = (await ranks(2, 'manual')) as [Job, Job];
+    try {
+      const [w0, w1] = await Promise.all([r0.allocateWindow(8), r1.allocateWindow(8)]);
+      const seen: number[] = [];
+      const ping = async () => {
+        for (let i = 0; i < 300; i++) {
+          await w0.put(1, 0, Float64Array.of(i), { notify: true });
+          await w0.waitNotifications(1, 1);
+          seen.push(new Float64Array(w0.buffer.buffer, w0.buffer.byteOffset, 1)[0]);
+        }
+      };
+      const pong = async () => {
+        for (let i = 0; i < 300; i++) {
+          await w1.waitNotifications(0, 1);
+          const got = new Float64Array(w1.buffer.buffer, w1.buffer.byteOffset, 1)[0];
+          await w1.put(0, 0, Float64Array.of(-got), { notify: true });
+        }
+      };
+      await Promise.all([ping(), pong()]);
+      expect(seen).toEqual(Array.from({ length: 300 }, (_, i) => -i));
+      let fired = false;
+      const late = r0.recv(1, { tag: 5, timeoutMs: 10_000 });
+      setTimeout(() => {
+        fired = true;
+        void r1.send(Int32Array.of(42), 0, { tag: 5 });
+      }, 30);
+      expect(Array.from(await late)).toEqual([42]);
+      expect(fired).toBe(true);
+      await Promise.all([w0.free(), w1.free()]);
+    } finally {
+      await Promise.all([r0.close(), r1.close()]);
+    }
+  });
+});

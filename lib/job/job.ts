@@ -22,6 +22,8 @@ import { decodeSignature, describe, elementTypeOf, encodeSignature, sameSignatur
 const SIGNATURES_KEPT = 512;
 /** 'manual' completion mode: how often the job polls its CQs while no call of the program's waits (Job._idle). */
 const IDLE_POLL_MS = 10;
+/** 'manual' completion mode: the longest the jobs' progress loop polls without letting the event loop run (ManualDriver). */
+const SPIN_SLICE_MS = 1;
 
 export interface JoinOptions {
   /** Which launcher to speak to (default: detected from the environment, see detectLauncher()). */
@@ -178,6 +180,51 @@ type Call = { kind: Kind; data?: coll.NumericArray; count?: number; op?: coll.Re
 
 const RETRY_CODES = new Set(['ND_CONNECTION_REFUSED', 'ND_IO_TIMEOUT', 'ND_TIMEOUT', 'ND_HOST_UNREACHABLE', 'ND_NETWORK_UNREACHABLE']);
 
+/**
+ * 'manual' completion mode's progress loop, one for every job of the process (a test may run several ranks in one
+ * process: a loop per job would hold the thread for its slice while another job's call waited). While a call of a
+ * job's program waits (Job._hold) the loop polls the job's CQs (Job._driveRound), then polls again once the
+ * JavaScript the poll set off has run: a poll that settles a request queues its promise's reactions as microtasks,
+ * and the next poll is queued by process.nextTick from a microtask queued after them, so it runs once the
+ * microtask queue is empty (Node runs the next-tick queue after each drain of the microtasks), i.e. once the
+ * program's continuation has posted its next message. No event-loop turn (epoll_wait, the timers, the check phase)
+ * lies between a completion and the program's next post. After SPIN_SLICE_MS of this the loop hands the thread
+ * back to the event loop (setImmediate), so timers, sockets and other callbacks still run, then goes on.
+ */
+class ManualDriver {
+  private readonly jobs = new Set<Job>();
+  private running = false;
+  private sliceEnd = 0;
+
+  add(job: Job): void {
+    this.jobs.add(job);
+    if (this.running) return;
+    this.running = true;
+    this.sliceEnd = performance.now() + SPIN_SLICE_MS;
+    queueMicrotask(this.next);
+  }
+
+  private readonly round = (): void => {
+    this.sliceEnd = performance.now() + SPIN_SLICE_MS;
+    this.step();
+  };
+
+  private readonly step = (): void => {
+    for (const job of this.jobs) if (!job._driveRound()) this.jobs.delete(job);
+    if (this.jobs.size === 0) {
+      this.running = false;
+      return;
+    }
+    if (performance.now() < this.sliceEnd) queueMicrotask(this.next);
+    else setImmediate(this.round);
+  };
+
+  private readonly next = (): void => {
+    process.nextTick(this.step);
+  };
+}
+const manualDriver = new ManualDriver();
+
 export class Job implements AsyncDisposable {
   readonly rank: number;
   readonly size: number;
@@ -207,6 +254,9 @@ export class Job implements AsyncDisposable {
   private readonly _self = new SelfBox();
   /** Calls of the program's in flight (see _hold). */
   private _busy = 0;
+  /** Whether the adapter keeps the process alive (_keep; an adapter does when it opens), and a check of it is queued. */
+  private _kept = true;
+  private _unkeepQueued = false;
   /** 'manual' completion mode: whether the job's progress loop runs (see _drive), and what it polls into. */
   private _driving = false;
   private _idleTimer: NodeJS.Timeout | null = null;
@@ -426,7 +476,7 @@ export class Job implements AsyncDisposable {
   _finalizeAtExit(): void {
     hookExit();
     unclosed.add(this);
-    if (this._busy === 0) this.adapter._keepAlive(false);
+    if (this._busy === 0) this._keep(false);
     this._idle();
   }
 
@@ -435,7 +485,7 @@ export class Job implements AsyncDisposable {
    * keeps the event loop alive only while the program waits for something of the job's (see `unclosed`).
    */
   _hold<T>(p: Promise<T>): Promise<T> {
-    if (this._busy++ === 0 && this.adapter) this.adapter._keepAlive(true);
+    if (this._busy++ === 0 && !this._kept) this._keep(true);
     if (!this._driving && this.adapter?.completion === 'manual') this._drive();
     p.then(this._release, this._release);
     return p;
@@ -443,8 +493,28 @@ export class Job implements AsyncDisposable {
 
   /** A call that _hold kept the process alive for settled (one function for all calls: nothing made per call). */
   private readonly _release = (): void => {
-    if (--this._busy === 0 && this.adapter && unclosed.has(this)) this.adapter._keepAlive(false);
+    if (--this._busy === 0 && !this._unkeepQueued) {
+      this._unkeepQueued = true;
+      queueMicrotask(this._unkeep);
+    }
   };
+
+  /**
+   * The last call settled: the adapter stops keeping the process alive, unless the program made its next call in
+   * the meantime (the continuation of the call that settled runs first). A program that calls the job in a loop so
+   * pays no native call per call.
+   */
+  private readonly _unkeep = (): void => {
+    this._unkeepQueued = false;
+    if (this._busy === 0 && this._kept && unclosed.has(this)) this._keep(false);
+  };
+
+  /** Sets whether the adapter's pending requests keep the event loop alive (Adapter._keepAlive), remembered. */
+  private _keep(on: boolean): void {
+    if (this.adapter === undefined) return;
+    this._kept = on;
+    this.adapter._keepAlive(on);
+  }
 
   /**
    * 'manual' completion mode: only cq.poll() takes completions off a CQ, and the program polls none of the job's
@@ -460,16 +530,18 @@ export class Job implements AsyncDisposable {
     this._driving = true;
     if (this._idleTimer !== null) clearTimeout(this._idleTimer);
     this._idleTimer = null;
-    const round = (): void => {
-      if (this._busy === 0) {
-        this._driving = false;
-        this._idle();
-        return;
-      }
-      this._pollAll();
-      setImmediate(round);
-    };
-    setImmediate(round);
+    manualDriver.add(this);
+  }
+
+  /** @internal One round of the manual-mode progress loop (ManualDriver): false once no call of the program's waits. */
+  _driveRound(): boolean {
+    if (this._busy === 0) {
+      this._driving = false;
+      this._idle();
+      return false;
+    }
+    this._pollAll();
+    return true;
   }
 
   /** Manual mode between calls: polls the job's CQs every IDLE_POLL_MS until a call starts (_drive) or the job closes. */
@@ -922,7 +994,7 @@ export class Job implements AsyncDisposable {
   /** @internal */
   async _teardown(graceful: boolean, limit: Limit = limitOf(this._timeoutMs)): Promise<void> {
     unclosed.delete(this);
-    this.adapter?._keepAlive(true); // what close() waits for keeps the process alive
+    this._keep(true); // what close() waits for keeps the process alive
     // From here a peer's going is expected: the ranks that leave the final barrier first disconnect while others
     // still wait in it (for messages from other ranks), and that must not break the job for those.
     for (const c of this._channels) if (c) c.closing = true;
