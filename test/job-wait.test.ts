@@ -79,10 +79,10 @@ describe('a job of one rank receiving from itself', () => {
 });
 
 /** The ranks of a fresh job in this process (a collective given up on fails its job, so each case takes its own). */
-async function ranks(size: number, completion?: 'manual'): Promise<Job[]> {
+async function ranks(size: number, completion?: 'manual' | 'loop', spinMicros?: number): Promise<Job[]> {
   const secret = randomBytes(32).toString('hex');
   const port = 20000 + Math.floor(Math.random() * 10000);
-  const at = { launcher: 'rendezvous' as const, rendezvous: `127.0.0.1:${port}`, size, secret, address: '127.0.0.1', timeoutMs: 20_000, completion };
+  const at = { launcher: 'rendezvous' as const, rendezvous: `127.0.0.1:${port}`, size, secret, address: '127.0.0.1', timeoutMs: 20_000, completion, spinMicros };
   return Promise.all(Array.from({ length: size }, (_, rank) => join({ ...at, rank })));
 }
 const pair = () => ranks(2) as Promise<[Job, Job]>;
@@ -223,14 +223,19 @@ describe('a job of one rank', () => {
   });
 });
 
-// 'manual' completion mode's progress loop (lib/job/job.ts ManualDriver): one loop polls every job of the process
-// while a call of it waits, without an event-loop turn between a completion and the program's next post, and hands
-// the thread back to the event loop every millisecond. So a second job in the process (here the other rank) and
-// timers still run while a call waits: a loop that kept the thread would leave the recv below waiting for ever.
-describe("manual completion mode's progress loop", () => {
-  it('two ranks in one process: 300 notified puts each way, then a recv that waits for a send a timer makes', async () => {
-    const [r0, r1] = (await ranks(2, 'manual')) as [Job, Job];
+// The job's own progress loop (lib/job/job.ts ManualDriver), in 'manual' mode and in 'loop' mode with a busy-poll
+// window: one loop polls every job of the process while a call of it waits, without an event-loop turn between a
+// completion and the program's next post, and hands the thread back to the event loop every millisecond. So a
+// second job in the process (here the other rank) and timers still run while a call waits: a loop that kept the
+// thread would leave the recv below waiting for ever.
+describe("the job's progress loop", () => {
+  it.each([
+    ['manual', undefined],
+    ['loop', 500],
+  ] as const)('%s mode (spinMicros %s), two ranks in one process: 300 notified puts each way, then a recv that waits for a send a timer makes', async (completion, spinMicros) => {
+    const [r0, r1] = (await ranks(2, completion, spinMicros)) as [Job, Job];
     try {
+      expect([r0.adapter.completion, r0.adapter.spinMicros]).toEqual([completion, spinMicros ?? r0.adapter.spinMicros]);
       const [w0, w1] = await Promise.all([r0.allocateWindow(8), r1.allocateWindow(8)]);
       const seen: number[] = [];
       const ping = async () => {

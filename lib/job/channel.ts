@@ -99,6 +99,8 @@ export class Channel {
   /** The peer's process is exiting without job.close(): `how` is what it said (lib/job/job.ts, exit hook). */
   onExit: (how: string) => void = () => undefined;
   closing = false;
+  /** Counts messages received and sends completed: the job's progress loop tells from it that something moved. */
+  progress = 0;
   /** A control message (abort, exit) waiting for a credit: sent even after the channel failed. */
   private control: { type: number; payload: Uint8Array } | null = null;
 
@@ -138,6 +140,7 @@ export class Channel {
   }
 
   private received(slot: number, bytes: number): void {
+    this.progress++;
     if (this.failure && this.control === null) return;
     const base = slot * SLOT_BYTES;
     const view = this.recvView;
@@ -315,6 +318,7 @@ export class Channel {
 
   /** A send slot's Send completed (`ok`) or failed: the slot is free again, its message hears of it. */
   private sendSettled(slot: number, ok: boolean, err?: unknown): void {
+    this.progress++;
     const s = this.sendSlots[slot];
     const m = s.message;
     s.message = null;

@@ -22,7 +22,7 @@ import { decodeSignature, describe, elementTypeOf, encodeSignature, sameSignatur
 const SIGNATURES_KEPT = 512;
 /** 'manual' completion mode: how often the job polls its CQs while no call of the program's waits (Job._idle). */
 const IDLE_POLL_MS = 10;
-/** 'manual' completion mode: the longest the jobs' progress loop polls without letting the event loop run (ManualDriver). */
+/** The longest the jobs' progress loop polls without letting the event loop run (ManualDriver). */
 const SPIN_SLICE_MS = 1;
 
 export interface JoinOptions {
@@ -181,9 +181,10 @@ type Call = { kind: Kind; data?: coll.NumericArray; count?: number; op?: coll.Re
 const RETRY_CODES = new Set(['ND_CONNECTION_REFUSED', 'ND_IO_TIMEOUT', 'ND_TIMEOUT', 'ND_HOST_UNREACHABLE', 'ND_NETWORK_UNREACHABLE']);
 
 /**
- * 'manual' completion mode's progress loop, one for every job of the process (a test may run several ranks in one
- * process: a loop per job would hold the thread for its slice while another job's call waited). While a call of a
- * job's program waits (Job._hold) the loop polls the job's CQs (Job._driveRound), then polls again once the
+ * The jobs' own progress loop ('manual' completion mode, and 'loop' mode with a busy-poll window: Job._spinsItself),
+ * one for every job of the process (a test may run several ranks in one process: a loop per job would hold the
+ * thread for its slice while another job's call waited). While a call of a job's program waits (Job._hold) the loop
+ * polls the job's CQs (Job._driveRound), then polls again once the
  * JavaScript the poll set off has run: a poll that settles a request queues its promise's reactions as microtasks,
  * and the next poll is queued by process.nextTick from a microtask queued after them, so it runs once the
  * microtask queue is empty (Node runs the next-tick queue after each drain of the microtasks), i.e. once the
@@ -210,12 +211,13 @@ class ManualDriver {
   };
 
   private readonly step = (): void => {
-    for (const job of this.jobs) if (!job._driveRound()) this.jobs.delete(job);
+    const now = performance.now();
+    for (const job of this.jobs) if (!job._driveRound(now)) this.jobs.delete(job);
     if (this.jobs.size === 0) {
       this.running = false;
       return;
     }
-    if (performance.now() < this.sliceEnd) queueMicrotask(this.next);
+    if (now < this.sliceEnd) queueMicrotask(this.next);
     else setImmediate(this.round);
   };
 
@@ -261,6 +263,8 @@ export class Job implements AsyncDisposable {
   private _driving = false;
   private _idleTimer: NodeJS.Timeout | null = null;
   private _polled: CompletionArrays | null = null;
+  /** When the progress loop last saw a message arrive or a send complete (performance.now(); see _driveRound). */
+  private _lastProgress = 0;
   private _closing: Promise<void> | null = null;
   private _closed = false;
   private readonly _failWaiters = new Set<(err: JobError) => void>();
@@ -486,7 +490,7 @@ export class Job implements AsyncDisposable {
    */
   _hold<T>(p: Promise<T>): Promise<T> {
     if (this._busy++ === 0 && !this._kept) this._keep(true);
-    if (!this._driving && this.adapter?.completion === 'manual') this._drive();
+    if (!this._driving && this.adapter !== undefined && this._spinsItself()) this._drive();
     p.then(this._release, this._release);
     return p;
   }
@@ -530,17 +534,33 @@ export class Job implements AsyncDisposable {
     this._driving = true;
     if (this._idleTimer !== null) clearTimeout(this._idleTimer);
     this._idleTimer = null;
+    this._lastProgress = performance.now();
     manualDriver.add(this);
   }
 
-  /** @internal One round of the manual-mode progress loop (ManualDriver): false once no call of the program's waits. */
-  _driveRound(): boolean {
+  /**
+   * Whether the job drives its own CQs while a call waits (ManualDriver): in 'manual' mode nothing else takes their
+   * completions; in 'loop' mode with a busy-poll window (spinMicros) the job polls them on the JS thread instead of
+   * waiting for the event loop's turns (cq.pollInto() on an empty CQ there drives the provider once first), for as long
+   * as the window lasts after the last message, and the event loop delivers after that.
+   */
+  private _spinsItself(): boolean {
+    const mode = this.adapter.completion;
+    return mode === 'manual' || (mode === 'loop' && this.adapter.spinMicros > 0);
+  }
+
+  /** @internal One round of the progress loop (ManualDriver): false once it stops driving this job. */
+  _driveRound(now: number): boolean {
     if (this._busy === 0) {
       this._driving = false;
       this._idle();
       return false;
     }
-    this._pollAll();
+    if (this._pollAll()) this._lastProgress = now;
+    else if (this.adapter.completion !== 'manual' && now - this._lastProgress > this.adapter.spinMicros / 1000) {
+      this._driving = false; // the busy-poll window passed with nothing: the event loop delivers from here
+      return false;
+    }
     return true;
   }
 
@@ -556,19 +576,25 @@ export class Job implements AsyncDisposable {
     this._idleTimer.unref();
   }
 
-  private _pollAll(): void {
+  /** Polls every channel's CQ; whether a message arrived or a send completed on one of them. */
+  private _pollAll(): boolean {
     this._polled ??= new CompletionArrays(64);
     const out = this._polled;
+    let moved = false;
     for (const c of this._channels) {
       if (c === null) continue;
+      const before = c.progress;
       try {
         // Settles the promise-API requests it dequeues; the job posts no other kind on its queue pairs.
         while (c.cq.pollInto(out) === out.capacity);
       } catch {
         // closed (close() tears the channels down while the barrier's last promises settle): nothing to drive
       }
+      if (c.progress !== before) moved = true;
     }
+    return moved;
   }
+
 
   /** @internal The process is exiting (process 'exit') without close(): tells every peer, synchronously. */
   _exiting(code: number): void {
