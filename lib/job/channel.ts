@@ -36,6 +36,7 @@ export const SPACE_COLLECTIVE = 0;
 export const SPACE_USER = 1;
 const NO_SIG = new Uint8Array(SIG_BYTES);
 const EMPTY = new Uint8Array(0);
+const ignore = (): void => undefined;
 
 /** A whole message and the signature of the call that sent it. */
 export interface Message {
@@ -263,7 +264,7 @@ export class Channel {
     });
     // A collective may have stopped waiting for this Send (another peer failed first): the job's failure reaches
     // the caller through the collective, so a rejection nobody awaits is not an error of its own.
-    sent.catch(() => undefined);
+    sent.catch(ignore);
     this.pump();
     return sent;
   }

@@ -192,6 +192,12 @@ const RETRY_CODES = new Set(['ND_CONNECTION_REFUSED', 'ND_IO_TIMEOUT', 'ND_TIMEO
  * lies between a completion and the program's next post. After SPIN_SLICE_MS of this the loop hands the thread
  * back to the event loop (setImmediate), so timers, sockets and other callbacks still run, then goes on.
  */
+/**
+ * A settled promise: `settled.then(f)` queues f as a microtask. (queueMicrotask makes an AsyncResource and a bound
+ * function per call: the progress loop queues one per poll.)
+ */
+const settled = Promise.resolve();
+
 class ManualDriver {
   private readonly jobs = new Set<Job>();
   private running = false;
@@ -202,7 +208,7 @@ class ManualDriver {
     if (this.running) return;
     this.running = true;
     this.sliceEnd = performance.now() + SPIN_SLICE_MS;
-    queueMicrotask(this.next);
+    settled.then(this.next);
   }
 
   private readonly round = (): void => {
@@ -217,7 +223,7 @@ class ManualDriver {
       this.running = false;
       return;
     }
-    if (now < this.sliceEnd) queueMicrotask(this.next);
+    if (now < this.sliceEnd) settled.then(this.next);
     else setImmediate(this.round);
   };
 
@@ -499,7 +505,7 @@ export class Job implements AsyncDisposable {
   private readonly _release = (): void => {
     if (--this._busy === 0 && !this._unkeepQueued) {
       this._unkeepQueued = true;
-      queueMicrotask(this._unkeep);
+      settled.then(this._unkeep);
     }
   };
 
