@@ -232,7 +232,7 @@ describe("the job's progress loop", () => {
   it.each([
     ['manual', undefined],
     ['loop', 500],
-  ] as const)('%s mode (spinMicros %s), two ranks in one process: 300 notified puts each way, then a recv that waits for a send a timer makes', async (completion, spinMicros) => {
+  ] as const)('%s mode (spinMicros %s), two ranks in one process: 300 notified puts each way, then a recv that waits for a send a timer makes, and a wait without busy-polling', async (completion, spinMicros) => {
     const [r0, r1] = (await ranks(2, completion, spinMicros)) as [Job, Job];
     try {
       expect([r0.adapter.completion, r0.adapter.spinMicros]).toEqual([completion, spinMicros ?? r0.adapter.spinMicros]);
@@ -262,6 +262,12 @@ describe("the job's progress loop", () => {
       }, 30);
       expect(Array.from(await late)).toEqual([42]);
       expect(fired).toBe(true);
+      // A wait that does not busy-poll (ndbench's ranks while rank 0 runs MPI: Job._quietly) still ends: in manual
+      // mode the job polls every 10 ms meanwhile, in loop mode the event loop delivers.
+      const quiet = r1._quietly(() => r1.barrier({ timeoutMs: 10_000 }));
+      await new Promise((r) => setTimeout(r, 30));
+      await Promise.all([r0.barrier({ timeoutMs: 10_000 }), quiet]);
+      await Promise.all([r0.allreduce(Float64Array.of(1)), r1.allreduce(Float64Array.of(2))]).then(([a, b]) => expect([a[0], b[0]]).toEqual([3, 3]));
       await Promise.all([w0.free(), w1.free()]);
     } finally {
       await Promise.all([r0.close(), r1.close()]);

@@ -4,8 +4,8 @@
 // Micro-Benchmarks' pattern over it, and rank 0 prints OSU's table. `--compare mpi` runs the same pattern with MPI
 // in the same command: rank 0 compiles scripts/osu-mpi.c with mpicc into a temporary directory and starts it with
 // mpiexec on as many ranks, between repetitions of the netdirect pass (the other ranks wait in a barrier
-// meanwhile, blocked rather than polling); each row then has netdirect's figure, MPI's and their ratio, medians
-// over the repetitions. docs/ndbench.md has the patterns and the options.
+// meanwhile, without busy-polling whatever the completion mode: Job._quietly); each row then has netdirect's
+// figure, MPI's and their ratio, medians over the repetitions. docs/ndbench.md has the patterns and the options.
 
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, rmSync } from 'node:fs';
@@ -737,7 +737,7 @@ export async function runOsu(o: OsuOptions, io: RunIo): Promise<void> {
     try {
       for (let rep = 0; rep < o.reps; rep++) {
         nd.push(await netdirectPass({ job, o }));
-        // Rank 0 runs MPI's pass while the others wait here (blocked, not polling: the machine is MPI's meanwhile).
+        // Rank 0 runs MPI's pass while the others wait in the barrier below, without busy-polling.
         if (mpi !== undefined) {
           try {
             mpiFigures.push(await mpi.run(o, job.size));
@@ -748,7 +748,8 @@ export async function runOsu(o: OsuOptions, io: RunIo): Promise<void> {
             mpiFigures.length = 0;
           }
         }
-        if (o.compareMpi) await job.barrier();
+        // Not spinning ('manual' mode, --spin-micros): the MPI run has the cores meanwhile (Job._quietly).
+        if (o.compareMpi) await job._quietly(() => job.barrier());
       }
     } finally {
       mpi?.dispose();

@@ -269,6 +269,8 @@ export class Job implements AsyncDisposable {
   private _driving = false;
   private _idleTimer: NodeJS.Timeout | null = null;
   private _polled: CompletionArrays | null = null;
+  /** Calls running under _quietly(): the progress loop leaves the job alone meanwhile. */
+  private _quiet = 0;
   /** When the progress loop last saw a message arrive or a send complete (performance.now(); see _driveRound). */
   private _lastProgress = 0;
   private _closing: Promise<void> | null = null;
@@ -496,7 +498,7 @@ export class Job implements AsyncDisposable {
    */
   _hold<T>(p: Promise<T>): Promise<T> {
     if (this._busy++ === 0 && !this._kept) this._keep(true);
-    if (!this._driving && this.adapter !== undefined && this._spinsItself()) this._drive();
+    if (!this._driving && this._quiet === 0 && this.adapter !== undefined && this._spinsItself()) this._drive();
     p.then(this._release, this._release);
     return p;
   }
@@ -557,7 +559,7 @@ export class Job implements AsyncDisposable {
 
   /** @internal One round of the progress loop (ManualDriver): false once it stops driving this job. */
   _driveRound(now: number): boolean {
-    if (this._busy === 0) {
+    if (this._busy === 0 || this._quiet > 0) {
       this._driving = false;
       this._idle();
       return false;
@@ -568,6 +570,21 @@ export class Job implements AsyncDisposable {
       return false;
     }
     return true;
+  }
+
+  /**
+   * @internal Runs a call of the job's without busy-polling while it waits: in 'manual' mode the job polls its CQs
+   * every IDLE_POLL_MS instead (_idle), in 'loop' mode the event loop delivers. For a wait whose end is far off and
+   * whose core another program needs meanwhile: ndbench's ranks other than 0 wait so while rank 0 runs the MPI
+   * side of --compare mpi (lib/bench/osu.ts), which would otherwise share the cores with ranks that spin.
+   */
+  async _quietly<T>(call: () => Promise<T>): Promise<T> {
+    this._quiet++;
+    try {
+      return await call();
+    } finally {
+      if (--this._quiet === 0 && this._busy > 0 && !this._driving && this._spinsItself()) this._drive();
+    }
   }
 
   /** Manual mode between calls: polls the job's CQs every IDLE_POLL_MS until a call starts (_drive) or the job closes. */
