@@ -348,14 +348,22 @@ export async function serverPhase(side: NdSide, test: TestName, size: number): P
 }
 
 /**
- * Manual mode, the server of a passive phase (write_bw, read_bw, read_lat: the client's Writes land and its Reads are
- * answered with no request of the server's): the JS thread polls its CQ until `end` settles, as a manual-mode
- * program does, so the provider's progress runs on this thread (inline progress, docs/threads.md) and not on an
- * engine thread that sleeps per message. That thread wakes on each arrival and Linux places the wakee beside its
- * waker, the client's spinning thread: on 2 cores the two took turns on one core (~15,000 preemptions of the client
- * a second) while the other stayed free. Every 1024 polls the event loop turns once, so the control channel's
+ * Manual mode, the server of read_lat (a passive phase: the client's Reads are answered with no request of the
+ * server's): the JS thread polls its CQ until `end` settles, as a manual-mode program does, so the provider answers
+ * each Read inline on that spinning thread instead of on an engine thread that sleeps and is woken per Read (and was
+ * woken on the client's core, beside the client's spinning thread). `read_lat -s 8 --completion manual`: 35.8 → 17.4
+ * µs at load 9, 22.5 → 12.3 µs at load 15. Every 1024 polls the event loop turns once, so the control channel's
  * message arrives.
+ *
+ * Not for write_bw/read_bw: with the server spinning too, batched 8 B Writes went 1.23 → 1.34 Mpps on a quiet machine
+ * and 0.86 → 1.47 at load 4-9, but 0.68 → 0.18 at load 11-15 (medians of 8 interleaved pairs): a stream needs the
+ * server's CPU all along, and two spinners among other runnable threads stall each other whenever either is
+ * preempted, while a sleeping engine thread runs as soon as it is woken.
  */
+export function pollsPassive(side: NdSide, test: TestName): boolean {
+  return side.manual && test === 'read_lat';
+}
+
 export async function passiveServer(side: NdSide, end: Promise<unknown>): Promise<void> {
   let over = false;
   end.then(

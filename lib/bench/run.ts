@@ -23,6 +23,7 @@ import {
   nativeServerPhase,
   openSide,
   passiveServer,
+  pollsPassive,
   preparePhase,
   regMrLatency,
   serverIsActive,
@@ -533,7 +534,7 @@ export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListen
           stats = await bidirectionalPhase(side, o.test, args, m.receives as number);
         } else if (serverIsActive(o.test)) {
           await serverPhase(side, o.test, size);
-        } else if (side.manual) {
+        } else if (pollsPassive(side, o.test)) {
           await passiveServer(side, (end = ctl.next('end', Math.max(timeoutMs, 600_000))));
         }
         await (end ?? ctl.next('end', Math.max(timeoutMs, 600_000)));
@@ -545,7 +546,7 @@ export async function runServer(o: BenchOptions, io: RunIo = defaultIo, onListen
         ctl.send({ op: 'ready' });
         nativeServerPhase(side, o.test, size);
         // The native loop's passive server is the same as lib/'s (passiveServer): the ratio is the client's alone.
-        if (side.manual && !serverIsActive(o.test)) end = ctl.next('end', Math.max(timeoutMs, 600_000));
+        if (pollsPassive(side, o.test) && !serverIsActive(o.test)) end = ctl.next('end', Math.max(timeoutMs, 600_000));
         if (end !== undefined) await passiveServer(side, end);
         await (end ?? ctl.next('end', Math.max(timeoutMs, 600_000)));
         ctl.send({ op: 'done' });
