@@ -601,7 +601,9 @@ export class Adapter implements AsyncDisposable {
   }
 
   /**
-   * Allocates a dedicated zero-filled buffer of `length` bytes and registers it.
+   * Allocates a dedicated zero-filled buffer of `length` bytes and registers it. On Linux with the built-in
+   * provider the buffer is shared memory (a memfd mapping) that a same-host peer's provider can map: its RDMA Writes
+   * into the region then land with a store, not a system call (docs/shm.md "Mapped regions").
    *
    * @param length - bytes, 1..info.maxRegistrationSize (and at most buffer.constants.MAX_LENGTH).
    * @param access - as for registerMemory().

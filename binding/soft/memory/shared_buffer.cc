@@ -50,6 +50,10 @@ std::shared_ptr<const SharedBuffer> allocate_shared_buffer(size_t size, void** a
   const long page = sysconf(_SC_PAGESIZE);
   if (size == 0 || page <= 0 || size > (SIZE_MAX >> 1)) return nullptr;
   const size_t bytes = (size + static_cast<size_t>(page) - 1) & ~(static_cast<size_t>(page) - 1);
+  // A memfd is not charged at mmap (shmem: no overcommit accounting), so a size beyond the machine's memory would
+  // "succeed" and fail only when touched: leave such a size to the plain allocation, which refuses it at once.
+  const long pages = sysconf(_SC_PHYS_PAGES);
+  if (pages > 0 && bytes / static_cast<size_t>(page) > static_cast<size_t>(pages)) return nullptr;
   Registry& r = registry();
   {
     std::lock_guard<std::mutex> lock(r.mu);

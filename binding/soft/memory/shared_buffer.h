@@ -34,7 +34,8 @@ struct SharedBuffer {
 constexpr size_t kMaxSharedBuffers = 4096;
 
 // Maps `size` zero-filled bytes (rounded up to whole pages) from a new sealed memfd and records them. *address:
-// the mapping; nullptr when no memfd could be had (not Linux, EMFILE, ENOMEM, the cap above).
+// the mapping; nullptr when no memfd could be had (not Linux, EMFILE, ENOMEM, the cap above, more than the machine's
+// physical memory).
 std::shared_ptr<const SharedBuffer> allocate_shared_buffer(size_t size, void** address);
 // Unmaps an allocation and forgets it (the descriptor lives on while registrations hold it).
 void release_shared_buffer(const std::shared_ptr<const SharedBuffer>& b);
