@@ -499,6 +499,7 @@ export class Job implements AsyncDisposable {
   _hold<T>(p: Promise<T>): Promise<T> {
     if (this._busy++ === 0 && !this._kept) this._keep(true);
     if (!this._driving && this._quiet === 0 && this.adapter !== undefined && this._spinsItself()) this._drive();
+    else if (this._quiet > 0) this._idleTimer?.ref(); // a quiet wait keeps the process alive (_idle)
     p.then(this._release, this._release);
     return p;
   }
@@ -596,7 +597,11 @@ export class Job implements AsyncDisposable {
       this._pollAll();
       this._idle();
     }, IDLE_POLL_MS);
-    this._idleTimer.unref();
+    // Between calls it does not keep the process alive. Under a call that waits without busy-polling (_quietly) it
+    // does: in manual mode the adapter's pending requests do not hold the event loop, and without this timer a
+    // process whose only work is that wait reached 'beforeExit' in the middle of it (ndbench --compare mpi
+    // --completion manual: rank 1 closed the job while rank 0 ran MPI, and Hydra killed both ranks 60 s later).
+    if (this._busy === 0) this._idleTimer.unref();
   }
 
   /** Polls every channel's CQ; whether a message arrived or a send completed on one of them. */

@@ -276,6 +276,24 @@ describe.skipIf(!mpiexec || !hasMpicc)('ndbench osu_* --compare mpi (mpicc at ru
     expect(t.footer).toEqual([expect.stringMatching(/^# target at 8 B: nd\/MPI <= 1\.30; measured \d+\.\d\d: (met|not met)$/)]);
   });
 
+  // The ranks other than 0 wait in a barrier while rank 0 runs MPI, without busy-polling (Job._quietly). In manual
+  // mode nothing else held their event loop then: rank 1 reached 'beforeExit' mid-wait and closed the job, rank 0
+  // waited 60 s for it in close(), and Hydra killed both (exit code 9, no figure). Two repetitions: the wait
+  // happens between them and after the last.
+  it.each([
+    ['--completion', 'manual'],
+    ['--spin-micros', '100000'],
+  ])('mpiexec -n 2 ndbench osu_latency --compare mpi %s %s: both sides figured, every rank exits 0', async (flag, value) => {
+    const r = await underMpiexec(2, ['osu_latency', '-m', '8:8', ...quick, '--compare', 'mpi', '--reps', '2', flag, value]);
+    expect(r.code, r.stderr).toBe(0);
+    expect(r.stderr, 'the MPI side did not run').not.toMatch(/the MPI run failed \(/);
+    const t = table(r.stdout);
+    expect(t.notes.join('\n')).toMatch(flag === '--completion' ? /completion manual;/ : /spin 100000 us;/);
+    expect(t.rows).toHaveLength(1);
+    const [size, nd, mpi] = t.rows[0];
+    expect([size, nd > 0, mpi > 0]).toEqual([8, true, true]);
+  });
+
   it('mpiexec -n 2 ndbench osu_put_bw --compare mpi: MPI_Put + MPI_Win_flush beside puts + a 1-byte get', async () => {
     const r = await underMpiexec(2, ['osu_put_bw', '-m', '1024:2048', ...quick, '-W', '8', '--compare', 'mpi', '--reps', '1']);
     expect(r.code, r.stderr).toBe(0);
