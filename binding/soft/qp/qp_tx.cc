@@ -342,22 +342,25 @@ bool QueuePairCore::tx_next_message_locked() {
 // it, and what follows goes into the ring after the copy returned. Since the peer processed everything before it
 // without a Terminate, those requests are confirmed, and so is this one: it completes in order with no
 // confirmation Read.
-// Only where it pays (Placer::worth_it): a peer polling its ring (manual mode, the busy window) takes a Write from
-// it sooner than our two system calls here (the liveness check, process_vm_writev) place it; a sleeping one would
-// need a doorbell and a thread wake-up, and one spinning on the placed memory does not read its ring at all.
+// By process_vm_writev only where it pays (Placer::worth_it): a peer polling its ring (manual mode, the busy window)
+// takes a Write from it sooner than our two system calls here (the liveness check, process_vm_writev) place it; a
+// sleeping one would need a doorbell and a thread wake-up, and one spinning on the placed memory does not read its
+// ring at all. By a store into a mapped region always: that costs less than writing the ring.
 bool QueuePairCore::tx_place_locked(SqRequest& r) {
   mu_.assert_held();
   if (!shm_ || tx_.batch->iov_count != 0 || r.length == 0 || r.length > shm::kPlaceMaxBytes ||
-      shm_->placer().state() == shm::Placer::Probe::kOff || !shm_->placer().worth_it(shm_->peer_asleep(), shm_->peer_polls(), shm_->peer_sent())) {
+      shm_->placer().state() == shm::Placer::Probe::kOff) {
     return false;
   }
+  const bool worth = shm_->placer().worth_it(shm_->peer_asleep(), shm_->peer_polls(), shm_->peer_sent());
+  if (!worth && !shm_->placer().may_store()) return false;
   iovec local[limits::kMaxSge];
   int n = 0;
   const LocalSge* ls = sq_sges(sq_next_);
   for (uint32_t i = 0; i < r.nsge; ++i) {
     if (ls[i].length > 0) local[n++] = iovec{ls[i].addr, ls[i].length};
   }
-  if (!shm_->placer().place(r.remote_token, r.remote_addr, local, n, r.length, shm_->tx_produced())) return false;
+  if (!shm_->placer().place(r.remote_token, r.remote_addr, local, n, r.length, shm_->tx_produced(), worth)) return false;
   r.state = SqState::kTransmitted;
   ++sq_next_;
   tx_.batch->sq_done = sq_next_;

@@ -225,7 +225,7 @@ void PlaceTable::wait_placing(uint32_t home_plus_1) {
 Placer::~Placer() = default;
 void Placer::init(PlaceArea*, int, bool, int) {}
 Placer::Probe Placer::probe() { return Probe::kOff; }
-bool Placer::place(uint32_t, uint64_t, const iovec*, int, uint64_t, uint64_t) { return false; }
+bool Placer::place(uint32_t, uint64_t, const iovec*, int, uint64_t, uint64_t, bool) { return false; }
 void Placer::drop_mappings() {}
 void Placer::take_region_msgs() {}
 const Placer::Mapping* Placer::mapping(uint64_t) const { return nullptr; }
@@ -355,7 +355,8 @@ static void copy_released(uint8_t* dst, const iovec* local, int n, uint64_t len)
   reinterpret_cast<std::atomic<uint8_t>*>(dst)->store(*last, std::memory_order_relaxed);
 }
 
-bool Placer::place(uint32_t stag, uint64_t to, const iovec* local, int n, uint64_t len, uint64_t produced) {
+bool Placer::place(uint32_t stag, uint64_t to, const iovec* local, int n, uint64_t len, uint64_t produced,
+                   bool by_syscall) {
   if (probe_ != Probe::kOn && probe() != Probe::kOn) return false;
   if (len == 0 || len > kPlaceMaxBytes || stag == 0) return false;
   // What the target handed over or took back on the side channel (its count moved): before the entry names it.
@@ -385,6 +386,7 @@ bool Placer::place(uint32_t stag, uint64_t to, const iovec* local, int n, uint64
       found = true;
       ok = (rights & access::kRemoteWrite) != 0 && range_inside(base, length, to, len);
       const Mapping* m = ok && map_id != 0 ? mapping(map_id) : nullptr;
+      if (m == nullptr && !by_syscall) ok = false;  // the ring then
       if (m != nullptr) {
         // Where the Write goes in our mapping of the target's memfd: inside it whatever the entry says (a lying
         // offset only moves the bytes elsewhere in the target's own memory).

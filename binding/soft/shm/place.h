@@ -157,8 +157,16 @@ class Placer {
   // Places len bytes gathered from local (n pieces) at `to` of the target's `stag`, if everything the target
   // checks holds for the published entry and the target has processed all `produced` bytes of its ring (so an
   // earlier message cannot land after this one). true: the bytes are in the target's memory.
-  bool place(uint32_t stag, uint64_t to, const iovec* local, int n, uint64_t len, uint64_t produced);
-  // Is placing this Write worth its two system calls? Yes while the target sleeps on its doorbell (the ring would
+  // by_syscall false: only by a store into a mapped region (anything else is left to the ring).
+  bool place(uint32_t stag, uint64_t to, const iovec* local, int n, uint64_t len, uint64_t produced,
+             bool by_syscall = true);
+  // Could a Write be placed by a store (a memfd mapped, or one on its way)? Cheap: no shared line but the target's
+  // message count.
+  bool may_store() const {
+    return !maps_.empty() || (side_ >= 0 && a_->regions_sent.load(std::memory_order_relaxed) != taken_);
+  }
+  // Is placing this Write worth its two system calls? (A store into a mapped region is always worth it: the caller
+  // asks may_store() and places with by_syscall = false.) Yes while the target sleeps on its doorbell (the ring would
   // cost a doorbell and a wake-up), and while it does not keep looking at its ring: one that looked at most once
   // since our previous Write spins on placed memory, or does something else, and would find a Write in the ring
   // late. One that keeps polling its ring takes the Write from there sooner than we place it. But a stream (more
