@@ -3,6 +3,8 @@
 // and allreduce. Launches its own ranks through the explicit rendezvous on this machine, or runs as the ranks of
 // a real launcher (mpiexec -n N node scripts/bench-job.mjs). Prints a table from rank 0; no test asserts these.
 //   node scripts/bench-job.mjs [--ranks 4] [--wireup-ranks 16] [--iters 2000]
+// The completion mode and busy-poll window come from NETDIRECT_COMPLETION and NETDIRECT_SPIN_MICROS, e.g.
+//   NETDIRECT_COMPLETION=manual mpiexec -n 2 node scripts/bench-job.mjs --iters 20000
 import { fork } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
@@ -53,11 +55,15 @@ async function rank() {
     const put = active && job.rank === 0 ? await timed(job, iters, () => w.put(peer, 0, src)) : (await job.barrier(), 0);
     const putNotify = active && job.rank === 0 ? await timed(job, iters, () => w.put(peer, 0, src, { notify: true })) : (await job.barrier(), 0);
     if (job.rank === 1) await w.waitNotifications(0, iters);
-    // Ping-pong of notified puts: what a target waiting for data sees (half a round trip).
+    // Ping-pong of notified puts: what a target waiting for data sees (half a round trip). Rank 0 also keeps each
+    // round trip's time: on a machine shared with other work the mean carries every preemption of a rank (a time
+    // slice, milliseconds), the median and the low percentiles what a round trip costs.
     await job.barrier();
+    const trips = new Float64Array(active && job.rank === 0 ? iters : 0);
     const t1 = performance.now();
     if (active) {
       for (let i = 0; i < iters; i++) {
+        const ti = job.rank === 0 ? performance.now() : 0;
         if (job.rank === 0) {
           await w.put(1, 0, src, { notify: true });
           await w.waitNotifications(1, 1);
@@ -65,6 +71,7 @@ async function rank() {
           await w.waitNotifications(0, 1);
           await w.put(0, 0, src, { notify: true });
         }
+        if (job.rank === 0) trips[i] = performance.now() - ti;
       }
     }
     const pingpong = (performance.now() - t1) / iters / 2;
@@ -77,6 +84,9 @@ async function rank() {
       rows.push(['put 8 B, local completion (rank 0 -> 1)', `${us(put)} us`]);
       rows.push(['put 8 B + notify, local completion', `${us(putNotify)} us (notify costs ${us(putNotify - put)} us)`]);
       rows.push(['notified put 8 B, ping-pong half round trip', `${us(pingpong)} us`]);
+      const sorted = trips.sort();
+      const at = (q) => us(sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))] / 2);
+      rows.push(['  the same, per round trip / 2: p10, median, p99', `${at(0.1)} / ${at(0.5)} / ${at(0.99)} us`]);
       rows.push([`barrier, ${job.size} ranks`, `${us(barrier)} us`]);
       rows.push([`allreduce 8 B sum, ${job.size} ranks`, `${us(allreduce8)} us`]);
       rows.push([`allreduce 1 MiB sum, ${job.size} ranks`, `${us(allreduce1m)} us (${((1 << 20) / allreduce1m / 1e6).toFixed(2)} GB/s)`]);
