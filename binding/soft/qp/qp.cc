@@ -392,6 +392,7 @@ void QueuePairCore::fail_locked(HRESULT event_status, bool report, bool success_
   const bool was_connected = state_ == State::kConnected;
   state_ = State::kError;
   place_sink_off_locked();  // the peer's placements stop before anything is completed
+  if (shm_) shm_->placer().drop_mappings();  // ours are over too: the peer's memfds go now, not with the link
   // Every completion below is of a request the consumer posted within the queues' depths: the CQ makes room.
   flushing_ = true;
   // Send queue, in order: earlier transmitted requests the peer processed, the offender, the rest.
