@@ -24,6 +24,9 @@ const SIGNATURES_KEPT = 512;
 const IDLE_POLL_MS = 10;
 /** The longest the jobs' progress loop polls without letting the event loop run (ManualDriver). */
 const SPIN_SLICE_MS = 1;
+/** A gap this long between two polls of the progress loop is taken for a preemption: no spinning for SHUT_MS (ManualDriver.shutUntil). */
+const PREEMPTED_MS = 0.2;
+const SHUT_MS = 100;
 /** What one round of the progress loop did for a job (Job._driveRound). */
 const ROUND_STOP = 0;
 const ROUND_IDLE = 1;
@@ -217,21 +220,35 @@ class ManualDriver {
 
   private readonly round = (): void => {
     this.sliceEnd = performance.now() + SPIN_SLICE_MS;
+    this.last = 0; // the event loop's turn in between is not a preemption
     this.step();
   };
 
+  /**
+   * Until when the loop does not spin (performance.now()): it was preempted between two of its polls for longer than
+   * PREEMPTED_MS (or the program's JavaScript between them took that long), so the machine likely has more runnable
+   * threads than cores, and a rank that spins keeps the rank it waits for off a core (4 ranks on 2 cores). Meanwhile
+   * 'loop'-mode jobs leave delivery to the event loop and 'manual'-mode jobs are polled once per event-loop turn.
+   * The event loop's own busy-poll window shuts so too (docs/shm.md, "Busy window in loop mode").
+   */
+  shutUntil = 0;
+  private last = 0;
+
   private readonly step = (): void => {
     const now = performance.now();
+    if (now - this.last > PREEMPTED_MS && this.last !== 0) this.shutUntil = now + SHUT_MS;
+    this.last = now;
     for (const job of this.jobs) if (job._driveRound(now) === ROUND_STOP) this.jobs.delete(job);
     if (this.jobs.size === 0) {
       this.running = false;
+      this.last = 0;
       return;
     }
     // An empty round does not yield the core (sched_yield), as the event loop's busy-poll window does: tried, with 2
     // ranks on the 2-core VM at load ~5 the median round trip of the notified-put ping-pong went 11.0-11.6 µs
     // without to 14.4-15.9 µs with, p99 49-691 µs to 742-1817 µs (2 interleaved runs per mode, manual and loop).
-    if (now < this.sliceEnd) settled.then(this.next);
-    else setImmediate(this.round);
+    if (now < this.sliceEnd && now >= this.shutUntil) settled.then(this.next);
+    else setImmediate(this.round); // preempted lately: one poll per event-loop turn, as before the spin
   };
 
   private readonly next = (): void => {
@@ -562,7 +579,7 @@ export class Job implements AsyncDisposable {
    */
   private _spinsItself(): boolean {
     const mode = this.adapter.completion;
-    return mode === 'manual' || (mode === 'loop' && this.adapter.spinMicros > 0);
+    return mode === 'manual' || (mode === 'loop' && this.adapter.spinMicros > 0 && performance.now() >= manualDriver.shutUntil);
   }
 
   /**
@@ -579,7 +596,7 @@ export class Job implements AsyncDisposable {
       this._lastProgress = now;
       return ROUND_MOVED;
     }
-    if (this.adapter.completion !== 'manual' && now - this._lastProgress > this.adapter.spinMicros / 1000) {
+    if (this.adapter.completion !== 'manual' && (now - this._lastProgress > this.adapter.spinMicros / 1000 || now < manualDriver.shutUntil)) {
       this._driving = false; // the busy-poll window passed with nothing: the event loop delivers from here
       return ROUND_STOP;
     }
