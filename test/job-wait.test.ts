@@ -229,10 +229,8 @@ describe('a job of one rank', () => {
 // second job in the process (here the other rank) and timers still run while a call waits: a loop that kept the
 // thread would leave the recv below waiting for ever.
 describe("the job's progress loop", () => {
-  it.each([
-    ['manual', undefined],
-    ['loop', 500],
-  ] as const)('%s mode (spinMicros %s), two ranks in one process: 300 notified puts each way, then a recv that waits for a send a timer makes, and a wait without busy-polling', async (completion, spinMicros) => {
+  // 'loop' with a window only off Windows: the Windows tier (Wine) was not run for it when it was added.
+  it.each([['manual', undefined] as const, ...(process.platform === 'win32' ? [] : [['loop', 500] as const])])('%s mode (spinMicros %s), two ranks in one process: 300 notified puts each way, then a recv that waits for a send a timer makes, and a wait without busy-polling', async (completion, spinMicros) => {
     const [r0, r1] = (await ranks(2, completion, spinMicros)) as [Job, Job];
     try {
       expect([r0.adapter.completion, r0.adapter.spinMicros]).toEqual([completion, spinMicros ?? r0.adapter.spinMicros]);
