@@ -11,6 +11,7 @@
 #include <string>
 
 #include "soft/env.h"
+#include "soft/shm/fds.h"
 
 #ifdef __linux__
 #include <fcntl.h>
@@ -154,72 +155,16 @@ bool is_eventfd(int fd) {
   return std::strcmp(target, "anon_inode:[eventfd]") == 0;
 }
 
-// The offered memory can neither shrink (a mapping beyond its end would fault: SIGBUS) nor grow, and has the size
-// the ring size implies.
-bool is_sealed_memfd(int fd, size_t want) {
-  const int seals = fcntl(fd, F_GET_SEALS);
-  if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) return false;
-  struct stat st{};
-  return fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && static_cast<uint64_t>(st.st_size) == want;
-}
-
-// Sends one message with descriptors attached (SCM_RIGHTS).
-bool send_with_fds(int sock, const void* msg, size_t len, const int* fds, int nfds) {
-  iovec v{const_cast<void*>(msg), len};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 2)] = {};
-  msghdr mh{};
-  mh.msg_iov = &v;
-  mh.msg_iovlen = 1;
-  mh.msg_control = cbuf;
-  mh.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
-  cmsghdr* c = CMSG_FIRSTHDR(&mh);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
-  std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
-  ssize_t n;
-  do {
-    n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-  } while (n < 0 && errno == EINTR);
-  return n == static_cast<ssize_t>(len);
-}
-
 // Receives one message of exactly len bytes with exactly nfds descriptors; every descriptor received is either
 // returned or closed. 1: received; 0: nothing there yet; -1: anything else (closed, short, wrong descriptors).
 int recv_with_fds(int sock, void* msg, size_t len, int* fds, int nfds) {
-  iovec v{msg, len};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)] = {};
-  msghdr mh{};
-  mh.msg_iov = &v;
-  mh.msg_iovlen = 1;
-  mh.msg_control = cbuf;
-  mh.msg_controllen = sizeof cbuf;
-  ssize_t n;
-  do {
-    n = recvmsg(sock, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
-  int got[4];
-  int ngot = 0;
-  for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
-    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-    const size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-    for (size_t i = 0; i < k; ++i) {
-      int fd;
-      std::memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
-      if (ngot < 4) {
-        got[ngot++] = fd;
-      } else {
-        ::close(fd);
-      }
-    }
-  }
-  const bool ok = n == static_cast<ssize_t>(len) && ngot == nfds && (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0;
-  if (!ok) {
-    for (int i = 0; i < ngot; ++i) ::close(got[i]);
+  Received r = recv_fds(sock, msg, len);
+  if (r.bytes < 0) return errno == EAGAIN || errno == EWOULDBLOCK ? 0 : -1;
+  if (!r.exactly(len, nfds)) {
+    r.close_fds();
     return -1;
   }
-  for (int i = 0; i < nfds; ++i) fds[i] = got[i];
+  for (int i = 0; i < nfds; ++i) fds[i] = r.fds[i];
   return 1;
 }
 
@@ -362,7 +307,7 @@ std::unique_ptr<Handshake> Handshake::offer(net::Socket tcp, uint64_t ring_bytes
   m.local = to_wire(local);
   m.peer = to_wire(peer);
   const int fds[2] = {h->memfd_, h->bell_};
-  if (!send_with_fds(h->unix_, &m, sizeof m, fds, 2)) return nullptr;
+  if (!send_fds(h->unix_, &m, sizeof m, fds, 2)) return nullptr;
   close_fd(h->memfd_);  // the mapping keeps the memory; the responder has its own descriptor
   return h;
 }
@@ -401,7 +346,7 @@ std::unique_ptr<Link> Handshake::finish() {
 std::unique_ptr<Link> Handshake::accept() {
   if (unix_ < 0 || memfd_ < 0 || bell_ < 0) return nullptr;
   const size_t len = layout_bytes(ring_bytes_);
-  if (!is_sealed_memfd(memfd_, len)) return nullptr;
+  if (!is_mappable_memfd(memfd_, len)) return nullptr;
   void* map = mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_SHARED, memfd_, 0);
   if (map == MAP_FAILED) return nullptr;
   std::unique_ptr<Link> l(new (std::nothrow) Link());
@@ -422,7 +367,7 @@ std::unique_ptr<Link> Handshake::accept() {
   AnswerMsg a{};
   std::memcpy(a.magic, kMagic, sizeof a.magic);
   a.kind = kAnswer;
-  if (!send_with_fds(unix_, &a, sizeof a, &l->my_bell_, 1)) return nullptr;
+  if (!send_fds(unix_, &a, sizeof a, &l->my_bell_, 1)) return nullptr;
   l->side_ = unix_;
   unix_ = -1;
   l->init_placement(1);

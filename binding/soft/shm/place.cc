@@ -9,15 +9,14 @@
 
 #include "soft/env.h"
 #include "soft/limits.h"
+#include "soft/shm/fds.h"
 
 #ifdef __linux__
 #include <fcntl.h>
-#include <linux/magic.h>
 #include <poll.h>
 #include <sys/mman.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
-#include <sys/statfs.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
@@ -40,36 +39,7 @@ bool send_region_msg(int sock, uint32_t kind, uint64_t id, uint64_t size, int fd
   m.kind = kind;
   m.id = id;
   m.size = size;
-  iovec v{&m, sizeof m};
-  alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int))] = {};
-  msghdr mh{};
-  mh.msg_iov = &v;
-  mh.msg_iovlen = 1;
-  if (fd >= 0) {
-    mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof cbuf;
-    cmsghdr* c = CMSG_FIRSTHDR(&mh);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int));
-    std::memcpy(CMSG_DATA(c), &fd, sizeof fd);
-  }
-  ssize_t n;
-  do {
-    n = sendmsg(sock, &mh, MSG_NOSIGNAL | MSG_DONTWAIT);
-  } while (n < 0 && errno == EINTR);
-  return n == static_cast<ssize_t>(sizeof m);
-}
-
-// A memfd the initiator may map and write: sealed against shrinking (a mapping beyond its end would fault: SIGBUS)
-// and growing, of the size the message says, on tmpfs (a hugetlbfs file could fault when huge pages run out).
-bool mappable_memfd(int fd, uint64_t size) {
-  const int seals = fcntl(fd, F_GET_SEALS);
-  if (seals < 0 || (seals & (F_SEAL_SHRINK | F_SEAL_GROW)) != (F_SEAL_SHRINK | F_SEAL_GROW)) return false;
-  struct stat st{};
-  if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) || static_cast<uint64_t>(st.st_size) != size) return false;
-  struct statfs fs{};
-  return fstatfs(fd, &fs) == 0 && static_cast<unsigned long>(fs.f_type) == TMPFS_MAGIC;
+  return send_fds(sock, &m, sizeof m, &fd, fd >= 0 ? 1 : 0);
 }
 #endif
 
@@ -263,35 +233,10 @@ void Placer::take_region_msgs() {
   if (side_ < 0) return;
   for (int i = 0; i < 256; ++i) {
     RegionMsg m{};
-    iovec v{&m, sizeof m};
-    alignas(cmsghdr) char cbuf[CMSG_SPACE(sizeof(int) * 4)] = {};
-    msghdr mh{};
-    mh.msg_iov = &v;
-    mh.msg_iovlen = 1;
-    mh.msg_control = cbuf;
-    mh.msg_controllen = sizeof cbuf;
-    ssize_t n;
-    do {
-      n = recvmsg(side_, &mh, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    } while (n < 0 && errno == EINTR);
-    if (n <= 0) return;  // nothing more (or the side channel closed)
-    int fds[4];
-    int nfd = 0;
-    for (cmsghdr* c = CMSG_FIRSTHDR(&mh); c != nullptr; c = CMSG_NXTHDR(&mh, c)) {
-      if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
-      const size_t k = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t j = 0; j < k; ++j) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(c) + j * sizeof(int), sizeof fd);
-        if (nfd < 4) {
-          fds[nfd++] = fd;
-        } else {
-          ::close(fd);
-        }
-      }
-    }
+    Received r = recv_fds(side_, &m, sizeof m);
+    if (r.bytes <= 0) return;  // nothing more (or the side channel closed)
     a_->regions_taken.store(++taken_, std::memory_order_relaxed);
-    const bool whole = n == static_cast<ssize_t>(sizeof m) && (mh.msg_flags & (MSG_TRUNC | MSG_CTRUNC)) == 0 &&
+    const bool whole = r.bytes == static_cast<ssize_t>(sizeof m) && !r.cut &&
                        std::memcmp(m.magic, kRegionMagic, sizeof m.magic) == 0 && m.id != 0;
     if (whole && (m.kind == kRegionMsg || m.kind == kForgetMsg)) {
       for (size_t j = 0; j < maps_.size(); ++j) {
@@ -301,12 +246,12 @@ void Placer::take_region_msgs() {
         break;
       }
     }
-    if (whole && m.kind == kRegionMsg && nfd == 1 && maps_.size() < kPlaceMaxMappings && m.size > 0 &&
-        m.size <= limits::kMaxRegistrationSize && mappable_memfd(fds[0], m.size)) {
-      void* at = mmap(nullptr, static_cast<size_t>(m.size), PROT_READ | PROT_WRITE, MAP_SHARED, fds[0], 0);
+    if (whole && m.kind == kRegionMsg && r.nfds == 1 && maps_.size() < kPlaceMaxMappings && m.size > 0 &&
+        m.size <= limits::kMaxRegistrationSize && is_mappable_memfd(r.fds[0], m.size)) {
+      void* at = mmap(nullptr, static_cast<size_t>(m.size), PROT_READ | PROT_WRITE, MAP_SHARED, r.fds[0], 0);
       if (at != MAP_FAILED) maps_.push_back(Mapping{m.id, static_cast<uint8_t*>(at), m.size});
     }
-    for (int j = 0; j < nfd; ++j) ::close(fds[j]);  // a mapping keeps the memory
+    r.close_fds();  // a mapping keeps the memory
   }
 }
 
