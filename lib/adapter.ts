@@ -31,7 +31,7 @@ import { K_ACCEPT, K_CONNECT, K_CQ_ERROR, K_RECEIVE, K_REGISTER, RECORD_WORDS } 
 import { MAX_VIEW_LENGTH, SCRATCH_SGES, bufferRange, checkIndex, checkOptions, describe, formatBytes } from './validate.js';
 import { CompletionQueue, type CompletionArrays, type RawCompletion } from './completion-queue.js';
 import { QueuePair, type QueuePairOptions } from './queue-pair.js';
-import { MemoryRegion, accessFlags, type Access } from './memory-region.js';
+import { MemoryRegion, accessFlags, mappedBuffers, type Access } from './memory-region.js';
 import { MemoryWindow } from './memory-window.js';
 import { SHARED_RECEIVE_QUEUE_KEYS, SharedReceiveQueue, type SharedReceiveQueueOptions } from './shared-receive-queue.js';
 import { Connector, parseEndpoint, type ConnectOptions } from './connector.js';
@@ -623,7 +623,9 @@ export class Adapter implements AsyncDisposable {
     // buffer, so its memory is never released while registered.
     let buffer: ArrayBuffer | undefined;
     try {
-      buffer = this._native.allocateShared(length) ?? new ArrayBuffer(length); // RangeError when memory is short
+      buffer = this._native.allocateShared(length);
+      if (buffer !== undefined) mappedBuffers.add(buffer);
+      else buffer = new ArrayBuffer(length); // RangeError when memory is short
     } catch {
       throw misuse(ERR_ND_OUT_OF_RANGE, op, `cannot allocate ${length} bytes (${formatBytes(length)}): memory is short; allocate less`);
     }

@@ -69,6 +69,9 @@ export const ND_MR_FLAG_ALLOW_REMOTE_READ = 0x2;
 export const ND_MR_FLAG_ALLOW_REMOTE_WRITE = 0x5;
 export const ND_MR_FLAG_RDMA_READ_SINK = 0x8;
 
+/** ArrayBuffers over the provider's mapped memory (adapter.allocateMemory): see the constructor. */
+export const mappedBuffers = new WeakSet<ArrayBuffer>();
+
 const ACCESS_KEYS = ['localWrite', 'remoteRead', 'remoteWrite', 'readSink'] as const;
 
 export function accessFlags(access: Access | undefined, operation: string): number {
@@ -143,8 +146,12 @@ export class MemoryRegion implements AsyncDisposable {
       remoteWrite: (flags & ND_MR_FLAG_ALLOW_REMOTE_WRITE) === ND_MR_FLAG_ALLOW_REMOTE_WRITE,
       readSink: (flags & ND_MR_FLAG_RDMA_READ_SINK) !== 0,
     });
-    // A transfer would free or move memory the provider writes into.
-    markAsUntransferable(arrayBuffer);
+    // A transfer would free or move memory the provider writes into. Not for the provider's own mapped memory
+    // (adapter.allocateMemory on Linux): Node 24 and later abort at exit ("v8::FromJust Maybe value is Nothing")
+    // when an external ArrayBuffer is marked, because its cleanup hook detaches it without the key the mark sets.
+    // That memory needs no mark: each registration over it keeps the mapping (binding/soft/memory/shared_buffer.h),
+    // so a transfer only moves the handle, and this region then reports ERR_ND_DETACHED.
+    if (!mappedBuffers.has(arrayBuffer)) markAsUntransferable(arrayBuffer);
   }
 
   /** The address peers use as remoteAddress (the registered buffer's first byte). */

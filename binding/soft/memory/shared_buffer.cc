@@ -42,6 +42,7 @@ Registry& registry() {
 }  // namespace
 
 SharedBuffer::~SharedBuffer() {
+  if (base != 0) munmap(reinterpret_cast<void*>(static_cast<uintptr_t>(base)), static_cast<size_t>(size));
   if (fd >= 0) ::close(fd);
 }
 
@@ -84,7 +85,7 @@ void release_shared_buffer(const std::shared_ptr<const SharedBuffer>& b) {
     if (it == r.by_base.end() || it->second != b) return;
     r.by_base.erase(it);
   }
-  munmap(reinterpret_cast<void*>(static_cast<uintptr_t>(b->base)), static_cast<size_t>(b->size));
+  // The mapping goes with the last holder (~SharedBuffer): this allocation, or a registration over it.
 }
 
 std::shared_ptr<const SharedBuffer> find_shared_buffer(uint64_t addr, uint64_t length) {

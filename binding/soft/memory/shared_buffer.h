@@ -4,10 +4,10 @@
 // handed to the peer that places our inbound Writes (shm/place.h), which then places with a store into its own
 // mapping of the memfd instead of a process_vm_writev system call.
 //
-//  * SharedBuffer: one memfd and where it is mapped in this process. Shared (std::shared_ptr): the allocation
-//    owns the mapping, each registration over it holds the descriptor (the STag table's entry), so a region keeps a
-//    descriptor to hand over even if its memory was unmapped under it (a consumer's misuse: the peer then writes
-//    into pages nobody maps any more).
+//  * SharedBuffer: one memfd and where it is mapped in this process. Shared (std::shared_ptr): the allocation and
+//    each registration over it (the STag table's entry) hold it, and the last of them unmaps it and closes the
+//    descriptor. So registered memory stays mapped even when the allocation is released first (its JS buffer
+//    transferred to a worker and collected there: lib/memory-region.ts does not mark these untransferable).
 //  * The registry: process-wide, address → SharedBuffer, for registration to find the buffer a range lies in.
 // Linux only; elsewhere allocate_shared_buffer says no and the consumer allocates plain memory.
 #ifndef NETDIRECT_SOFT_SHARED_BUFFER_H_
@@ -27,7 +27,7 @@ struct SharedBuffer {
   SharedBuffer() = default;
   SharedBuffer(const SharedBuffer&) = delete;
   SharedBuffer& operator=(const SharedBuffer&) = delete;
-  ~SharedBuffer();  // closes fd
+  ~SharedBuffer();  // unmaps base and closes fd
 };
 
 // At most this many allocations live at once (each holds a descriptor); beyond it the consumer gets plain memory.
@@ -37,7 +37,7 @@ constexpr size_t kMaxSharedBuffers = 4096;
 // the mapping; nullptr when no memfd could be had (not Linux, EMFILE, ENOMEM, the cap above, more than the machine's
 // physical memory).
 std::shared_ptr<const SharedBuffer> allocate_shared_buffer(size_t size, void** address);
-// Unmaps an allocation and forgets it (the descriptor lives on while registrations hold it).
+// Forgets an allocation (its owner let go); the mapping lives on while registrations hold it.
 void release_shared_buffer(const std::shared_ptr<const SharedBuffer>& b);
 // The live allocation that holds [addr, addr + length) whole, if any.
 std::shared_ptr<const SharedBuffer> find_shared_buffer(uint64_t addr, uint64_t length);
