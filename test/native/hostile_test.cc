@@ -2098,6 +2098,31 @@ bool place_bytes(Conn& c, uint32_t stag, uint64_t to, const Bytes& b) {
   return c.link->placer().place(stag, to, &v, 1, b.size(), c.link->tx_produced());
 }
 
+// One round of "deregister while Writes are being placed": a thread places `n` bytes of pattern `seed` into the
+// region over [p, p + n) until told to stop; once one landed, the region is deregistered and the application
+// reuses the memory at once (0xEE). Nothing placed may land after Deregister returned.
+void deregister_while_placing(Conn& c, IND2MemoryRegion* mr, uint8_t* p, size_t n, uint8_t seed) {
+  const uint32_t tok = mr->GetRemoteToken();
+  const uint64_t at = reinterpret_cast<uintptr_t>(p);
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> ok{0};
+  std::thread placer([&] {
+    const Bytes b = pat(n, seed);
+    while (!stop.load()) {
+      if (place_bytes(c, tok, at, b)) ok++;
+    }
+  });
+  const auto until = Clock::now() + std::chrono::milliseconds(3000);
+  while (ok.load() == 0 && Clock::now() < until) std::this_thread::yield();
+  CHECK(ok.load() > 0);
+  dereg(mr);
+  std::memset(p, 0xEE, n);
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  stop = true;
+  placer.join();
+  CHECK(std::all_of(p, p + n, [](uint8_t v) { return v == 0xEE; }));
+}
+
 void test_same_host_placement() {
   // Where placing pays (Placer::worth_it): a burst of Writes with nothing back is placed, a longer stream goes through
   // the ring until the target says something; a target that keeps polling its ring takes Writes from there.
@@ -2236,25 +2261,7 @@ void test_same_host_placement() {
         std::vector<uint8_t> mine(64 * 1024, 0);
         IND2MemoryRegion* mr =
             reg_at(mine.data(), mine.size(), ND_MR_FLAG_ALLOW_LOCAL_WRITE | ND_MR_FLAG_ALLOW_REMOTE_WRITE);
-        const uint32_t tok = mr->GetRemoteToken();
-        const uint64_t at = reinterpret_cast<uintptr_t>(mine.data());
-        std::atomic<bool> stop{false};
-        std::atomic<uint64_t> ok{0};
-        std::thread placer([&] {
-          const Bytes b = pat(mine.size(), static_cast<uint8_t>(round));
-          while (!stop.load()) {
-            if (place_bytes(c, tok, at, b)) ok++;
-          }
-        });
-        const auto until = Clock::now() + std::chrono::milliseconds(3000);
-        while (ok.load() == 0 && Clock::now() < until) std::this_thread::yield();
-        CHECK(ok.load() > 0);
-        dereg(mr);
-        std::fill(mine.begin(), mine.end(), 0xEE);  // the application reuses the memory at once
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        stop = true;
-        placer.join();
-        CHECK(std::all_of(mine.begin(), mine.end(), [](uint8_t v) { return v == 0xEE; }));
+        deregister_while_placing(c, mr, mine.data(), mine.size(), static_cast<uint8_t>(round));
       }
       c.snap = g_mem->buf;
       Expect e;
@@ -2362,27 +2369,9 @@ void test_same_host_mapped() {
         if (!alloc_mapped(64 * 1024, &m)) break;
         std::memset(m.p, 0, m.n);
         IND2MemoryRegion* mr = reg_at(m.p, m.n, rw);
-        const uint32_t tok = mr->GetRemoteToken();
-        const uint64_t at = reinterpret_cast<uintptr_t>(m.p);
-        std::atomic<bool> stop{false};
-        std::atomic<uint64_t> ok{0};
         const uint64_t mapped_before = c.link->placer().placed_mapped();
-        std::thread placer([&] {
-          const Bytes b = pat(m.n, static_cast<uint8_t>(round));
-          while (!stop.load()) {
-            if (place_bytes(c, tok, at, b)) ok++;
-          }
-        });
-        const auto until = Clock::now() + std::chrono::milliseconds(3000);
-        while (ok.load() == 0 && Clock::now() < until) std::this_thread::yield();
-        CHECK(ok.load() > 0);
-        dereg(mr);
-        std::memset(m.p, 0xEE, m.n);  // the application reuses the memory at once
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-        stop = true;
-        placer.join();
+        deregister_while_placing(c, mr, m.p, m.n, static_cast<uint8_t>(round));
         CHECK(c.link->placer().placed_mapped() > mapped_before);  // by stores, not process_vm_writev
-        CHECK(std::all_of(m.p, m.p + m.n, [](uint8_t v) { return v == 0xEE; }));
       }
       c.snap = g_mem->buf;
       Expect e;
