@@ -603,7 +603,8 @@ export class Adapter implements AsyncDisposable {
   /**
    * Allocates a dedicated zero-filled buffer of `length` bytes and registers it. On Linux with the built-in
    * provider the buffer is shared memory (a memfd mapping) that a same-host peer's provider can map: its RDMA Writes
-   * into the region then land with a store, not a system call (docs/shm.md "Mapped regions").
+   * into the region then land with a store, not a system call (docs/shm.md "Mapped regions"). With shared memory off
+   * for the adapter (AdapterOptions.sharedMemory false, NETDIRECT_SHM=0) it is plain memory.
    *
    * @param length - bytes, 1..info.maxRegistrationSize (and at most buffer.constants.MAX_LENGTH).
    * @param access - as for registerMemory().

@@ -202,6 +202,31 @@ describe.runIf(linux)('allocateMemory', () => {
     const out = JSON.parse(r.stdout.trim().split('\n').pop()!);
     expect(out).toEqual({ before: 0, whileRegistered: 1, zero: true, length: 3 * 4096 + 1, afterCollected: 0 });
   });
+
+  it.each([
+    ['sharedMemory: false', '{ sharedMemory: false }', undefined],
+    ['NETDIRECT_SHM=0', '{}', '0'],
+  ])('with shared memory off (%s) allocates plain memory: no memfd is made or held', (_name, options, env) => {
+    const code = `
+      import { openAdapter } from 'netdirect';
+      import { readFileSync } from 'node:fs';
+      const maps = () => readFileSync('/proc/self/maps', 'utf8').split('\\n').filter((l) => l.includes('/memfd:netdirect-buffer')).length;
+      const a = await openAdapter(${JSON.stringify(TEST_ADDRESS)}, ${options});
+      const mr = await a.allocateMemory(4096, { remoteWrite: true });
+      mr.buffer.fill(7);
+      const out = { sharedMemory: a.sharedMemory, maps: maps(), length: mr.buffer.byteLength, filled: mr.buffer.every((b) => b === 7) };
+      await mr.deregister();
+      await a.close();
+      console.log(JSON.stringify(out));`;
+    const r = spawnSync(process.execPath, ['--input-type=module', '-e', code], {
+      cwd: root,
+      encoding: 'utf8',
+      timeout: 60_000,
+      env: { ...Object.fromEntries(Object.entries(process.env).filter(([k]) => k !== 'NETDIRECT_SHM')), ...(env === undefined ? {} : { NETDIRECT_SHM: env }) },
+    });
+    expect(r.status, r.stderr).toBe(0);
+    expect(JSON.parse(r.stdout.trim().split('\n').pop()!)).toEqual({ sharedMemory: false, maps: 0, length: 4096, filled: true });
+  });
 });
 
 describe.runIf(linux)('two processes on one host', () => {

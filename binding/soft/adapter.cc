@@ -199,6 +199,9 @@ HRESULT SoftAdapter::AllocateBuffer(SIZE_T cb, IUnknown** ppBuffer, VOID** ppAdd
   *ppBuffer = nullptr;
   *ppAddress = nullptr;
   if (cb == 0 || cb > limits::kMaxRegistrationSize) return ND_INVALID_PARAMETER_1;
+  // Mapped memory serves same-host peers only (docs/shm.md "Mapped regions"): with shared memory off
+  // (NETDIRECT_SHM=0, AdapterOptions.sharedMemory false) the caller allocates plain memory and holds no memfd.
+  if (!shared_memory()) return ND_NOT_SUPPORTED;
   void* at = nullptr;
   std::shared_ptr<const SharedBuffer> b = allocate_shared_buffer(cb, &at);
   if (!b) return ND_NO_MEMORY;
