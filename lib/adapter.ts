@@ -27,7 +27,7 @@ import {
 import type { NativeAdapter, NativeAdapterInfo, NativeAdapterStats, NativeBinding, NativeMemoryRegion } from './native.js';
 import { InFlight, RequestTable, unpin, type PendingRequest, type RequestOwner } from './requests.js';
 import type { AdapterContext, AdapterState } from './context.js';
-import { K_ACCEPT, K_CONNECT, K_CQ_ERROR, K_RECEIVE, K_REGISTER, RECORD_WORDS } from './records.js';
+import { K_ACCEPT, K_CONNECT, K_CQ_ERROR, K_RECEIVE, K_REGISTER, K_SILENT, RECORD_WORDS } from './records.js';
 import { MAX_VIEW_LENGTH, SCRATCH_SGES, bufferRange, checkIndex, checkOptions, describe, formatBytes } from './validate.js';
 import { CompletionQueue, type CompletionArrays, type RawCompletion } from './completion-queue.js';
 import { QueuePair, type QueuePairOptions } from './queue-pair.js';
@@ -380,6 +380,12 @@ class AdapterCore implements AdapterContext, RequestOwner {
       this.cqFailed(id, status >>> 0);
       return;
     }
+    if ((kind & K_SILENT) !== 0) {
+      // A silent request: no table entry, its queue pair knows it by number (lib/requests.ts SilentRequests).
+      const qp = this.qps.get(qpId);
+      if (qp === undefined || !qp._completeSilent(id, status >>> 0, bytes, kind & 0xff, out)) this.unknownRecords++;
+      return;
+    }
     const e = this.requests.get(id);
     if (e === undefined || e.owner === null) {
       this.unknownRecords++;
@@ -404,6 +410,8 @@ class AdapterCore implements AdapterContext, RequestOwner {
           'pairs that complete into it: their receive depths if it is their receiveCq, their initiator depths if it is their initiatorCq'
         : 'the completion queue failed (the provider reported an error on it), so the CQ and the queue pairs that use it are unusable';
     cq._failure = { status, why };
+    // Silent requests first: a request completing below retires the silent ones before it as successes.
+    for (const qp of cq._users) if (qp.initiatorCq === cq) qp._settleSilent(status);
     const users: ReadonlySet<unknown> = cq._users;
     for (const e of this.requests.pending()) {
       // Requests of the queue pairs that complete into it (not their SRQ's receives: the SRQ owns those).

@@ -195,6 +195,9 @@ export class MemoryRegion implements AsyncDisposable {
   /** @internal */ _unpin(): void {
     this._pins.end();
   }
+  /** @internal */ _unpinMany(n: number): void {
+    this._pins.endMany(n);
+  }
 
   /** @internal Throws unless the region can be used by a new request. */
   _checkUsable(operation: string): void {

@@ -195,8 +195,10 @@ export interface NativeQueuePair {
    * [opFlags (as post()), id, nSge, firstSge, remoteAddress low 32 bits, high 32 bits, remoteOffset, remoteToken];
    * its SGEs are the nSge triples [memoryRegionId, offset, length] of `sges` from triple firstSge on. Every
    * request's SGEs are checked before the first is posted (misuse throws NdError, nothing posted). Returns how
-   * many were posted: `count`, or k when the provider refused request k (its status is then written over
-   * descriptors[8k]); the requests after k are not posted.
+   * many were posted: `count`, or k when the provider refused request k (its status is then written over its id,
+   * descriptors[8k + 1]); the requests after k are not posted. A request with ND_OP_FLAG_SILENT_SUCCESS has no
+   * request table entry: its id is its number among the queue pair's silent requests (lib/requests.ts
+   * SilentRequests), and so it is for post().
    */
   postMany(descriptors: Float64Array, sges: Float64Array, count: number): number;
   /** IND2QueuePair::Bind of window to [offset, offset+length) of region; returns the window's remote token. */
@@ -269,6 +271,8 @@ export interface NativeBinding {
   readonly recordKinds: Readonly<Record<string, number>>;
   /** Words per completion record (binding/delivery/records.h kRecordWords): must equal records.ts RECORD_WORDS. */
   readonly recordWords: number;
+  /** Or'ed into the kind of a silent request's record (binding/delivery/records.h kRecordSilent). */
+  readonly recordSilent: number;
   setErrorFactory(factory: ErrorFactory): void;
   listProviders(): NativeProviderInfo[];
   /** The providers compiled into the addon ('soft', and 'verbs' where rdma-core's headers were at build time). */

@@ -30,7 +30,7 @@ import {
 import type { NativeQueuePair } from './native.js';
 import type { AdapterContext } from './context.js';
 import { CompletionArrays, CompletionQueue, type Completion, type RawCompletion } from './completion-queue.js';
-import { InFlight, RequestQueue, ignore, pin, requestError, requestPromise, settleFailed, unpin, type PendingRequest, type Pins, type RequestOwner, type Returned } from './requests.js';
+import { InFlight, SilentRequests, ignore, pin, requestError, requestPromise, settleFailed, unpin, type PendingRequest, type Pins, type RequestOwner, type Returned } from './requests.js';
 import { K_BIND, K_INVALIDATE, K_READ, K_RECEIVE, K_SEND, K_WRITE, REQUEST_TYPES } from './records.js';
 import { SCRATCH_SGES, checkBoolean, checkIndex, checkOptions, describe, formatBytes } from './validate.js';
 import {
@@ -245,12 +245,12 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
   // The receive and initiator queues: outstanding requests, and those waiting for a slot, oldest first.
   private readonly _rq: SlotQueue;
   private readonly _iq: SlotQueue;
-  // Non-silent requests; close() waits for them. Silent ones are retired by the next completion of this QP.
+  // Requests with a table entry (every one but the silent ones); close() waits for them.
   private readonly _inflight = new InFlight();
-  private readonly _silent = new RequestQueue();
+  // Silent requests: no table entry; retired by the next completion of this QP (requests.ts SilentRequests).
+  private readonly _silent: SilentRequests;
   /** What broke the queue pair (its first failed request that was not a flush), for the flushed ones after it. */
   private _brokenBy: string | null = null;
-  private _seq = 0;
   private _closing: Promise<void> | null = null;
 
   /** @internal Use adapter.createQueuePair(). */
@@ -285,6 +285,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     this.maxQueued = maxQueuedOf(options.maxQueued, op);
     this._rq = new SlotQueue('receive', this.receiveDepth, this.maxQueued);
     this._iq = new SlotQueue('initiator', this.initiatorDepth, this.maxQueued);
+    this._silent = new SilentRequests(this.initiatorDepth);
     this._native = ctx.native.createQueuePair(
       receiveCq._native,
       initiatorCq._native,
@@ -460,6 +461,10 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
       w.context = options?.context;
       return;
     }
+    if ((flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0) {
+      this._postSilent(kind, op, local, remote, options?.offset, flags, options?.context);
+      return;
+    }
     const e = this._post(kind, op, local, remote, options?.offset, flags);
     e.raw = true;
     e.context = options?.context;
@@ -527,6 +532,18 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     }
     const nSge = p._fill(this._ctx.scratch, 0, offset, length, op);
     const bytes = length ?? p.bytes;
+    if ((p._flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0) {
+      // No table entry: the silent request's number is its id (SilentRequests).
+      const s = this._silent;
+      try {
+        this._native.post(kind | (p._flags << 8), s.next >>> 0, nSge, p._address ?? 0n, p._postOffset, p._token);
+      } catch (err) {
+        throw callerStack(this._postError(asNdError(err, op), bytes));
+      }
+      s.add(context, kind, p._pins);
+      this._iq.outstanding++;
+      return;
+    }
     const a = this._ctx;
     const e = a.requests.acquire(kind, op, this);
     e.raw = true;
@@ -535,8 +552,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     e.remoteAddress = p._address;
     e.remoteOffset = p._postOffset;
     e.remoteToken = p._token;
-    e.seq = ++this._seq;
-    e.silent = (p._flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0;
+    e.silentUpTo = this._silent.posted;
     try {
       this._native.post(kind | (p._flags << 8), e.id, nSge, p._address ?? 0n, p._postOffset, p._token);
     } catch (err) {
@@ -547,8 +563,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     pin(p._pins);
     if (kind === K_RECEIVE) this._rq.outstanding++;
     else this._iq.outstanding++;
-    if (e.silent) this._silent.push(e);
-    else this._inflight.begin();
+    this._inflight.begin();
   }
 
   /** @internal PostBatch.add(): a prepared request of this queue pair into the batch. */
@@ -635,9 +650,14 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
       throw callerStack(asNdError(err, op));
     }
     const requests = this._ctx.requests;
+    const silent = this._silent;
     const d = b._desc;
     const entries = b._entries;
     const every = b.signalEvery;
+    // Silent requests get no table entry: their ids are the numbers they will have among the queue pair's silent
+    // requests (SilentRequests), recorded once they are posted; a signalled one's entry notes the last silent number
+    // before it, which its completion retires.
+    let next = silent.posted;
     let initiator = 0;
     for (let i = 0; i < n; i++) {
       const at = i * DESC_WORDS;
@@ -648,6 +668,11 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
         if (every > 1 && initiator % every !== 0 && initiator !== b._initiator) flags |= ND_OP_FLAG_SILENT_SUCCESS;
       }
       d[at] = kind | (flags << 8);
+      if ((flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0) {
+        d[at + 1] = ++next >>> 0;
+        entries[i] = null;
+        continue;
+      }
       const e = requests.acquire(kind, REQUEST_TYPES[kind], this);
       e.raw = true;
       e.context = b._context[i];
@@ -655,8 +680,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
       e.remoteAddress = b._remote[i];
       e.remoteOffset = d[at + 6];
       e.remoteToken = d[at + 7];
-      e.seq = ++this._seq;
-      e.silent = (flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0;
+      e.silentUpTo = next;
       d[at + 1] = e.id;
       entries[i] = e;
     }
@@ -664,31 +688,37 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     try {
       posted = this._native.postMany(d, b._sges, n);
     } catch (err) {
-      for (let i = 0; i < n; i++) requests.release(entries[i] as PendingRequest);
+      for (let i = 0; i < n; i++) if (entries[i] !== null) requests.release(entries[i] as PendingRequest);
       entries.fill(null, 0, n);
       b.clear();
       throw callerStack(asNdError(err, op));
     }
     for (let i = 0; i < posted; i++) {
-      const e = entries[i] as PendingRequest;
+      const e = entries[i];
+      if (e === null) {
+        silent.add(b._context[i], d[i * DESC_WORDS] & 0xff, b._pins[i]);
+        this._iq.outstanding++;
+        continue;
+      }
       e.pins = b._pins[i];
       pin(e.pins);
       if (e.kind === K_RECEIVE) this._rq.outstanding++;
       else this._iq.outstanding++;
-      if (e.silent) this._silent.push(e);
-      else this._inflight.begin();
+      this._inflight.begin();
     }
     let error: NdError | null = null;
     if (posted < n) {
-      const status = d[posted * DESC_WORDS] >>> 0;
-      const failed = entries[posted] as PendingRequest;
+      // The refused request's status is in its id word (QueuePair::PostMany).
+      const at = posted * DESC_WORDS;
+      const status = d[at + 1] >>> 0;
+      const bytes = b._bytes[posted];
       error = this._postError(
-        statusError(status, failed.operation,
-          `request ${posted} of the batch of ${n} (${failed.bytes} bytes) was refused: the ${posted} before it were posted ` +
+        statusError(status, REQUEST_TYPES[d[at] & 0xff],
+          `request ${posted} of the batch of ${n} (${bytes} bytes) was refused: the ${posted} before it were posted ` +
             `(their completions come from cq.poll()), it and the ${n - posted - 1} after it were not`),
-        failed.bytes,
+        bytes,
       );
-      for (let i = posted; i < n; i++) requests.release(entries[i] as PendingRequest);
+      for (let i = posted; i < n; i++) if (entries[i] !== null) requests.release(entries[i] as PendingRequest);
     }
     entries.fill(null, 0, n);
     b.clear();
@@ -760,7 +790,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
         const a = this._ctx;
         const e = a.requests.acquire(K_BIND, op, this);
         const address = region_.address + BigInt(offset);
-        e.seq = ++this._seq;
+        e.silentUpTo = this._silent.posted;
         e.pins = region_;
         window._inflight.begin();
         try {
@@ -819,7 +849,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
         checkWindow(window, this._ctx, op);
         const a = this._ctx;
         const e = a.requests.acquire(K_INVALIDATE, op, this);
-        e.seq = ++this._seq;
+        e.silentUpTo = this._silent.posted;
         window._inflight.begin();
         try {
           this._native.invalidate(e.id, window._native, 0);
@@ -908,6 +938,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     this._native.close();
     this._state = 'closed';
     // Silent requests that never got a completion: the provider no longer touches their memory.
+    this._settleSilent(ND_CANCELED);
     this._ctx.settleOwned(this, ND_CANCELED);
     this.receiveCq._users.delete(this);
     this.initiatorCq._users.delete(this);
@@ -932,29 +963,76 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
       this._rq.outstanding--;
     } else {
       this._iq.outstanding--;
-      if (this._silent.size > 0) this._retireSilent(e);
+      // Initiator requests complete in order: every silent request posted before it has succeeded.
+      if (e.silentUpTo > this._silent.retired) this._iq.outstanding -= this._silent.retire(e.silentUpTo);
     }
-    const type = REQUEST_TYPES[kind] ?? REQUEST_TYPES[e.kind];
     const done = kind === K_RECEIVE || status !== 0 ? bytes : e.bytes;
-    if (e.raw && out instanceof CompletionArrays) {
-      out._put(e.context, status, done, REQUEST_TYPES[kind] === undefined ? e.kind : kind);
-    } else if (e.raw) {
-      const rc: RawCompletion = { type, status, bytes: done, context: e.context, qp: this };
-      if (out !== null) (out as RawCompletion[]).push(rc);
-      else (kind === K_RECEIVE ? this.receiveCq : this.initiatorCq)._ready.push(rc);
+    if (e.raw) {
+      this._deliver(e.context, status, done, REQUEST_TYPES[kind] === undefined ? e.kind : kind, out);
     } else if (status === 0) {
-      e.resolve?.({ type, status: 0, bytes: done });
+      e.resolve?.({ type: REQUEST_TYPES[kind] ?? REQUEST_TYPES[e.kind], status: 0, bytes: done });
     } else {
       // The first failure that was not a flush is what broke the queue pair: every flushed request after it says so.
       if (this._brokenBy === null && status !== ND_CANCELED) this._brokenBy = `${e.operation} ${ndStatusName(status)}`;
-      settleFailed(e, requestError(e, status, type, this._brokenBy));
+      settleFailed(e, requestError(e, status, REQUEST_TYPES[kind] ?? REQUEST_TYPES[e.kind], this._brokenBy));
     }
     // Settled first, then its regions and the close() waiting for it are let go: what waits for those (a
     // region's deregister(), close()) settles after the request's own promise.
-    if (!e.silent) this._inflight.end();
+    this._inflight.end();
     unpin(e.pins);
     e.pins = null;
     this._ctx.requests.release(e);
+    this._freed(status);
+  }
+
+  /**
+   * @internal A silent request of this QP completed (a failure or a flush; a provider may report a success too): the
+   * record names it by the low 32 bits of its number (SilentRequests). The silent requests before it succeeded.
+   * Returns false when no outstanding silent request has that number (a record of one already settled).
+   */
+  _completeSilent(low: number, status: number, bytes: number, kind: number, out: RawCompletion[] | CompletionArrays | null): boolean {
+    const s = this._silent;
+    const k = s.numberOf(low);
+    if (k === 0) return false;
+    this._iq.outstanding -= s.retire(k - 1);
+    const context = s.contextOf(k);
+    this._iq.outstanding -= s.retire(k);
+    this._deliver(context, status, bytes, REQUEST_TYPES[kind] === undefined ? s.kindOf(k) : kind, out);
+    this._freed(status);
+    return true;
+  }
+
+  /**
+   * @internal The silent requests that have not completed complete now with `status`, oldest first, to their CQ's
+   * list (teardown: the provider no longer touches their memory; a failed CQ: nothing will complete through it).
+   */
+  _settleSilent(status: number): void {
+    const s = this._silent;
+    while (s.size > 0) {
+      const k = s.retired + 1;
+      const context = s.contextOf(k);
+      const kind = s.kindOf(k);
+      this._iq.outstanding -= s.retire(k);
+      this._deliver(context, status, 0, kind, null);
+    }
+  }
+
+  /** A raw completion (qp.post(), a batch, a prepared request) to `out`, or to its CQ's ready list when null. */
+  private _deliver(context: unknown, status: number, bytes: number, kind: number, out: RawCompletion[] | CompletionArrays | null): void {
+    if (out instanceof CompletionArrays) {
+      out._put(context, status, bytes, kind);
+      return;
+    }
+    const rc: RawCompletion = { type: REQUEST_TYPES[kind], status, bytes, context, qp: this };
+    if (out !== null) out.push(rc);
+    else (kind === K_RECEIVE ? this.receiveCq : this.initiatorCq)._ready.push(rc);
+  }
+
+  /**
+   * A completion freed a slot: the oldest waiting request takes it; after a failure (the queue pair is in error and
+   * the provider flushes whatever follows) the waiting requests are cancelled instead of posted.
+   */
+  private _freed(status: number): void {
     if (this._iq.queued === 0 && this._rq.queued === 0) return;
     if (status !== 0) {
       const failed = this._cqFailure;
@@ -1040,21 +1118,6 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     }
   }
 
-  /** Initiator requests complete in order: every silent request posted before `e` has succeeded. */
-  private _retireSilent(e: PendingRequest): void {
-    const requests = this._ctx.requests;
-    const list = this._silent;
-    while (list.size > 0) {
-      const s = list.first();
-      if (s.seq > e.seq) break;
-      list.shift();
-      if (s === e) break;
-      this._iq.outstanding--;
-      unpin(s.pins);
-      requests.release(s);
-    }
-  }
-
   private _checkPostable(operation: string): void {
     if (this._state !== 'open') throw misuse(ERR_ND_CLOSED, operation, `queue pair is ${this._state}`);
     if (this._ctx.state !== 'open') throw misuse(ERR_ND_CLOSED, operation, `adapter ${this._ctx.address} is ${this._ctx.state}`);
@@ -1113,8 +1176,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     e.remoteAddress = sg.address;
     e.remoteOffset = sg.offset;
     e.remoteToken = sg.token;
-    e.seq = ++this._seq;
-    e.silent = (flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0;
+    if (kind !== K_RECEIVE) e.silentUpTo = this._silent.posted;
     const pins = sg.pins;
     try {
       this._native.post(kind | (flags << 8), e.id, sg.nSge, sg.address ?? 0n, sg.offset, sg.token);
@@ -1125,9 +1187,22 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     e.pins = pins;
     pin(pins);
     queue.outstanding++;
-    if (e.silent) this._silent.push(e);
-    else this._inflight.begin();
+    this._inflight.begin();
     return e;
+  }
+
+  /** A silent request (qp.post() with `silent`): validated and posted like _post(), with no table entry. */
+  private _postSilent(kind: number, operation: string, local: Local, remote: RemoteMemory | undefined, offset: number | undefined, flags: number, context: unknown): void {
+    this._iq.checkSlot(operation);
+    const sg = this._prepare(kind, operation, local, remote, offset);
+    const s = this._silent;
+    try {
+      this._native.post(kind | (flags << 8), s.next >>> 0, sg.nSge, sg.address ?? 0n, sg.offset, sg.token);
+    } catch (err) {
+      throw this._postError(asNdError(err, operation), sg.bytes);
+    }
+    s.add(context, kind, sg.pins);
+    this._iq.outstanding++;
   }
 
   /** A post the provider refused, with what it means and what to do for the causes a user can fix. */

@@ -9,6 +9,12 @@
 
 export const RECORD_WORDS = 5;
 
+/**
+ * Or'ed into the kind of a silent request's record (binding/delivery/records.h kRecordSilent): its id is the request's
+ * number among its queue pair's silent requests (lib/requests.ts SilentRequests), not a request table id.
+ */
+export const K_SILENT = 0x100;
+
 export const K_RECEIVE = 0;
 export const K_SEND = 1;
 export const K_BIND = 2;

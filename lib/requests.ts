@@ -21,7 +21,13 @@ export class InFlight {
   }
 
   end(): void {
-    if (--this.count === 0 && this.waiters) {
+    this.endMany(1);
+  }
+
+  /** `n` of them settled at once. */
+  endMany(n: number): void {
+    this.count -= n;
+    if (this.count === 0 && this.waiters) {
       const waiters = this.waiters;
       this.waiters = null;
       for (const w of waiters) w();
@@ -97,46 +103,118 @@ export class Fifo<T> {
 }
 
 /**
- * Requests in posting order (a queue pair's silent requests, retired by a later completion). Its array is kept,
- * never truncated: once it has grown to the most requests outstanding, push() and shift() allocate nothing.
+ * A queue pair's silent requests (ND_OP_FLAG_SILENT_SUCCESS), in posting order, without a request table entry each
+ * (issue #26): silent request k (1, 2, ... in posting order) is posted with the low 32 bits of k as its id, the addon
+ * marks its ND context and its completion record silent (binding/delivery/records.h kRecordSilent), and the record of
+ * one that fails or is flushed names the queue pair and k. Initiator requests complete in order (RFC 5040 §5), so a
+ * completion of the queue pair retires every silent request posted before it as a success; a silent request that
+ * completes (a failure, a flush) retires the ones before it the same way and then itself.
+ *
+ * What is kept per request is its context and kind, in ring slots that are overwritten, never cleared (so up to a
+ * ring of old contexts stay reachable until then), and a pin of each region it uses (a count: region.inFlight and
+ * deregister() see silent requests as any other). Runs of consecutive requests with the same pins (the same region,
+ * or the same prepared request's) are one span, unpinned with one call per span as they are retired. Once the ring
+ * is allocated (at the first silent post: its size is the queue's depth, which bounds the silent requests
+ * outstanding), nothing here allocates.
  */
-export class RequestQueue {
-  // A ring of a power-of-two capacity: head and tail count up for ever (as integers they stay exact far past any
-  // run's request count) and index through the mask, so nothing is moved while the queue cycles.
-  private items: Array<PendingRequest | null> = new Array<PendingRequest | null>(16).fill(null);
-  private mask = 15;
-  private head = 0;
-  private tail = 0;
+export class SilentRequests {
+  /** Silent requests posted so far: the number of the last one. */
+  posted = 0;
+  /** Silent requests retired so far: 1..retired completed (silently or not). */
+  retired = 0;
+  private contexts: unknown[] = [];
+  private kinds: Uint8Array = new Uint8Array(0);
+  private mask = -1;
+  private spanPins: Pins[] = [];
+  private spanFirst: number[] = [];
+  private spanLast: number[] = [];
+  private spanHead = 0;
+  private spanTail = 0;
 
+  /** @param depth - the initiator queue's depth: the most silent requests outstanding at once. */
+  constructor(private readonly depth: number) {}
+
+  /** Silent requests outstanding (posted and not retired). */
   get size(): number {
-    return this.tail - this.head;
+    return this.posted - this.retired;
   }
 
-  push(e: PendingRequest): void {
-    if (this.tail - this.head > this.mask) this.grow();
-    this.items[this.tail & this.mask] = e;
-    this.tail++;
+  /** The number the next silent request is posted with. */
+  get next(): number {
+    return this.posted + 1;
   }
 
-  /** The oldest request (the caller checked size > 0). */
-  first(): PendingRequest {
-    return this.items[this.head & this.mask] as PendingRequest;
+  /** Records that silent request `posted + 1` was posted, with its context, kind and the regions it pins. */
+  add(context: unknown, kind: number, pins: Pins): void {
+    if (this.mask < 0) this.allocate();
+    const mask = this.mask;
+    const k = ++this.posted;
+    this.contexts[k & mask] = context;
+    this.kinds[k & mask] = kind;
+    if (pins === null) return;
+    pin(pins);
+    const t = this.spanTail;
+    if (t !== this.spanHead && this.spanPins[(t - 1) & mask] === pins && this.spanLast[(t - 1) & mask] === k - 1) {
+      this.spanLast[(t - 1) & mask] = k;
+      return;
+    }
+    this.spanPins[t & mask] = pins;
+    this.spanFirst[t & mask] = k;
+    this.spanLast[t & mask] = k;
+    this.spanTail = t + 1;
   }
 
-  shift(): void {
-    this.items[this.head & this.mask] = null;
-    this.head++;
-    if (this.head === this.tail) this.head = this.tail = 0;
+  /** The number of the outstanding silent request whose record carries `low` (its low 32 bits), or 0 if none. */
+  numberOf(low: number): number {
+    const first = this.retired + 1;
+    const k = first + ((low - (first >>> 0)) >>> 0);
+    return k <= this.posted ? k : 0;
   }
 
-  /** Full: twice the room, the live ones copied oldest first. */
-  private grow(): void {
-    const items = new Array<PendingRequest | null>((this.mask + 1) * 2).fill(null);
-    for (let i = this.head; i < this.tail; i++) items[i - this.head] = this.items[i & this.mask];
-    this.tail -= this.head;
-    this.head = 0;
-    this.items = items;
-    this.mask = items.length - 1;
+  /** The context silent request `k` (outstanding) was posted with. */
+  contextOf(k: number): unknown {
+    return this.contexts[k & this.mask];
+  }
+
+  /** The record kind (records.ts K_*) of silent request `k` (outstanding). */
+  kindOf(k: number): number {
+    return this.kinds[k & this.mask];
+  }
+
+  /** Retires the silent requests up to number `k` (they completed) and lets go of their regions; returns how many. */
+  retire(k: number): number {
+    const before = this.retired;
+    const n = k - before;
+    if (n <= 0) return 0;
+    this.retired = k;
+    const mask = this.mask;
+    while (this.spanHead !== this.spanTail) {
+      const i = this.spanHead & mask;
+      const first = Math.max(this.spanFirst[i], before + 1);
+      const last = this.spanLast[i];
+      if (first > k) break;
+      if (last > k) {
+        // Partly retired: the rest stays pinned.
+        unpinMany(this.spanPins[i], k - first + 1);
+        break;
+      }
+      unpinMany(this.spanPins[i], last - first + 1);
+      this.spanPins[i] = null;
+      this.spanHead++;
+    }
+    return n;
+  }
+
+  /** A ring of the smallest power of two not below the depth (spans are never more than the requests). */
+  private allocate(): void {
+    let size = 1;
+    while (size < this.depth) size *= 2;
+    this.contexts = new Array<unknown>(size).fill(undefined);
+    this.kinds = new Uint8Array(size);
+    this.spanPins = new Array<Pins>(size).fill(null);
+    this.spanFirst = new Array<number>(size).fill(0);
+    this.spanLast = new Array<number>(size).fill(0);
+    this.mask = size - 1;
   }
 }
 
@@ -233,10 +311,11 @@ export class PendingRequest implements Settler {
   /** Posted through qp.post(): completion goes to cq.poll() with this context, no Promise. */
   raw = false;
   context: unknown = undefined;
-  /** ND_OP_FLAG_SILENT_SUCCESS: no completion on success; retired by the next completion of its queue pair. */
-  silent = false;
-  /** Post order within the owning queue pair (silent-request retirement). */
-  seq = 0;
+  /**
+   * An initiator request of a queue pair: the number of the last silent request posted before it (SilentRequests),
+   * which its completion retires.
+   */
+  silentUpTo = 0;
   /** Bytes the request covers locally (message context, and Completion.bytes of non-receives). */
   bytes = 0;
   /** Read/Write: the remote memory's address and the offset into it (added only for an error message). */
@@ -262,8 +341,7 @@ export class PendingRequest implements Settler {
     this.pins = null;
     this.raw = false;
     this.context = undefined;
-    this.silent = false;
-    this.seq = 0;
+    this.silentUpTo = 0;
     this.bytes = 0;
     this.remoteAddress = undefined;
     this.remoteOffset = 0;
@@ -286,6 +364,13 @@ export function unpin(pins: Pins): void {
   if (pins === null) return;
   if (Array.isArray(pins)) for (const r of pins) r._unpin();
   else pins._unpin();
+}
+
+/** unpin() of `n` requests with the same pins. */
+export function unpinMany(pins: Pins, n: number): void {
+  if (pins === null) return;
+  if (Array.isArray(pins)) for (const r of pins) r._unpinMany(n);
+  else pins._unpinMany(n);
 }
 
 export class RequestTable {

@@ -374,3 +374,112 @@ describe.each(MODES)('prepared requests, %s mode', (mode) => {
     expect(ndThrow(() => write.post()).code).toBe('ERR_ND_CLOSED');
   });
 });
+
+// Silent requests have no request table entry (lib/requests.ts SilentRequests): the queue pair keeps their contexts
+// by number, pins their regions per run, and the addon marks their records (binding/delivery/records.h
+// kRecordSilent). The semantics are those of any request: a failure or a flush completes with its status, a region
+// they use is deregistered only once they are retired, and nothing is left behind when the queue pair closes.
+describe.each(MODES)('silent requests, %s mode', (mode) => {
+  const CANCELED = 0xc0000120;
+  const ACCESS_VIOLATION = 0xc0000005;
+
+  it('a batch of silent Writes that fails midway, taken with pollInto(): the failed one and every later one complete once, in order', async () => {
+    const { a, b, cqA, qa } = await pair(mode, { initiatorDepth: 32 });
+    const src = await a.allocateMemory(8);
+    const dst = await b.allocateMemory(16 * 8, { remoteWrite: true });
+    const good = dst.remote();
+    const bad = { ...good, token: (good.token ^ 0x5a5a5a5a) >>> 0 };
+    const write = qa.prepare('write', src, good);
+    const batch = qa.batch({ capacity: 16, signalEvery: 4 });
+    for (let i = 0; i < 16; i++) {
+      if (i === 9) batch.write(src, bad, { offset: i * 8, context: 100 + i });
+      else batch.add(write, i * 8, 8, 100 + i);
+    }
+    expect(batch.post()).toBe(16);
+    expect(qa.outstanding.initiator).toBe(16);
+    expect(src.inFlight).toBe(16);
+    const out = new CompletionArrays(4);
+    const seen: Array<[number, number]> = [];
+    const deadline = Date.now() + 10_000;
+    while (!seen.some(([c]) => c === 115) && Date.now() < deadline) {
+      const n = cqA.pollInto(out);
+      for (let i = 0; i < n; i++) seen.push([out.context[i], out.status[i]]);
+      if (n === 0) await new Promise((r) => setImmediate(r));
+    }
+    const contexts = seen.map(([c]) => c);
+    expect(new Set(contexts).size, `no completion twice: ${contexts}`).toBe(contexts.length);
+    expect(contexts, 'completions in posting order').toEqual([...contexts].sort((x, y) => x - y));
+    const status = new Map(seen);
+    // The refused Write (unless the flush reached it first) and every later one, silent or not, complete.
+    expect([ACCESS_VIOLATION, CANCELED], `request 9: ${status.get(109)?.toString(16)}`).toContain(status.get(109));
+    for (let i = 10; i < 16; i++) expect(status.get(100 + i), `request ${i}`).toBe(CANCELED);
+    const firstFailure = seen.findIndex(([, s]) => s !== 0);
+    expect(seen.slice(firstFailure).every(([, s]) => s !== 0)).toBe(true);
+    for (const [c, s] of seen) if (s === 0) expect((c - 100 + 1) % 4, `silent request ${c - 100} reported a success`).toBe(0);
+    expect(qa.outstanding.initiator).toBe(0);
+    expect(src.inFlight).toBe(0);
+    expect(cqA.pollInto(out)).toBe(0);
+  });
+
+  it('silent requests pin their region: inFlight counts each, deregister() waits for the completion that retires them, later posts refuse', async () => {
+    const { a, b, cqA, qa } = await pair(mode, { initiatorDepth: 32 });
+    const temp = await a.allocateMemory(64);
+    const dst = await b.allocateMemory(64, { remoteWrite: true });
+    const write = qa.prepare('write', temp.slice(0, 8), dst.remote());
+    const batch = qa.batch({ capacity: 8, signalEvery: 8 });
+    for (let i = 0; i < 8; i++) batch.add(write, i * 8, 8, i);
+    batch.post();
+    // A silent qp.post() and a prepared silent one on the same region, then a signalled one that retires them.
+    qa.post('write', temp.slice(8, 8), dst.remote(), { silent: true, context: 8 });
+    qa.prepare('write', temp.slice(16, 8), dst.remote(), { silent: true }).post(16, 8, 9);
+    qa.post('write', temp.slice(24, 8), dst.remote(), { context: 10 });
+    expect(temp.inFlight).toBe(11);
+    expect(qa.outstanding.initiator).toBe(11);
+    let deregistered = false;
+    const deregistering = temp.deregister().then(() => (deregistered = true));
+    await new Promise((r) => setTimeout(r, 20));
+    if (mode === 'manual') {
+      expect(deregistered, 'deregister() waits for the silent requests').toBe(false);
+      expect(temp.inFlight).toBe(11);
+    }
+    expect((await collect(cqA, 2)).map((c) => [c.context, c.status])).toEqual([[7, 0], [10, 0]]);
+    await deregistering;
+    expect(temp.inFlight).toBe(0);
+    expect(qa.outstanding.initiator).toBe(0);
+    expect(ndThrow(() => write.post()).code).toBe('ERR_ND_CLOSED');
+    expect(ndThrow(() => qa.batch().add(write)).code).toBe('ERR_ND_CLOSED');
+    expect(ndThrow(() => qa.post('write', temp.slice(0, 8), dst.remote(), { silent: true })).code).toBe('ERR_ND_CLOSED');
+    expect(cqA.poll()).toEqual([]);
+  });
+
+  it('closing the queue pair with a batch pending: every signalled request completes once, silent ones only with a failure, none stays pinned', async () => {
+    const { a, b, cqA, qa } = await pair(mode, { initiatorDepth: 64 });
+    const src = await a.allocateMemory(8);
+    const dst = await b.allocateMemory(64 * 8, { remoteWrite: true });
+    const write = qa.prepare('write', src, dst.remote());
+    const batch = qa.batch({ capacity: 32, signalEvery: 8 });
+    for (let i = 0; i < 32; i++) batch.add(write, i * 8, 8, i);
+    expect(batch.post()).toBe(32);
+    // Silent requests after the batch's last signalled one: no completion of the queue pair will retire them.
+    const silent = qa.prepare('write', src, dst.remote(), { silent: true });
+    for (let i = 32; i < 36; i++) silent.post(i * 8, 8, i);
+    expect(qa.outstanding.initiator).toBe(36);
+    expect(src.inFlight).toBe(36);
+    await qa.close();
+    const got = cqA.poll(1000);
+    const contexts = got.map((c) => c.context as number);
+    expect(new Set(contexts).size, `no completion twice: ${contexts}`).toBe(contexts.length);
+    for (const i of [7, 15, 23, 31]) expect(contexts, `signalled request ${i}`).toContain(i);
+    for (const c of got) {
+      expect(c.qp).toBe(qa);
+      if (c.status === 0) expect(((c.context as number) + 1) % 8, `silent request ${c.context} reported a success`).toBe(0);
+    }
+    // The ones after the last signalled request: cancelled (by the provider's flush or at close), once each.
+    for (let i = 32; i < 36; i++) expect(got.find((c) => c.context === i)?.status, `request ${i}`).toBe(CANCELED);
+    expect(qa.outstanding.initiator).toBe(0);
+    expect(src.inFlight).toBe(0);
+    await src.deregister();
+    expect(ndThrow(() => batch.add(write)).code).toBe('ERR_ND_CLOSED');
+    expect(cqA.poll()).toEqual([]);
+  });
+});

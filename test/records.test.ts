@@ -3,13 +3,18 @@
 import { describe, expect, it } from 'vitest';
 import { binding } from '../lib/binding';
 import type { NativeBinding } from '../lib/native';
-import { RECORD_KINDS, RECORD_WORDS, REQUEST_TYPES } from '../lib/records';
+import { K_SILENT, RECORD_KINDS, RECORD_WORDS, REQUEST_TYPES } from '../lib/records';
 
 const native = binding as NativeBinding;
 
 describe('completion records: lib/records.ts and binding/delivery/records.h agree', () => {
   it('has the same words per record', () => {
     expect(native.recordWords).toBe(RECORD_WORDS);
+  });
+
+  it('marks a silent request\'s record with the same bit, above every kind', () => {
+    expect(native.recordSilent).toBe(K_SILENT);
+    for (const k of Object.values(RECORD_KINDS)) expect(k & K_SILENT).toBe(0);
   });
 
   it('has the same kinds, names and values', () => {

@@ -305,6 +305,7 @@ Napi::Object Init(Napi::Env env, Napi::Object exports) {
   exports.Set("statusNames", StatusNames(env));
   exports.Set("recordKinds", RecordKinds(env));
   exports.Set("recordWords", Napi::Number::New(env, kRecordWords));
+  exports.Set("recordSilent", Napi::Number::New(env, kRecordSilent));
   exports.Set("setErrorFactory", Napi::Function::New(env, SetErrorFactory, "setErrorFactory"));
   exports.Set("listProviders", Napi::Function::New(env, ListProvidersJs, "listProviders"));
   // The providers compiled into this addon, whether or not this machine can run them (listProviders() says that):

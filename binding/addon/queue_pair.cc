@@ -69,7 +69,9 @@ void QueuePair::ReleaseNd(bool /*teardown*/) {
 void* QueuePair::Context(Napi::Env env, uint32_t id, CqState* cq, bool silent, const char* operation, bool* counted) {
   if (cq->closed.load(std::memory_order_relaxed))
     ThrowMisuse(env, "ERR_ND_CLOSED", operation, "the queue pair's completion queue is closed");
-  uint64_t ctx = id;
+  // A silent request's id is its number among the queue pair's silent requests (lib/requests.ts SilentRequests):
+  // it has no request table entry, and its record says so (kRecordSilent).
+  uint64_t ctx = silent ? (id | kContextSilent) : id;
   // Silent successes produce no completion (failures still do and are delivered uncounted); in manual mode
   // CQ completions are the caller's to poll, so they do not hold the event loop.
   *counted = !silent && !adapter_->manual();
@@ -153,7 +155,7 @@ double* Float64Arg(Napi::Env env, const Napi::Value& value, size_t* length, cons
 
 // postMany(descriptors, sges, count) -> requests posted (lib/native.ts). Every request's SGEs are built, and the
 // whole batch checked, before the first is posted: misuse throws with nothing posted. A provider that refuses
-// request k stops the batch there: k is returned and its status written over descriptors[8k].
+// request k stops the batch there: k is returned and its status written over its id, descriptors[8k + 1].
 Napi::Value QueuePair::PostMany(const Napi::CallbackInfo& info) {
   const char* name = "post";
   CheckThis(info, this, name);
@@ -221,7 +223,7 @@ Napi::Value QueuePair::PostMany(const Napi::CallbackInfo& info) {
     }
     if (FAILED(hr)) {
       Uncount(cq, counted);
-      d[0] = static_cast<double>(static_cast<uint32_t>(hr));
+      d[1] = static_cast<double>(static_cast<uint32_t>(hr));
       return Napi::Number::New(env, i);
     }
   }

@@ -160,7 +160,7 @@ void Poller::AppendResult(const ND2_RESULT& r, Batch* batch, CqState* cq) {
   batch->words.push_back(static_cast<uint32_t>(ctx));
   batch->words.push_back(static_cast<uint32_t>(r.Status));
   batch->words.push_back(r.BytesTransferred);
-  batch->words.push_back(static_cast<uint32_t>(r.RequestType));
+  batch->words.push_back(static_cast<uint32_t>(r.RequestType) | ((ctx & kContextSilent) != 0 ? kRecordSilent : 0));
   batch->words.push_back(static_cast<uint32_t>(reinterpret_cast<uintptr_t>(r.QueuePairContext)));
   if (ctx & kContextCounted) batch->counted++;
   if ((ctx & kContextCqCounted) && cq != nullptr) cq->outstanding.fetch_sub(1, std::memory_order_relaxed);

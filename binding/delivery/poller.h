@@ -32,6 +32,9 @@ namespace netdirect {
 // requestContext of posted requests: the lib/ id in the low 32 bits plus accounting bits.
 constexpr uint64_t kContextCounted = uint64_t(1) << 32;     // refs the event loop until its completion
 constexpr uint64_t kContextCqCounted = uint64_t(1) << 33;   // also counted in its CQ's `outstanding`
+// A silent request (ND_OP_FLAG_SILENT_SUCCESS): the low 32 bits are not a request id but the request's number among
+// its queue pair's silent requests (lib/requests.ts SilentRequests); its record's kind carries kRecordSilent.
+constexpr uint64_t kContextSilent = uint64_t(1) << 34;
 
 // Common head of everything whose OVERLAPPED goes to the port: the OVERLAPPED first, then the kind.
 struct PollHeader {

@@ -14,6 +14,11 @@ namespace netdirect {
 
 constexpr uint32_t kRecordWords = 5;  // [id, status, bytes, kind, qpId] (lib/records.ts RECORD_WORDS)
 
+// Or'ed into the kind of a silent request's completion (a failure or a flush: successes of silent requests produce
+// none): its id is the request's number among its queue pair's silent requests, which lib/ keeps without a request
+// table entry (lib/requests.ts SilentRequests; lib/records.ts K_SILENT).
+constexpr uint32_t kRecordSilent = 0x100;
+
 // X(Name, value, jsName): every kind a record may carry. 0..5 are ND2_REQUEST_TYPE (CQ completions, the
 // value ND2_RESULT::RequestType holds); overlapped requests (qpId 0) from 16; cqError is no request: the CQ
 // whose id the record carries failed (overrun, device removed) with its status. jsName is the key in
