@@ -644,7 +644,12 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
       checkBatchFits(this._iq, b._initiator, op);
       checkBatchFits(this._rq, b._receive, op);
       // A region may have been deregistered since its request was added.
-      for (let i = 0; i < n; i++) checkPins(b._pins[i], op);
+      // Once per run of requests with the same pins (a prepared request's, one region's).
+      let checked: Pins | undefined;
+      for (let i = 0; i < n; i++) {
+        const pins = b._pins[i];
+        if (pins !== checked) checkPins((checked = pins), op);
+      }
     } catch (err) {
       b.clear();
       throw callerStack(asNdError(err, op));
