@@ -184,6 +184,9 @@ Adapter::Adapter(const Napi::CallbackInfo& info) : Napi::ObjectWrap<Adapter>(inf
 #endif
     if (!poller_->Start(file_, !loopDrivesPoller, &pollerWhy))
       ThrowNdError(env, "ND_INSUFFICIENT_RESOURCES", ND_INSUFFICIENT_RESOURCES, op, pollerWhy);
+#ifdef _WIN32
+    BindProviderPort(file_, poller_->port(), Poller::kFileKey);
+#endif
     if (loopDrivesPoller) {
       const char* why = nullptr;
       if (!StartLoop(env, &why))
@@ -632,7 +635,21 @@ bool Adapter::StartWinLoop(Napi::Env env, std::string* why) {
     cqFile_ = nullptr;
     return false;
   }
+  // Notify packets posted by the provider itself carry the OVERLAPPED inside the uv_async_t, exactly as the
+  // kernel's would: libuv cannot tell them apart (key 0, status unread; WinLoop::OnWake asks GetOverlappedResult).
+  BindProviderPort(cqFile_, winLoop_->port(), 0);
   return true;
+}
+
+// A provider that can post its completions to our port itself (INDCompletionPort: the built-in software provider,
+// linked in or as netdirect_soft.dll) saves the per-completion work it would do to make the kernel queue the
+// packet (docs/windows-event-loop.md "Completions posted to the consumer's port"). Nothing else changes: every
+// status is read with GetOverlappedResult already, and a provider without the interface, or one that refuses,
+// completes through the file as before.
+void Adapter::BindProviderPort(HANDLE file, HANDLE port, ULONG_PTR key) {
+  NdPtr<INDCompletionPort> cp;
+  if (FAILED(nd_->QueryInterface(IID_INDCompletionPort, reinterpret_cast<void**>(cp.put()))) || !cp) return;
+  (void)cp->BindCompletionPort(file, port, key);
 }
 
 // From libuv's callback on the JS thread, outside any JS scope. Raw Node-API for the scope: while a worker is

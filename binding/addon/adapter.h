@@ -233,6 +233,7 @@ class Adapter : public Napi::ObjectWrap<Adapter> {
 #ifdef _WIN32
   bool StartWinLoop(Napi::Env env, std::string* why);
   void StopWinLoop();  // detaches the WinLoop and closes the CQs' overlapped file
+  void BindProviderPort(HANDLE file, HANDLE port, ULONG_PTR key);  // INDCompletionPort, when the provider has it
   static void DeliverFromWinLoop(void* ctx, Batch* batch);
 #endif
   static void EnvCleanup(void* arg);

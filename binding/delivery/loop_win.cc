@@ -160,6 +160,7 @@ WinLoop* WinLoop::Create(napi_env env, HANDLE cqFile, DeliverFn deliver, void* c
   auto* self = new WinLoop();
   self->env_ = env;
   self->loop_ = loop;
+  self->port_ = iocp;
   self->deliver_ = deliver;
   self->ctx_ = ctx;
   if (napi_add_async_cleanup_hook(env, &WinLoop::OnEnvCleanup, self, &self->hook_) != napi_ok) {

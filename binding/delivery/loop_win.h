@@ -54,6 +54,8 @@ class WinLoop {
   void Detach();
 
   uint64_t wakeups() const { return wakeups_; }
+  // libuv's completion port, which the CQs' file is associated with (key 0).
+  HANDLE port() const { return port_; }
 
  private:
   WinLoop() = default;
@@ -66,6 +68,7 @@ class WinLoop {
 
   napi_env env_ = nullptr;
   void* loop_ = nullptr;  // uv_loop_t*
+  HANDLE port_ = nullptr;  // the loop's iocp
   DeliverFn deliver_ = nullptr;
   void* ctx_ = nullptr;
   bool detached_ = false;

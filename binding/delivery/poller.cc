@@ -12,7 +12,7 @@ namespace netdirect {
 
 namespace {
 
-constexpr ULONG_PTR kFileKey = 1;      // packets of the adapter's overlapped file (ND requests)
+constexpr ULONG_PTR kFileKey = Poller::kFileKey;  // packets of the adapter's overlapped file (ND requests)
 constexpr ULONG_PTR kStopKey = 2;      // end the thread
 constexpr ULONG_PTR kAddCqKey = 3;     // start arming a CQ
 constexpr ULONG_PTR kRemoveCqKey = 4;  // stop arming a CQ, drain it, drop it

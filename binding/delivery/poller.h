@@ -149,6 +149,9 @@ class Poller {
   void WillDrain(bool on);
 
   HANDLE port() const { return port_; }
+  // The key the adapter's overlapped file is associated with on port() (what a provider that posts its completions
+  // itself, INDCompletionPort, posts them with).
+  static constexpr ULONG_PTR kFileKey = 1;
   // true: CQs are armed for every completion and their results delivered (thread and event-loop modes); false:
   // only watched for errors (manual mode: JS polls them).
   bool armsCqs() const { return armCqs_; }

@@ -157,3 +157,21 @@ inline const GUID IID_INDConnectAdmission = {0x6e657464, 0x6972, 0x6563, {0x74, 
 struct INDConnectAdmission : public IUnknown {
   virtual HRESULT ND_CALL SetCreateConnectorWait(BOOL wait) = 0;
 };
+
+// {6E657464-6972-6563-7469-6F6370000001}
+inline const GUID IID_INDCompletionPort = {0x6e657464, 0x6972, 0x6563, {0x74, 0x69, 0x6f, 0x63, 0x70, 0x00, 0x00, 0x01}};
+
+// On an IND2Adapter (Windows): the consumer names the I/O completion port, and the key, it associated one of this
+// adapter's overlapped files with, and promises to read every request's status with GetOverlappedResult (which ND
+// requires anyway) rather than from the packet. A provider in user mode cannot learn a file's port (Windows has no
+// query for it), so without this it has the kernel queue each packet (the built-in provider: a 1-byte pipe read
+// per completion, docs/windows-event-loop.md "Completion packets"); with it, a completion is one
+// PostQueuedCompletionStatus(port, bytes, key, OVERLAPPED). Such a packet always dequeues as a success (TRUE),
+// a failed request's too. An OVERLAPPED whose hEvent has its low bit set still gets its event and no packet; a
+// non-null hEvent is set before the packet is posted. The provider keeps a handle of its own to the port, so a
+// completion that comes after the consumer closed its handle (or its port) posts into a port nobody reads
+// instead of a handle value that may have been reused. One port per file, bound once: a second call for the
+// same file fails ND_INVALID_PARAMETER, as does a file this adapter did not make.
+struct INDCompletionPort : public IUnknown {
+  virtual HRESULT ND_CALL BindCompletionPort(HANDLE hOverlappedFile, HANDLE hIoCompletionPort, ULONG_PTR key) = 0;
+};

@@ -116,6 +116,11 @@ class DeferCompletions {
 // completion is a 1-byte pipe read issued with the consumer's OVERLAPPED. Elsewhere: the nd_compat file.
 HANDLE create_overlapped_file(const void* owner);
 void release_overlapped_files(const void* owner);
+#ifdef _WIN32
+// INDCompletionPort::BindCompletionPort (nd/netdirect_ext.h) for a file `owner` made: its completions are posted to
+// `port` with `key` instead of going through the carrier pipe (overlapped_win.cc).
+HRESULT bind_overlapped_port(const void* owner, HANDLE overlapped_file, HANDLE port, ULONG_PTR key);
+#endif
 
 // Marks an OVERLAPPED as in progress before returning ND_PENDING.
 inline void mark_pending(OVERLAPPED* ov) {

@@ -24,6 +24,11 @@
 //     (overlapped_result) takes them from there once the carrier read has finished and writes them back
 //     into Internal/InternalHigh, as ND consumers expect. The port packet says success or failure; the exact
 //     ND status (ND_CONNECTION_REFUSED, ND_CANCELED, ...) is GetOverlappedResult's answer, as ND requires.
+// A consumer that names the port it associated the file with, and reads every status with GetOverlappedResult
+// (INDCompletionPort, nd/netdirect_ext.h: the addon does), gets no carrier: a completion writes the status into the
+// OVERLAPPED and posts the packet itself, PostQueuedCompletionStatus to our own handle of that port (under Wine
+// one wineserver request, against a pipe read and write whose completion the issuing thread must also be
+// interrupted to finish: docs/windows-event-loop.md "Completions posted to the consumer's port").
 // The file has FILE_SKIP_COMPLETION_PORT_ON_SUCCESS | FILE_SKIP_SET_EVENT_ON_HANDLE set, as the SDK's
 // IND2Adapter::CreateOverlappedFile requires: a request that returns ND_SUCCESS (or fails) at once issues no
 // carrier read, so no packet follows it; carrier reads always pend, so every ND_PENDING request gets its packet.
@@ -52,9 +57,13 @@ struct PipeFile {
   HANDLE server = INVALID_HANDLE_VALUE;  // the provider's handle to the consumer's file object
   HANDLE client = INVALID_HANDLE_VALUE;  // write end: one byte completes one carrier read
   std::mutex mu;                         // a read and its byte go in together, in order
+  // INDCompletionPort: our own handle to the consumer's port (set once, under mu; `key` before it), or null.
+  std::atomic<HANDLE> port{nullptr};
+  ULONG_PTR key = 0;
   ~PipeFile() {
     if (server != INVALID_HANDLE_VALUE) CloseHandle(server);
     if (client != INVALID_HANDLE_VALUE) CloseHandle(client);
+    if (HANDLE p = port.load()) CloseHandle(p);
   }
 };
 
@@ -144,11 +153,53 @@ void release_overlapped_files(const void* owner) {
   }
 }
 
+HRESULT bind_overlapped_port(const void* owner, HANDLE overlapped_file, HANDLE port, ULONG_PTR key) {
+  if (port == nullptr || port == INVALID_HANDLE_VALUE) return ND_INVALID_PARAMETER_2;
+  std::shared_ptr<PipeFile> f;
+  {
+    std::lock_guard<std::mutex> lock(state().mu);
+    auto it = state().files.find(overlapped_file);
+    if (it == state().files.end() || it->second->owner != owner) return ND_INVALID_PARAMETER_1;
+    f = it->second;
+  }
+  // Our own handle: the consumer may close its handle of the port (libuv closes the loop's at uv_loop_close)
+  // while a completion is still to come, and a handle value can be reused for anything.
+  HANDLE mine = nullptr;
+  if (!DuplicateHandle(GetCurrentProcess(), port, GetCurrentProcess(), &mine, 0, FALSE, DUPLICATE_SAME_ACCESS))
+    return ND_INVALID_PARAMETER_2;
+  std::lock_guard<std::mutex> lock(f->mu);
+  if (f->port.load() != nullptr) {
+    CloseHandle(mine);
+    return ND_INVALID_PARAMETER_1;  // bound already: a file has one port
+  }
+  f->key = key;
+  f->port.store(mine, std::memory_order_release);
+  return ND_SUCCESS;
+}
+
 namespace {
 
-// The carrier read of `ov` (or, without a pipe, its event) delivers the request's outcome.
+// The request's outcome goes into the OVERLAPPED, then the packet to the consumer's port, as the I/O manager
+// completes an IRP (the status before the packet: whoever dequeues it may read the status at once and reuse the
+// OVERLAPPED). A post that fails (the system out of memory) leaves the event and the status, as for a file with no
+// port; there is no second way that would not race with a consumer who already saw the status.
+void post_to_port(HANDLE port, ULONG_PTR key, OVERLAPPED* ov, HRESULT status, ULONG bytes) {
+  ov->InternalHigh = bytes;
+  internal_of(ov).store(static_cast<ULONG_PTR>(static_cast<ULONG>(status)));
+  HANDLE ev = event_of(ov);
+  if (ev != nullptr) SetEvent(ev);
+  PostQueuedCompletionStatus(port, bytes, key, ov);
+}
+
+// The carrier read of `ov`, a post to the consumer's port (INDCompletionPort), or, without a pipe, its event
+// delivers the request's outcome.
 void deliver(const std::shared_ptr<PipeFile>& f, OVERLAPPED* ov, HRESULT status, ULONG bytes) {
   if (!f) return complete_without_port(ov, status, bytes);
+  if (HANDLE port = f->port.load(std::memory_order_acquire)) {
+    // hEvent's low bit: the consumer wants its event and no packet (as the I/O manager honours it).
+    if ((reinterpret_cast<uintptr_t>(ov->hEvent) & 1) != 0) return complete_without_port(ov, status, bytes);
+    return post_to_port(port, f->key, ov, status, bytes);
+  }
   {
     std::lock_guard<std::mutex> lock(state().results_mu);
     state().results[ov] = Result{status, bytes};

@@ -125,6 +125,13 @@ HRESULT SoftAdapter::QueryInterface(REFIID riid, VOID** ppv) {
     *ppv = static_cast<INDConnectAdmission*>(this);
     return S_OK;
   }
+#ifdef _WIN32
+  if (ppv != nullptr && IsEqualGUID(riid, IID_INDCompletionPort)) {
+    AddRef();
+    *ppv = static_cast<INDCompletionPort*>(this);
+    return S_OK;
+  }
+#endif
   return ComObject::QueryInterface(riid, ppv);
 }
 
@@ -139,6 +146,17 @@ HRESULT SoftAdapter::GetDescriptor(UINT64* pDescriptor) {
 HRESULT SoftAdapter::SetCreateConnectorWait(BOOL wait) {
   connector_wait_.store(wait != FALSE, std::memory_order_relaxed);
   return ND_SUCCESS;
+}
+
+HRESULT SoftAdapter::BindCompletionPort(HANDLE hOverlappedFile, HANDLE hIoCompletionPort, ULONG_PTR key) {
+#ifdef _WIN32
+  return ndkit::bind_overlapped_port(files_key_.get(), hOverlappedFile, hIoCompletionPort, key);
+#else
+  (void)hOverlappedFile;
+  (void)hIoCompletionPort;
+  (void)key;
+  return ND_NOT_SUPPORTED;  // no completion ports here (not answered by QueryInterface)
+#endif
 }
 
 HRESULT SoftAdapter::SetSharedMemory(BOOL enable) {

@@ -24,7 +24,8 @@ class SoftAdapter final : public ComObject<IND2Adapter>,
                           public INDProgressDescriptors,
                           public INDSharedMemory,
                           public INDSharedBuffers,
-                          public INDConnectAdmission {
+                          public INDConnectAdmission,
+                          public INDCompletionPort {
  public:
   // IUnknown, for every interface: the extensions are answered besides the ComObject's own ids.
   HRESULT ND_CALL QueryInterface(REFIID riid, VOID** ppv) override;
@@ -49,6 +50,9 @@ class SoftAdapter final : public ComObject<IND2Adapter>,
   // INDConnectAdmission (nd/netdirect_ext.h): CreateConnector with every connect place taken waits (the default)
   // or refuses at once.
   HRESULT ND_CALL SetCreateConnectorWait(BOOL wait) override;
+  // INDCompletionPort (nd/netdirect_ext.h): completions of one of this adapter's overlapped files posted to the
+  // consumer's port instead of through the carrier pipe (ndkit/overlapped_win.cc); Windows only.
+  HRESULT ND_CALL BindCompletionPort(HANDLE hOverlappedFile, HANDLE hIoCompletionPort, ULONG_PTR key) override;
 
   // Opens adapter `id` (an interface index from ResolveAddress); ND_INVALID_PARAMETER if unknown.
   static HRESULT open(UINT64 id, SoftAdapter** out);

@@ -6,7 +6,8 @@
 // GetOverlappedResult(bWait=TRUE) on an event. Port packets must carry the outcome: TRUE for a request that
 // succeeded, FALSE for one that failed or was cancelled; requests that return ND_SUCCESS post nothing
 // (FILE_SKIP_COMPLETION_PORT_ON_SUCCESS). Data moves with both completion styles: polling GetResults and
-// CQ Notify through the port.
+// CQ Notify through the port. A third, "posted", binds its file's port with INDCompletionPort (nd/netdirect_ext.h),
+// as the addon does: its packets are posted by the provider and always dequeue TRUE.
 //
 //   conformance.exe <Windows path of netdirect_soft.dll>      (scripts/wine-test.sh builds and runs it)
 //
@@ -97,6 +98,7 @@ struct Side {
   };
   std::vector<Packet> stash;  // packets dequeued while waiting for another request
   bool check_no_packet = true;  // after each request that returns at once (off in loops: Wine's 0-ms wait is slow)
+  bool posted = false;  // the file is bound to iocp with INDCompletionPort: every packet dequeues TRUE
 
   OVERLAPPED* ov(OVERLAPPED* o) {
     std::memset(o, 0, sizeof *o);
@@ -135,9 +137,14 @@ struct Side {
     Packet p{};
     if (!CHECK(take_packet(o, &p))) return ND_IO_TIMEOUT;
     const HRESULT st = obj->GetOverlappedResult(o, FALSE);
-    // #16.2: the packet carries the failure, as a failed IRP's does (docs/nd2.md, 7.2).
-    if (!CHECK((p.ok != FALSE) == SUCCEEDED(st))) std::printf("  packet ok=%d for status 0x%08lx\n", p.ok, st);
-    if (!p.ok) CHECK(p.error == ERROR_OPERATION_ABORTED);
+    // #16.2: the packet carries the failure, as a failed IRP's does (docs/nd2.md, 7.2); a posted packet
+    // (INDCompletionPort) always says success, and the status is GetOverlappedResult's alone.
+    if (posted) {
+      CHECK(p.ok != FALSE);
+    } else {
+      if (!CHECK((p.ok != FALSE) == SUCCEEDED(st))) std::printf("  packet ok=%d for status 0x%08lx\n", p.ok, st);
+      if (!p.ok) CHECK(p.error == ERROR_OPERATION_ABORTED);
+    }
     CHECK(o->Internal == static_cast<ULONG_PTR>(static_cast<ULONG>(st)));  // written back by GetOverlappedResult
     return st;
   }
@@ -460,6 +467,46 @@ void case_notify_cancel(Side* s) {
   CHECK_ST(e.cq->Notify(7, s->ov(&o1)), ND_INVALID_PARAMETER_1);  // no such type: fails at once, no packet
   CHECK(s->no_packet());
   release(e.cq);
+}
+
+// INDCompletionPort (nd/netdirect_ext.h): a file bound to its port once, by the adapter that made it; after that
+// its completions are posted (TRUE, the key given, the status from GetOverlappedResult), an OVERLAPPED whose hEvent
+// has the low bit set gets its event and no packet, and a port handle the consumer closed is not the provider's.
+void case_bind_port(Provider& p, Side* s, Side* other) {
+  INDCompletionPort* cp = nullptr;
+  if (!CHECK_ST(s->adapter->QueryInterface(IID_INDCompletionPort, reinterpret_cast<void**>(&cp)), S_OK)) return;
+  const ULONG_PTR key = reinterpret_cast<ULONG_PTR>(s);
+  CHECK_ST(cp->BindCompletionPort(other->file, s->iocp, key), ND_INVALID_PARAMETER_1);  // another adapter's file
+  CHECK_ST(cp->BindCompletionPort(s->file, nullptr, key), ND_INVALID_PARAMETER_2);
+  // A port handle of our own, closed after binding: the provider posts through its own handle.
+  HANDLE dup = nullptr;
+  CHECK(DuplicateHandle(GetCurrentProcess(), s->iocp, GetCurrentProcess(), &dup, 0, FALSE, DUPLICATE_SAME_ACCESS));
+  CHECK_ST(cp->BindCompletionPort(s->file, dup, key), ND_SUCCESS);
+  CloseHandle(dup);
+  CHECK_ST(cp->BindCompletionPort(s->file, s->iocp, key), ND_INVALID_PARAMETER_1);  // bound already
+  s->posted = true;
+  // Cancelled Notify requests: one success packet each, ND_CANCELED from GetOverlappedResult (finish checks).
+  case_notify_cancel(s);
+  // The event-only rule: hEvent's low bit set, no packet.
+  End e;
+  e.side = s;
+  void* obj = nullptr;
+  CHECK_ST(s->adapter->CreateCompletionQueue(IID_IND2CompletionQueue, s->file, kDepth, 0, 0, &obj), ND_SUCCESS);
+  e.cq = static_cast<IND2CompletionQueue*>(obj);
+  HANDLE ev = CreateEventW(nullptr, TRUE, FALSE, nullptr);
+  if (e.cq != nullptr && ev != nullptr) {
+    OVERLAPPED o{};
+    o.hEvent = reinterpret_cast<HANDLE>(reinterpret_cast<uintptr_t>(ev) | 1);
+    CHECK_ST(e.cq->Notify(ND_CQ_NOTIFY_ANY, &o), ND_PENDING);
+    CHECK_ST(e.cq->CancelOverlappedRequests(), ND_SUCCESS);
+    CHECK(WaitForSingleObject(ev, kWaitMs) == WAIT_OBJECT_0);
+    CHECK_ST(e.cq->GetOverlappedResult(&o, FALSE), ND_CANCELED);
+    CHECK(s->no_packet());
+  }
+  if (ev != nullptr) CloseHandle(ev);
+  release(e.cq);
+  cp->Release();
+  (void)p;
 }
 
 // Connect to a port nobody listens on: the request fails asynchronously with ND_CONNECTION_REFUSED.
@@ -969,8 +1016,19 @@ int wmain(int argc, wchar_t** argv) {
     run_case("register loop (port)", [&] { case_mr_loop(&port, 1000); });
     run_case("register loop (block)", [&] { case_mr_loop(&block, 1000); });
   }
+  // A third adapter whose file is bound to its port with INDCompletionPort (what the addon does): the same
+  // requests, their packets posted by the provider instead of carried by the pipe.
+  Side posted;
+  if (port.adapter != nullptr && block.adapter != nullptr && open_side(p, &posted, "posted", true)) {
+    run_case("bind the port (INDCompletionPort)", [&] { case_bind_port(p, &posted, &port); });
+    run_case("connect refused (posted)", [&] { case_refused(&posted); });
+    run_case("connect/data/disconnect x4 (posted)", [&] { case_cycles(&posted, &block, 4); });
+    run_case("notify with a result queued (posted)", [&] { case_notify_queued(&posted, &block); });
+    run_case("register loop (posted)", [&] { case_mr_loop(&posted, 1000); });
+  }
   close_side(&port);
   close_side(&block);
+  close_side(&posted);
   release(p.nd);
   g_test = "unload";
   // Every object released: the DLL may be unloaded once the provider's threads let go of theirs (a closing
