@@ -195,6 +195,34 @@ describe('jobs under the explicit rendezvous', () => {
   });
 });
 
+// Notified puts (lib/job/window.ts): over shared memory a flag per put that the target reads from its memory, over
+// TCP (NETDIRECT_SHM=0) a notify Send. A peer that dies right after a burst of them: every put it completed counts
+// (before: the Sends queued before its death were taken before the flush; now also the flags placed before it), a
+// wait for one more rejects naming it.
+describe.skipIf(!!process.env.NETDIRECT_UNDER_WINE)('notified puts: the putting rank dies right after a burst', () => {
+  const modes: Array<[string, NodeJS.ProcessEnv]> = [
+    ['manual', { NETDIRECT_COMPLETION: 'manual' }],
+    ['loop with a busy-poll window', { NETDIRECT_COMPLETION: 'loop', NETDIRECT_SPIN_MICROS: '500' }],
+    ['loop', { NETDIRECT_COMPLETION: 'loop', NETDIRECT_SPIN_MICROS: '0' }],
+    ['thread', { NETDIRECT_COMPLETION: 'thread' }],
+  ];
+  const cases = process.platform === 'linux' ? [...modes.map(([m, e]) => [`${m}, shm`, { ...e, NETDIRECT_SHM: '1' }] as const), ['manual, tcp', { NETDIRECT_COMPLETION: 'manual', NETDIRECT_SHM: '0' }] as const] : [modes[0], modes[3]];
+  it.each(cases)('%s', async (_name, env) => {
+    const burst = 300; // more than a window's ring of flags per peer (64): the flags are reused, some puts go as Sends
+    const runs = await rendezvousJob(rankScript, 2, { JOB_SCENARIO: 'notify-die', NOTIFY_BURST: String(burst), ...env });
+    expect(runs[1].signal, runs[1].stderr).toBe('SIGKILL');
+    const [r] = reports([runs[0]]);
+    expect(r.all).toBe('ok');
+    expect(r.data).toBe(true);
+    expect(r.more).toMatchObject({ name: 'NdError', peer: 1, message: expect.stringMatching(/rank 1/) });
+    if (process.platform === 'linux') expect(r.transport).toBe(env.NETDIRECT_SHM === '1' ? 'shm' : 'tcp');
+    // In manual mode over shared memory the puts came as flags (rank 0 polls them while it waits); over TCP none
+    // did. In the other modes rank 0 may have asked for Sends before the burst (it waited without polling).
+    if (env.NETDIRECT_SHM === '1' && env.NETDIRECT_COMPLETION === 'manual') expect(r.flagged).toBeGreaterThan(0);
+    if (env.NETDIRECT_SHM !== '1') expect(r.flagged).toBe(0);
+  });
+});
+
 describe('send/recv/sendrecv and gather, allgather, reduce, scatter, reduceScatter (#29 finding 6)', () => {
   const mpiScript = path.join(root, 'test/fixtures/job-mpi.mjs');
   // 1 rank (sends to itself), 2, 3 and 4 (non-powers of two take other algorithms: Bruck, folded trees, rings).

@@ -1,6 +1,6 @@
 // One peer's message channel: RDMA Sends into receives posted in advance, over the queue pair that also
 // carries the window puts and gets to that peer. Every message starts with a 32-byte header:
-//   u8 type (1 data, 2 credit, 3 notify, 4 abort, 5 exit)  u8 last fragment  u8 tag space (0 the collectives',
+//   u8 type (1 data, 2 credit, 3 notify, 4 abort, 5 exit, 6 poke, 7 wake)  u8 last fragment  u8 tag space (0 the collectives',
 //   1 the user's send/recv)  u8 0  u32 credits returned  u32 tag  u32 aux
 //   then the call's 16-byte signature (data messages; zeros otherwise, see lib/job/signature.ts): what the sending
 //   rank called (kind, element type, operation, root, count), which the receiver compares with its own call.
@@ -30,6 +30,10 @@ const T_CREDIT = 2;
 const T_NOTIFY = 3;
 const T_ABORT = 4;
 const T_EXIT = 5;
+/** Same host: "look at the notification flags I wrote into your windows" (lib/job/window.ts, docs/job.md). */
+const T_POKE = 6;
+/** Same host: aux 1 asks the peer for notify Sends instead of flags, aux 0 for flags (docs/job.md "Waking"). */
+const T_WAKE = 7;
 
 /** Tag spaces: the collectives' internal tags and the user's send/recv tags never match each other. */
 export const SPACE_COLLECTIVE = 0;
@@ -88,6 +92,15 @@ export class Channel {
   private failure: JobError | null = null;
   /** Called once per notify message: (window id, count). */
   onNotify: (windowId: number, count: number) => void = () => undefined;
+  /** Called per poke: the peer wrote notification flags into this rank's windows (lib/job/window.ts). */
+  onPoke: () => void = () => undefined;
+  /**
+   * Whether the peer asked for notify Sends instead of flags (a wake message with aux 1: it does not poll its
+   * windows' flags while it waits; lib/job/window.ts). Set by the peer's wake messages only.
+   */
+  pokes = false;
+  /** Whether this rank asked the peer for notify Sends (see wake()). */
+  wakeAsked = false;
   /** Called when the channel fails (the peer died or the connection broke). */
   onFail: (err: JobError) => void = () => undefined;
   /**
@@ -155,7 +168,7 @@ export class Channel {
     // Copied out before the slot is reposted, and only for the types that carry them (credit and notify do not).
     const buf = this.recvRegion.buffer;
     const sig = type === T_DATA ? buf.slice(base + HEADER - SIG_BYTES, base + HEADER) : NO_SIG;
-    const payload = type === T_CREDIT || type === T_NOTIFY ? EMPTY : buf.slice(base + HEADER, base + bytes);
+    const payload = type === T_CREDIT || type === T_NOTIFY || type === T_POKE || type === T_WAKE ? EMPTY : buf.slice(base + HEADER, base + bytes);
     this.postReceive(slot);
     this.owed++;
     if (returned > SLOTS || this.credits + returned > SLOTS) return this.fail(undefined, `returned ${returned} credits, more than it owed`);
@@ -165,6 +178,12 @@ export class Channel {
       if (space !== SPACE_COLLECTIVE && space !== SPACE_USER) return this.fail(undefined, `sent a message in unknown tag space ${space}`);
       this.deliver(space, tag, sig, payload, last);
     } else if (type === T_NOTIFY) this.onNotify(tag, aux);
+    else if (type === T_POKE) this.onPoke();
+    else if (type === T_WAKE) {
+      this.pokes = aux !== 0;
+      // Every flag this rank wrote before it heard this is covered by one poke now: it follows them on the queue pair.
+      if (this.pokes) void this.poke();
+    }
     else if (type === T_ABORT) return this.onAbort(new TextDecoder().decode(payload));
     else if (type === T_EXIT) return this.onExit(new TextDecoder().decode(payload));
     else if (type !== T_CREDIT) return this.fail(undefined, `sent a message of unknown type ${type}`);
@@ -236,6 +255,36 @@ export class Channel {
   notify(windowId: number, count: number): Promise<void> {
     return this.enqueue(T_NOTIFY, 0, NO_SIG, windowId, count, EMPTY);
   }
+
+  /**
+   * Same host: a poke, after notification flags this rank wrote into the peer's windows (RDMA Writes before it on
+   * this queue pair, so placed when the peer takes it: RFC 5040 §5.5). It carries no count: the flags do.
+   */
+  poke(): Promise<void> {
+    return this.enqueue(T_POKE, 0, NO_SIG, 0, 0, EMPTY);
+  }
+
+  /**
+   * Same host: asks the peer to count its notified puts with notify Sends again (`on`: this rank will not poll its
+   * flags while it waits; the peer answers with one poke, after every flag it wrote before), or tells it that
+   * flags will do.
+   */
+  wake(on: boolean): void {
+    if (this.wakeAsked === on || this.failure) return;
+    this.wakeAsked = on;
+    void this.enqueue(T_WAKE, 0, NO_SIG, 0, on ? 1 : 0, EMPTY);
+  }
+
+  /** Whether the connection moves through shared memory (qp.transport 'shm'), asked once it says. */
+  get sameHost(): boolean {
+    if (this._sameHost === undefined) {
+      const t = this.qp.transport;
+      if (t === undefined) return false;
+      this._sameHost = t === 'shm';
+    }
+    return this._sameHost;
+  }
+  private _sameHost: boolean | undefined;
 
   /**
    * An abort (the ranks disagree: `text` says how) or exit message, ahead of anything queued and even after the

@@ -15,7 +15,7 @@ import { authError, bootstrapError, bounded, checkWaitOptions, limitOf, mismatch
 import { Pmi1 } from './pmi1.js';
 import { Pmi2 } from './pmi2.js';
 import { checkSecret, makeJobSecret, RendezvousClient } from './rendezvous.js';
-import { Window, type WindowOptions } from './window.js';
+import { notesBytes, Window, type WindowOptions } from './window.js';
 import { decodeSignature, describe, elementTypeOf, encodeSignature, sameSignature, typedFrom, type Kind } from './signature.js';
 
 /** How many of this rank's recent collective calls keep their signature, to check messages that arrive late. */
@@ -334,6 +334,9 @@ export class Job implements AsyncDisposable {
         if (c === null) continue;
         c.onFail = (err) => this._fail(err);
         c.onNotify = (windowId, count) => this._notify(windowId, c.peer, count);
+        c.onPoke = () => {
+          for (const w of this._windows.values()) w._take(c.peer);
+        };
         this._hookChecks(c);
       }
       // The secret the connections prove membership with: the rendezvous launchers' own (NETDIRECT_JOB_SECRET);
@@ -475,6 +478,28 @@ export class Job implements AsyncDisposable {
     this._early.set(id, early);
   }
 
+  /**
+   * @internal A window's waiter waits for notified puts from `peer`. Over shared memory they come as flags
+   * (lib/job/window.ts) that nothing announces: if this rank will not read them while it waits (thread mode, loop
+   * mode outside a busy-poll window), it asks `peer` to poke it after each (docs/job.md "Waking").
+   */
+  _waitingFor(peer: number): void {
+    const c = this._channels[peer];
+    if (c && !c.wakeAsked && c.sameHost && !this._readsFlags()) c.wake(true);
+  }
+
+  /** Asks `peer` (same host) to poke after each notified put: this rank stopped reading its flags (_driveRound). */
+  private readonly _wakeMe = (peer: number): void => {
+    const c = this._channels[peer];
+    if (c && c.sameHost) c.wake(true);
+  };
+
+  /** Whether this rank reads its windows' flags while a call waits: the progress loop runs (or will, _hold). */
+  private _readsFlags(): boolean {
+    if (this.adapter.completion === 'manual') return true;
+    return this._quiet === 0 && (this._driving || this._spinsItself());
+  }
+
   /** The agreement check's and the exit message's hooks on a channel (see _arrived, _mismatch). */
   private _hookChecks(c: Channel): void {
     c.onSignature = (tag, sig) => this._arrived(c.peer, tag, sig);
@@ -592,12 +617,20 @@ export class Job implements AsyncDisposable {
       this._idle();
       return ROUND_STOP;
     }
-    if (this._pollAll()) {
+    let flagged = false;
+    for (const w of this._windows.values()) if (w._takeWaited()) flagged = true;
+    if (flagged && this.adapter.completion !== 'manual') {
+      // Flags came while this rank polls them: peers asked to poke need not (they are asked again when it stops).
+      for (const c of this._channels) if (c?.wakeAsked) c.wake(false);
+    }
+    if (this._pollAll() || flagged) {
       this._lastProgress = now;
       return ROUND_MOVED;
     }
     if (this.adapter.completion !== 'manual' && (now - this._lastProgress > this.adapter.spinMicros / 1000 || now < manualDriver.shutUntil)) {
       this._driving = false; // the busy-poll window passed with nothing: the event loop delivers from here
+      // ... and nothing reads the windows' flags: the peers waited for poke from now on (_waitingFor).
+      for (const w of this._windows.values()) w._waitedPeers(this._wakeMe);
       return ROUND_STOP;
     }
     return ROUND_IDLE;
@@ -625,6 +658,7 @@ export class Job implements AsyncDisposable {
       this._idleTimer = null;
       if (this._closed || this._driving) return;
       this._pollAll();
+      for (const w of this._windows.values()) w._takeAll();
       this._idle();
     }, IDLE_POLL_MS);
     // Between calls it does not keep the process alive. Under a call that waits without busy-polling (_quietly) it
@@ -684,6 +718,8 @@ export class Job implements AsyncDisposable {
     for (const c of this._channels) c?.sendControl('abort', note);
     for (const c of this._channels) c?.abort(err);
     this._self.abort(err);
+    // Flags that landed before the failure count, as notify Sends taken before it do (lib/job/window.ts).
+    for (const w of this._windows.values()) w._takeAll();
     for (const w of this._windows.values()) w._abort(err);
     for (const f of this._failWaiters) f(err);
   }
@@ -1025,22 +1061,27 @@ export class Job implements AsyncDisposable {
     if (!Number.isSafeInteger(bytes) || bytes < 1) throw new NdError('ERR_ND_OUT_OF_RANGE', 0, 'allocateWindow', `allocateWindow: bytes must be a positive integer, got ${String(bytes)}`);
     const region = await this.adapter.allocateMemory(bytes, { remoteWrite: options.remoteWrite ?? true, remoteRead: options.remoteRead ?? true });
     const id = ++this._windowSeq;
-    const mine = new Uint8Array(16);
-    const v = new DataView(mine.buffer);
-    v.setBigUint64(0, region.address);
-    v.setUint32(8, region.remoteToken);
-    v.setUint32(12, bytes >>> 0);
-    const all = new Uint8Array(16 * this.size);
+    let notes: MemoryRegion;
     try {
-      await this._collective({ kind: 'allocateWindow' }, async (t, tag) => {
-        all.set(mine, 16 * this.rank);
-        await allgatherBytes(t, tag, all, 16);
-      }, wait);
+      // Its notification area (lib/job/window.ts): peers on this host write flags into it, this rank its 1 and acks.
+      notes = await this.adapter.allocateMemory(notesBytes(this.size), { remoteWrite: true });
     } catch (err) {
       await region.deregister().catch(() => undefined);
       throw err;
     }
-    const w = new Window(this, id, region, all);
+    const mine = Window._describe(region, bytes, notes);
+    const all = new Uint8Array(32 * this.size);
+    try {
+      await this._collective({ kind: 'allocateWindow' }, async (t, tag) => {
+        all.set(mine, 32 * this.rank);
+        await allgatherBytes(t, tag, all, 32);
+      }, wait);
+    } catch (err) {
+      await region.deregister().catch(() => undefined);
+      await notes.deregister().catch(() => undefined);
+      throw err;
+    }
+    const w = new Window(this, id, region, all, notes);
     this._windows.set(id, w);
     this._windowsMade = id;
     this._early.get(id)?.forEach((n, peer) => n > 0 && w._notified(peer, n));

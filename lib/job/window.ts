@@ -1,14 +1,27 @@
 // A window: memory allocated and registered on every rank by one collective call, reachable by rank and
 // offset. put() is an RDMA Write, get() an RDMA Read, both on the queue pair to that rank.
 //
-// Notification: put(rank, offset, data, { notify: true }) posts, after the Write and on the same queue pair, a
-// small Send that counts it (lib/job/channel.ts, type "notify"). RDMAP orders them for the target (RFC 5040
-// §5.5, Ordering and Completions): a Send is delivered at the Data Sink only once every message sent before it
-// on the same stream has been placed, so when the count reaches the target the data is in its memory.
-// waitNotifications(from, n) resolves once n such puts from rank `from` have landed (and consumes them).
+// Notification: put(rank, offset, data, { notify: true }) counts the put at the target once its data is there.
+// waitNotifications(from, n) resolves once n such puts from rank `from` have landed (and consumes them). Two ways,
+// chosen per put (docs/job.md "Windows and notification"):
+// - Over a connection through shared memory (qp.transport 'shm'): a flag. Every window has beside it a small
+//   notification area per rank (FLAGS one-byte flags per peer, then an acknowledgement byte per peer). The put
+//   RDMA-Writes its data, then a 1 into the next flag of this rank's ring of flags in the target's area: the
+//   shared-memory transport places Writes in order (the initiator's stores, the last byte released; or the
+//   target's receive stream, in order), so a flag that reads 1 means the data is in place. The target finds flags
+//   by reading its own memory (its progress loop, waitNotifications), clears each and counts it; every FLAGS/2
+//   flags it writes back how far it got (a byte, in the sender's area), and the sender writes a flag only where
+//   the target has cleared the one before (else it takes the other way).
+// - Otherwise (TCP, another provider, the flags all in use, or a target that does not poll its flags while it
+//   waits and asked for Sends: lib/job/channel.ts wake): after the Write and on the same queue pair, a
+//   small Send that counts it (lib/job/channel.ts, type "notify"). RDMAP orders them for the target (RFC 5040
+//   §5.5, Ordering and Completions): a Send is delivered at the Data Sink only once every message sent before it
+//   on the same stream has been placed, so when the count reaches the target the data is in its memory.
+// Each put is counted by exactly one of the two, so none is lost or counted twice.
 
-import { MemoryRegion, NdError, type Local, type RemoteMemory } from '../index.js';
+import { MemoryRegion, NdError, type Local, type PreparedRequest, type RemoteMemory, type Segment } from '../index.js';
 import { whenAborted } from '../errors.js';
+import type { Channel } from './channel.js';
 import type { Job } from './job.js';
 import { abortError, checkWaitOptions, limitOf, timeoutError, type JobError, type WaitOptions } from './errors.js';
 
@@ -26,6 +39,13 @@ export interface PutOptions {
 
 type Data = Local | ArrayBufferView;
 
+/** Flags per sending peer in a rank's notification area (a ring: flag k counts that peer's put k mod FLAGS). */
+export const FLAGS = 64;
+const HALF = FLAGS / 2;
+/** Bytes of a notification area for a job of `size` ranks: the flags, an ack byte per peer, a constant 1, ack scratch. */
+export const notesBytes = (size: number): number => size * (FLAGS + 2) + 1;
+const ignore = (): void => undefined;
+
 export class Window implements AsyncDisposable {
   readonly id: number;
   /** This rank's part of the window (registered memory). */
@@ -35,6 +55,23 @@ export class Window implements AsyncDisposable {
   private readonly waiters: Array<Array<{ need: number; resolve: () => void; reject: (e: Error) => void }>>;
   private failure: Error | null = null;
   private freeing: Promise<void> | null = null;
+  /** This rank's notification area (see the top of this file) and its bytes. */
+  private readonly notes: MemoryRegion;
+  private readonly flags: Uint8Array;
+  /** Every rank's notification area. */
+  private readonly noteRemotes: RemoteMemory[] = [];
+  /** Offsets in an area: the ack bytes (by the acknowledging rank), the constant 1, the ack scratch (by peer). */
+  private readonly ackAt: number;
+  private readonly oneAt: number;
+  private readonly scratchAt: number;
+  /** Flags taken from each peer (receiving side) and written to each peer (sending side). */
+  private readonly taken: number[];
+  private readonly flagged: number[];
+  /** Per peer, made on first use: the flag Write (prepared: only the offset changes) and the ack Write's source. */
+  private readonly flagWrites: Array<PreparedRequest | null>;
+  private readonly ackSources: Array<Segment | null>;
+  /** Peers with a waiter (their flags are read by every round of the job's progress loop). */
+  private waiting = 0;
 
   /** @internal Use job.allocateWindow(). */
   constructor(
@@ -42,15 +79,41 @@ export class Window implements AsyncDisposable {
     id: number,
     region: MemoryRegion,
     table: Uint8Array,
+    notes: MemoryRegion,
   ) {
     this.id = id;
     this.region = region;
+    this.notes = notes;
+    this.flags = notes.buffer;
+    const size = job.size;
+    this.ackAt = size * FLAGS;
+    this.oneAt = this.ackAt + size;
+    this.scratchAt = this.oneAt + 1;
+    this.flags[this.oneAt] = 1;
     const view = new DataView(table.buffer, table.byteOffset, table.byteLength);
-    for (let r = 0; r < job.size; r++) {
-      this.remotes.push({ address: view.getBigUint64(16 * r), token: view.getUint32(16 * r + 8), length: view.getUint32(16 * r + 12) });
+    for (let r = 0; r < size; r++) {
+      this.remotes.push({ address: view.getBigUint64(32 * r), token: view.getUint32(32 * r + 8), length: view.getUint32(32 * r + 12) });
+      this.noteRemotes.push({ address: view.getBigUint64(32 * r + 16), token: view.getUint32(32 * r + 24), length: view.getUint32(32 * r + 28) });
     }
-    this.counts = new Array(job.size).fill(0);
-    this.waiters = Array.from({ length: job.size }, () => []);
+    this.counts = new Array(size).fill(0);
+    this.waiters = Array.from({ length: size }, () => []);
+    this.taken = new Array(size).fill(0);
+    this.flagged = new Array(size).fill(0);
+    this.flagWrites = new Array(size).fill(null);
+    this.ackSources = new Array(size).fill(null);
+  }
+
+  /** @internal What allocateWindow() puts in the table for this rank: its part and its notification area. */
+  static _describe(region: MemoryRegion, bytes: number, notes: MemoryRegion): Uint8Array {
+    const mine = new Uint8Array(32);
+    const v = new DataView(mine.buffer);
+    v.setBigUint64(0, region.address);
+    v.setUint32(8, region.remoteToken);
+    v.setUint32(12, bytes >>> 0);
+    v.setBigUint64(16, notes.address);
+    v.setUint32(24, notes.remoteToken);
+    v.setUint32(28, notes.length);
+    return mine;
   }
 
   /** This rank's bytes of the window. */
@@ -104,7 +167,9 @@ export class Window implements AsyncDisposable {
     const ch = this.job._channel(rank, op);
     try {
       const written = ch.qp.write(data, r, offset === 0 ? undefined : { offset });
-      if (options.notify) {
+      if (options.notify && ch.sameHost && !ch.pokes && this.flag(rank, ch)) {
+        await written;
+      } else if (options.notify) {
         // Both are posted before either is awaited (the notify Send follows the Write on the queue pair); the
         // notify's rejection is handled inside the channel, so awaiting one after the other loses no failure.
         const told = ch.notify(this.id, 1);
@@ -116,6 +181,81 @@ export class Window implements AsyncDisposable {
     } catch (err) {
       throw this.job.failure ?? rankError(rank, op, err);
     }
+  }
+
+  /**
+   * Same host: writes the next flag of this rank's ring in `rank`'s notification area, after the data Write just
+   * posted; false when that flag may still be uncleared there (the notify Send counts this put instead).
+   */
+  private flag(rank: number, ch: Channel): boolean {
+    const n = this.flagged[rank];
+    // How far `rank` has cleared our flags: its ack byte counts halves of the ring, modulo 256.
+    const half = Math.floor(n / HALF);
+    const cleared = (half - ((half - this.flags[this.ackAt + rank]) & 255)) * HALF;
+    if (n - cleared >= FLAGS) return false;
+    const me = this.job.rank;
+    const at = me * FLAGS + (n % FLAGS);
+    let w = this.flagWrites[rank];
+    if (w === null) w = this.flagWrites[rank] = ch.qp.prepare('write', this.notes.slice(this.oneAt, 1), this.noteRemotes[rank], { silent: true });
+    try {
+      w.post(at, 1);
+    } catch (err) {
+      if (!(err instanceof NdError) || err.code !== 'ND_NO_MORE_ENTRIES') throw err;
+      // Requests wait for a slot of the queue pair: the flag waits behind the data Write, in order.
+      ch.qp.write(this.notes.slice(this.oneAt, 1), this.noteRemotes[rank], { offset: at }).catch(ignore);
+    }
+    this.flagged[rank] = n + 1;
+    return true;
+  }
+
+  /**
+   * @internal Takes the flags `from` wrote (same host, see flag()), clears them and counts them; every half ring
+   * tells `from` how far it got. Returns how many it took.
+   */
+  _take(from: number): number {
+    const flags = this.flags;
+    const base = from * FLAGS;
+    let c = this.taken[from];
+    const start = c;
+    while (Atomics.load(flags, base + (c % FLAGS)) === 1) {
+      flags[base + (c % FLAGS)] = 0;
+      c++;
+    }
+    if (c === start) return 0;
+    this.taken[from] = c;
+    if (Math.floor(c / HALF) !== Math.floor(start / HALF)) this.ack(from, c);
+    this._notified(from, c - start);
+    return c - start;
+  }
+
+  /** Tells `from` how many of its flags this rank cleared (in halves of the ring, modulo 256; see flag()). */
+  private ack(from: number, taken: number): void {
+    const ch = this.job._channels[from];
+    if (!ch || ch.failed || this.failure || this.freeing) return;
+    let src = this.ackSources[from];
+    if (src === null) src = this.ackSources[from] = this.notes.slice(this.scratchAt + from, 1);
+    this.flags[this.scratchAt + from] = Math.floor(taken / HALF) & 255;
+    // Inline: the byte is copied when posted, so the next ack may change the scratch at once.
+    ch.qp.write(src, this.noteRemotes[from], { offset: this.ackAt + this.job.rank, inline: true }).catch(ignore);
+  }
+
+  /** @internal Takes the flags of every peer with a waiter (the progress loop's round); whether any came. */
+  _takeWaited(): boolean {
+    if (this.waiting === 0) return false;
+    let moved = false;
+    for (let p = 0; p < this.waiters.length; p++) if (this.waiters[p].length > 0 && this._take(p) > 0) moved = true;
+    return moved;
+  }
+
+  /** @internal Takes every peer's flags; the peers that had some. */
+  _takeAll(): void {
+    for (let p = 0; p < this.waiters.length; p++) if (p !== this.job.rank) this._take(p);
+  }
+
+  /** @internal Calls `f` with every peer a waiter of this window waits for. */
+  _waitedPeers(f: (peer: number) => void): void {
+    if (this.waiting === 0) return;
+    for (let p = 0; p < this.waiters.length; p++) if (this.waiters[p].length > 0) f(p);
   }
 
   private putSelf(offset: number, bytes: Uint8Array, options: PutOptions): void {
@@ -172,6 +312,7 @@ export class Window implements AsyncDisposable {
       const { timeoutMs, signal } = options;
       checkWaitOptions(op, timeoutMs, signal, 0);
       if (this.failure) throw this.failure;
+      if (this.counts[from] < count && from !== this.job.rank) this._take(from);
       if (this.counts[from] >= count) {
         this.counts[from] -= count;
         return Promise.resolve();
@@ -199,14 +340,18 @@ export class Window implements AsyncDisposable {
         };
         const give = (err: Error) => {
           const i = list.indexOf(waiter);
-          if (i >= 0) list.splice(i, 1);
+          if (i >= 0) {
+            list.splice(i, 1);
+            if (list.length === 0) this.waiting--;
+          }
           waiter.reject(err);
           // The waiter before which others queued is gone: those behind it may be satisfied now.
           this._notified(from, 0);
         };
         if (timeoutMs !== undefined) timer = setTimeout(() => give(timeoutError(op, `${count} notifications from rank ${from} did not arrive`, limitOf(timeoutMs))), timeoutMs);
         if (signal) forget = whenAborted(signal, () => give(abortError(op, signal))); // one listener per signal (lib/errors.ts)
-        list.push(waiter);
+        if (list.push(waiter) === 1) this.waiting++;
+        if (from !== this.job.rank) this.job._waitingFor(from);
       });
     } catch (err) {
       return Promise.reject(err);
@@ -215,7 +360,9 @@ export class Window implements AsyncDisposable {
 
   /** Notifying puts from `from` that landed and nobody waited for yet. */
   notifications(from: number): number {
-    return this.counts[from] ?? 0;
+    if (this.counts[from] === undefined) return 0;
+    if (from !== this.job.rank && this.failure === null && this.freeing === null) this._take(from);
+    return this.counts[from];
   }
 
   /** @internal */
@@ -225,6 +372,7 @@ export class Window implements AsyncDisposable {
     while (list.length > 0 && this.counts[from] >= list[0].need) {
       const w = list.shift()!;
       this.counts[from] -= w.need;
+      if (list.length === 0) this.waiting--;
       w.resolve();
     }
   }
@@ -232,6 +380,7 @@ export class Window implements AsyncDisposable {
   /** @internal */
   _abort(err: Error): void {
     this.failure ??= err;
+    this.waiting = 0;
     for (const list of this.waiters) for (const w of list.splice(0)) w.reject(err);
   }
 
@@ -248,6 +397,7 @@ export class Window implements AsyncDisposable {
         this._abort(new NdError('ERR_ND_CLOSED', 0, 'window', 'window: freed'));
         this.job._windows.delete(this.id);
         await this.region.deregister().catch(() => undefined);
+        await this.notes.deregister().catch(() => undefined);
       }
     })());
   }
