@@ -277,6 +277,8 @@ export class Job implements AsyncDisposable {
   private _seq = 0;
   private _windowSeq = 0;
   /** @internal */ readonly _windows = new Map<number, Window>();
+  /** @internal The same windows in an array: the progress loop's round walks it without making an iterator. */
+  readonly _windowList: Window[] = [];
   private readonly _early = new Map<number, number[]>();
   private _windowsMade = 0;
   private _failure: JobError | null = null;
@@ -335,7 +337,7 @@ export class Job implements AsyncDisposable {
         c.onFail = (err) => this._fail(err);
         c.onNotify = (windowId, count) => this._notify(windowId, c.peer, count);
         c.onPoke = () => {
-          for (const w of this._windows.values()) w._take(c.peer);
+          for (const w of this._windowList) w._take(c.peer);
         };
         this._hookChecks(c);
       }
@@ -618,7 +620,8 @@ export class Job implements AsyncDisposable {
       return ROUND_STOP;
     }
     let flagged = false;
-    for (const w of this._windows.values()) if (w._takeWaited()) flagged = true;
+    const windows = this._windowList;
+    for (let i = 0; i < windows.length; i++) if (windows[i]._takeWaited()) flagged = true;
     if (flagged && this.adapter.completion !== 'manual') {
       // Flags came while this rank polls them: peers asked to poke need not (they are asked again when it stops).
       for (const c of this._channels) if (c?.wakeAsked) c.wake(false);
@@ -1083,6 +1086,7 @@ export class Job implements AsyncDisposable {
     }
     const w = new Window(this, id, region, all, notes);
     this._windows.set(id, w);
+    this._windowList.push(w);
     this._windowsMade = id;
     this._early.get(id)?.forEach((n, peer) => n > 0 && w._notified(peer, n));
     this._early.delete(id);

@@ -39,12 +39,30 @@ export interface PutOptions {
 
 type Data = Local | ArrayBufferView;
 
+/** A waitNotifications() that waits: its promise's functions, and its timer and signal listener if it has them. */
+interface Waiter {
+  need: number;
+  resolve: () => void;
+  reject: (e: Error) => void;
+  timer: NodeJS.Timeout | undefined;
+  forget: (() => void) | undefined;
+}
+
+/** Settles a waiter (with `err`: rejects), its timer and signal listener let go. */
+function settle(w: Waiter, err?: Error): void {
+  if (w.timer !== undefined) clearTimeout(w.timer);
+  w.forget?.();
+  if (err === undefined) w.resolve();
+  else w.reject(err);
+}
+
 /** Flags per sending peer in a rank's notification area (a ring: flag k counts that peer's put k mod FLAGS). */
 export const FLAGS = 64;
 const HALF = FLAGS / 2;
 /** Bytes of a notification area for a job of `size` ranks: the flags, an ack byte per peer, a constant 1, ack scratch. */
 export const notesBytes = (size: number): number => size * (FLAGS + 2) + 1;
 const ignore = (): void => undefined;
+const NO_OPTIONS = Object.freeze({});
 
 export class Window implements AsyncDisposable {
   readonly id: number;
@@ -52,7 +70,7 @@ export class Window implements AsyncDisposable {
   readonly region: MemoryRegion;
   private readonly remotes: RemoteMemory[] = [];
   private readonly counts: number[];
-  private readonly waiters: Array<Array<{ need: number; resolve: () => void; reject: (e: Error) => void }>>;
+  private readonly waiters: Waiter[][];
   private failure: Error | null = null;
   private freeing: Promise<void> | null = null;
   /** This rank's notification area (see the top of this file) and its bytes. */
@@ -303,7 +321,7 @@ export class Window implements AsyncDisposable {
    * (ERR_ND_ABORTED); a waiter that ends so consumes nothing. Never throws: every failure, bad arguments and a
    * failed or closed job included, is a rejection.
    */
-  waitNotifications(from: number, count = 1, options: { timeoutMs?: number; signal?: AbortSignal } = {}): Promise<void> {
+  waitNotifications(from: number, count = 1, options: { timeoutMs?: number; signal?: AbortSignal } = NO_OPTIONS): Promise<void> {
     const op = 'waitNotifications';
     try {
       this.remote(from, op);
@@ -319,40 +337,26 @@ export class Window implements AsyncDisposable {
       }
       if (signal?.aborted) throw abortError(op, signal);
       if (timeoutMs === 0) throw timeoutError(op, `${count} notifications from rank ${from} did not arrive`, limitOf(0));
-      return new Promise((resolve, reject) => {
-        let timer: NodeJS.Timeout | undefined;
-        let forget: (() => void) | undefined;
-        const list = this.waiters[from];
-        const cleanup = () => {
-          clearTimeout(timer);
-          forget?.();
-        };
-        const waiter = {
-          need: count,
-          resolve: () => {
-            cleanup();
-            resolve();
-          },
-          reject: (e: Error) => {
-            cleanup();
-            reject(e);
-          },
-        };
+      let waiter!: Waiter;
+      const p = new Promise<void>((resolve, reject) => (waiter = { need: count, resolve, reject, timer: undefined, forget: undefined }));
+      const list = this.waiters[from];
+      if (timeoutMs !== undefined || signal) {
         const give = (err: Error) => {
           const i = list.indexOf(waiter);
           if (i >= 0) {
             list.splice(i, 1);
             if (list.length === 0) this.waiting--;
           }
-          waiter.reject(err);
+          settle(waiter, err);
           // The waiter before which others queued is gone: those behind it may be satisfied now.
           this._notified(from, 0);
         };
-        if (timeoutMs !== undefined) timer = setTimeout(() => give(timeoutError(op, `${count} notifications from rank ${from} did not arrive`, limitOf(timeoutMs))), timeoutMs);
-        if (signal) forget = whenAborted(signal, () => give(abortError(op, signal))); // one listener per signal (lib/errors.ts)
-        if (list.push(waiter) === 1) this.waiting++;
-        if (from !== this.job.rank) this.job._waitingFor(from);
-      });
+        if (timeoutMs !== undefined) waiter.timer = setTimeout(() => give(timeoutError(op, `${count} notifications from rank ${from} did not arrive`, limitOf(timeoutMs))), timeoutMs);
+        if (signal) waiter.forget = whenAborted(signal, () => give(abortError(op, signal))); // one listener per signal (lib/errors.ts)
+      }
+      if (list.push(waiter) === 1) this.waiting++;
+      if (from !== this.job.rank) this.job._waitingFor(from);
+      return p;
     } catch (err) {
       return Promise.reject(err);
     }
@@ -373,7 +377,7 @@ export class Window implements AsyncDisposable {
       const w = list.shift()!;
       this.counts[from] -= w.need;
       if (list.length === 0) this.waiting--;
-      w.resolve();
+      settle(w);
     }
   }
 
@@ -381,7 +385,7 @@ export class Window implements AsyncDisposable {
   _abort(err: Error): void {
     this.failure ??= err;
     this.waiting = 0;
-    for (const list of this.waiters) for (const w of list.splice(0)) w.reject(err);
+    for (const list of this.waiters) for (const w of list.splice(0)) settle(w, err);
   }
 
   /**
@@ -396,6 +400,8 @@ export class Window implements AsyncDisposable {
       } finally {
         this._abort(new NdError('ERR_ND_CLOSED', 0, 'window', 'window: freed'));
         this.job._windows.delete(this.id);
+        const list = this.job._windowList;
+        if (list.includes(this)) list.splice(list.indexOf(this), 1);
         await this.region.deregister().catch(() => undefined);
         await this.notes.deregister().catch(() => undefined);
       }
