@@ -29,10 +29,15 @@ const f64 = (w: Window, n: number) => new Float64Array(w.buffer.buffer, w.buffer
 const taken = (w: Window, peer: number): number => (w as unknown as { taken: number[] }).taken[peer];
 const flagged = (w: Window, peer: number): number => (w as unknown as { flagged: number[] }).flagged[peer];
 
+// On Windows 'manual' and 'thread' ('auto' there; the loop modes of jobs are not run under the Windows tier).
 const modes: Array<[string, Mode]> = [
   ['manual', { completion: 'manual' }],
-  ...(process.platform === 'win32' ? [] : ([['loop, spinMicros 500', { completion: 'loop', spinMicros: 500 }]] as Array<[string, Mode]>)),
-  ['loop', { completion: 'loop', spinMicros: 0 }],
+  ...(process.platform === 'win32'
+    ? []
+    : ([
+        ['loop, spinMicros 500', { completion: 'loop', spinMicros: 500 }],
+        ['loop', { completion: 'loop', spinMicros: 0 }],
+      ] as Array<[string, Mode]>)),
   ['thread', { completion: 'thread' }],
 ];
 // Shared memory is Linux's: elsewhere every connection is TCP and only that case runs.
