@@ -89,6 +89,39 @@ describe.each(cases)('notified puts, %s', (_name, mode, shm) => {
         expect(to.notifications(src)).toBe(0);
       };
       await Promise.all([chunks(w0, w1, 0, 1), chunks(w1, w0, 1, 0)]);
+      // A wait longer than any busy-poll window (the put comes 30 ms late), then a ping-pong again. Over shared
+      // memory: a rank that polls its flags (manual; loop with a window, once polling again) gets flags after it,
+      // one that does not (loop without a window, thread) asked for notify Sends and gets those.
+      const before = taken(w1, 0);
+      const late = w1.waitNotifications(0, 1, { timeoutMs: 20_000 });
+      await new Promise((r) => setTimeout(r, 30));
+      await w0.put(1, 0, Float64Array.of(7), { notify: true });
+      await late;
+      expect(f64(w1, 1)[0]).toBe(7);
+      await Promise.all([
+        (async () => {
+          for (let i = 0; i < 50; i++) {
+            await w0.put(1, 0, Float64Array.of(i), { notify: true });
+            await w0.waitNotifications(1, 1);
+          }
+        })(),
+        (async () => {
+          for (let i = 0; i < 50; i++) {
+            await w1.waitNotifications(0, 1);
+            await w1.put(0, 0, Float64Array.of(i), { notify: true });
+          }
+        })(),
+      ]);
+      // (Loop mode with a window goes either way: on a loaded machine its progress loop stops spinning for 100 ms
+      // after a preemption, lib/job/job.ts ManualDriver.shutUntil, and asks for Sends meanwhile.)
+      if (shm && mode.completion === 'manual') {
+        expect(taken(w1, 0) - before).toBeGreaterThan(25);
+        expect(r1._channels[0]!.wakeAsked).toBe(false);
+      }
+      if (shm && (mode.completion === 'thread' || mode.spinMicros === 0)) {
+        expect(taken(w1, 0) - before).toBe(0);
+        expect(r1._channels[0]!.wakeAsked).toBe(true);
+      }
       // Which way they went: flags over shared memory (most of them), none over TCP.
       if (shm) {
         expect(taken(w1, 0)).toBeGreaterThan(0);

@@ -335,7 +335,12 @@ export class Job implements AsyncDisposable {
       for (const c of this._channels) {
         if (c === null) continue;
         c.onFail = (err) => this._fail(err);
-        c.onNotify = (windowId, count) => this._notify(windowId, c.peer, count);
+        c.onNotify = (windowId, count) => {
+          this._notify(windowId, c.peer, count);
+          // A notify Send while this rank's progress loop polls its flags (loop mode with a busy-poll window, which
+          // asked for Sends when the window closed): flags will do again.
+          if (c.wakeAsked && this._driving && this._quiet === 0) c.wake(false);
+        };
         c.onPoke = () => {
           for (const w of this._windowList) w._take(c.peer);
         };
