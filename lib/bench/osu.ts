@@ -292,9 +292,9 @@ function partnerOf(job: Job): { peer: number; first: boolean } {
 }
 
 /**
- * osu_latency, osu_multi_lat: a ping-pong of notified puts (an RDMA Write into the peer's window, then the notify
- * Send on the same queue pair: docs/job.md), which is how a job's rank hands another one data; the figure is half
- * the round trip, as OSU's.
+ * osu_latency, osu_multi_lat: a ping-pong of notified puts (an RDMA Write into the peer's window, then on the same
+ * queue pair the notification: over shared memory a 1-byte flag Write the peer reads from its memory, else a notify
+ * Send; docs/job.md), which is how a job's rank hands another one data; the figure is half the round trip, as OSU's.
  */
 async function pingPong({ job, o }: Pass, size: number, src: Segment): Promise<number> {
   const w = await job.allocateWindow(Math.max(size, 1));
@@ -624,7 +624,7 @@ export function osuHeader(o: OsuOptions, ranks: number, info: { provider: string
 function patternNote(test: OsuTest): string {
   switch (KIND[test]) {
     case 'latency':
-      return `netdirect: notified puts (RDMA Write + notify Send), half round trip${test === 'osu_multi_lat' ? ', averaged over the pairs (rank r with r + n/2)' : ''}`;
+      return `netdirect: notified puts (RDMA Write + notify: a flag Write on shm, else a Send), half round trip${test === 'osu_multi_lat' ? ', averaged over the pairs (rank r with r + n/2)' : ''}`;
     case 'bandwidth':
       return `netdirect: a window of puts, the last notified${test === 'osu_mbw_mr' ? ', summed over the pairs (rank r sends to r + n/2)' : ''}; MB = 10^6 bytes`;
     case 'one-sided':
