@@ -122,6 +122,8 @@ export interface NdSide {
   receives: number;
   postedReceives: number;
   receiveWindow: Window;
+  /** The receives' memory (send tests), sliced once: a program reposting its receives keeps one slice. */
+  receiveLocal?: ReturnType<MemoryRegion['slice']>;
   rssPerQp?: number;
   /** -I: the QPs' inline data size; requests of at most this many bytes are posted inline. */
   inline: number;
@@ -294,11 +296,13 @@ export async function closeSide(side: NdSide): Promise<void> {
 
 // ---- receives kept posted on QP 0 (send tests) ------------------------------------------------------------
 
+const RECEIVE_POST = { context: -1 } as const;
+
 function topUpReceives(side: NdSide): void {
   const qp = side.qps[0];
-  const local = side.mr.slice(0, side.cfg.maxSize);
+  const local = (side.receiveLocal ??= side.mr.slice(0, side.cfg.maxSize));
   while (side.postedReceives < side.receives) {
-    if (side.manual) qp.post('receive', local, undefined, { context: -1 });
+    if (side.manual) qp.post('receive', local, undefined, RECEIVE_POST);
     else side.receiveWindow.push(qp.receive(local));
     side.postedReceives++;
   }
