@@ -4,6 +4,7 @@
 #include "soft/qp/rx_stream.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <new>
@@ -448,6 +449,10 @@ bool RxStream::segment_done() {
         stags_.unpin(pin_);
         pin_ = 0;
       }
+      // A segment's bytes are stored before anything placed after it: a reader on another thread that sees a later
+      // Write's byte (lib/job/window.ts's flags, read with Atomics.load) sees this one's too, as with the
+      // initiator's stores (shm/place.cc copy_released). Free on x86; a barrier where stores may be reordered.
+      std::atomic_thread_fence(std::memory_order_release);
       break;
     case RdmapOpcode::kReadResponse:
       if (h.last) events_.rx_read_response_done();
