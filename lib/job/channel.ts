@@ -129,7 +129,7 @@ export class Channel {
   /** Registers the slots and posts every receive: before connecting, so the peer's first Sends find them. */
   async prepare(): Promise<void> {
     this.recvRegion = await this.adapter.allocateMemory(SLOTS * SLOT_BYTES);
-    this.sendRegion = await this.adapter.allocateMemory((SLOTS + 1) * SLOT_BYTES);
+    this.sendRegion = await this.adapter.allocateMemory((SLOTS + 1) * SLOT_BYTES + 8);
     const r = this.recvRegion.buffer;
     const s = this.sendRegion.buffer;
     this.recvView = new DataView(r.buffer, r.byteOffset, r.byteLength);
@@ -143,7 +143,16 @@ export class Channel {
       this.recvSlots.push({ segment: this.recvRegion.slice(i * SLOT_BYTES, SLOT_BYTES), done: (c) => this.received(i, c.bytes) });
     }
     for (let i = 0; i < SLOTS; i++) this.postReceive(i);
+    s[(SLOTS + 1) * SLOT_BYTES] = 1;
+    this.one = this.sendRegion.slice((SLOTS + 1) * SLOT_BYTES, 1);
   }
+
+  /**
+   * A byte that holds 1 for the channel's life: the source of the windows' flag Writes (lib/job/window.ts). Those
+   * complete silently and hold their source registered until a later request of the queue pair completes, which
+   * for the last one may be only the queue pair's close: a window's own memory would not be freed before that.
+   */
+  one!: Segment;
 
   private readonly lost = (err: unknown): void => this.fail(err, 'lost its connection');
   private readonly unreceivable = (err: unknown): void => this.fail(err, 'could not be received from');

@@ -6,8 +6,8 @@
 // chosen per put (docs/job.md "Windows and notification"):
 // - Over a connection through shared memory (qp.transport 'shm'): a flag. Every window has beside it a small
 //   notification area per rank (FLAGS one-byte flags per peer, then an acknowledgement byte per peer). The put
-//   RDMA-Writes its data, then a 1 into the next flag of this rank's ring of flags in the target's area: the
-//   shared-memory transport places Writes in order (the initiator's stores, the last byte released; or the
+//   RDMA-Writes its data, then a 1 (the channel's constant byte) into the next flag of this rank's ring of flags
+//   in the target's area: the shared-memory transport places Writes in order (the initiator's stores, the last byte released; or the
 //   target's receive stream, in order), so a flag that reads 1 means the data is in place. The target finds flags
 //   by reading its own memory (its progress loop, waitNotifications), clears each and counts it; every FLAGS/2
 //   flags it writes back how far it got (a byte, in the sender's area), and the sender writes a flag only where
@@ -59,8 +59,8 @@ function settle(w: Waiter, err?: Error): void {
 /** Flags per sending peer in a rank's notification area (a ring: flag k counts that peer's put k mod FLAGS). */
 export const FLAGS = 64;
 const HALF = FLAGS / 2;
-/** Bytes of a notification area for a job of `size` ranks: the flags, an ack byte per peer, a constant 1, ack scratch. */
-export const notesBytes = (size: number): number => size * (FLAGS + 2) + 1;
+/** Bytes of a notification area for a job of `size` ranks: the flags, an ack byte per peer, ack scratch per peer. */
+export const notesBytes = (size: number): number => size * (FLAGS + 2);
 const ignore = (): void => undefined;
 const NO_OPTIONS = Object.freeze({});
 
@@ -78,9 +78,8 @@ export class Window implements AsyncDisposable {
   private readonly flags: Uint8Array;
   /** Every rank's notification area. */
   private readonly noteRemotes: RemoteMemory[] = [];
-  /** Offsets in an area: the ack bytes (by the acknowledging rank), the constant 1, the ack scratch (by peer). */
+  /** Offsets in an area: the ack bytes (by the acknowledging rank), the ack scratch (by peer). */
   private readonly ackAt: number;
-  private readonly oneAt: number;
   private readonly scratchAt: number;
   /** Flags taken from each peer (receiving side) and written to each peer (sending side). */
   private readonly taken: number[];
@@ -105,9 +104,7 @@ export class Window implements AsyncDisposable {
     this.flags = notes.buffer;
     const size = job.size;
     this.ackAt = size * FLAGS;
-    this.oneAt = this.ackAt + size;
-    this.scratchAt = this.oneAt + 1;
-    this.flags[this.oneAt] = 1;
+    this.scratchAt = this.ackAt + size;
     const view = new DataView(table.buffer, table.byteOffset, table.byteLength);
     for (let r = 0; r < size; r++) {
       this.remotes.push({ address: view.getBigUint64(32 * r), token: view.getUint32(32 * r + 8), length: view.getUint32(32 * r + 12) });
@@ -214,13 +211,13 @@ export class Window implements AsyncDisposable {
     const me = this.job.rank;
     const at = me * FLAGS + (n % FLAGS);
     let w = this.flagWrites[rank];
-    if (w === null) w = this.flagWrites[rank] = ch.qp.prepare('write', this.notes.slice(this.oneAt, 1), this.noteRemotes[rank], { silent: true });
+    if (w === null) w = this.flagWrites[rank] = ch.qp.prepare('write', ch.one, this.noteRemotes[rank], { silent: true });
     try {
       w.post(at, 1);
     } catch (err) {
       if (!(err instanceof NdError) || err.code !== 'ND_NO_MORE_ENTRIES') throw err;
       // Requests wait for a slot of the queue pair: the flag waits behind the data Write, in order.
-      ch.qp.write(this.notes.slice(this.oneAt, 1), this.noteRemotes[rank], { offset: at }).catch(ignore);
+      ch.qp.write(ch.one, this.noteRemotes[rank], { offset: at }).catch(ignore);
     }
     this.flagged[rank] = n + 1;
     return true;
