@@ -31,6 +31,8 @@ const SHUT_MS = 100;
 const ROUND_STOP = 0;
 const ROUND_IDLE = 1;
 const ROUND_MOVED = 2;
+/** How long the progress loop polls without stopping before peers asked for notify Sends go back to flags (Job._pollingSteadily). */
+const WAKE_OFF_AFTER_MS = 20;
 
 export interface JoinOptions {
   /** Which launcher to speak to (default: detected from the environment, see detectLauncher()). */
@@ -299,6 +301,8 @@ export class Job implements AsyncDisposable {
   private _quiet = 0;
   /** When the progress loop last saw a message arrive or a send complete (performance.now(); see _driveRound). */
   private _lastProgress = 0;
+  /** When the progress loop last started driving this job (see _pollingSteadily). */
+  private _driveStarted = 0;
   private _closing: Promise<void> | null = null;
   private _closed = false;
   private readonly _failWaiters = new Set<(err: JobError) => void>();
@@ -339,7 +343,7 @@ export class Job implements AsyncDisposable {
           this._notify(windowId, c.peer, count);
           // A notify Send while this rank's progress loop polls its flags (loop mode with a busy-poll window, which
           // asked for Sends when the window closed): flags will do again.
-          if (c.wakeAsked && this._driving && this._quiet === 0) c.wake(false);
+          if (c.wakeAsked && this._pollingSteadily()) c.wake(false);
         };
         c.onPoke = () => {
           for (const w of this._windowList) w._take(c.peer);
@@ -501,6 +505,16 @@ export class Job implements AsyncDisposable {
     if (c && c.sameHost) c.wake(true);
   };
 
+  /**
+   * Whether the progress loop has polled for WAKE_OFF_AFTER_MS without stopping: then peers asked for notify Sends
+   * may go back to flags. Not sooner: on a machine with more runnable threads than cores the loop stops after
+   * every preemption (ManualDriver.shutUntil), and each switch and back costs messages and, for a flag written
+   * before the peer heard of the switch, the wait for its poke.
+   */
+  private _pollingSteadily(): boolean {
+    return this._driving && this._quiet === 0 && performance.now() - this._driveStarted >= WAKE_OFF_AFTER_MS;
+  }
+
   /** Whether this rank reads its windows' flags while a call waits: the progress loop runs (or will, _hold). */
   private _readsFlags(): boolean {
     if (this.adapter.completion === 'manual') return true;
@@ -599,7 +613,7 @@ export class Job implements AsyncDisposable {
     this._driving = true;
     if (this._idleTimer !== null) clearTimeout(this._idleTimer);
     this._idleTimer = null;
-    this._lastProgress = performance.now();
+    this._lastProgress = this._driveStarted = performance.now();
     manualDriver.add(this);
   }
 
@@ -627,8 +641,8 @@ export class Job implements AsyncDisposable {
     let flagged = false;
     const windows = this._windowList;
     for (let i = 0; i < windows.length; i++) if (windows[i]._takeWaited()) flagged = true;
-    if (flagged && this.adapter.completion !== 'manual') {
-      // Flags came while this rank polls them: peers asked to poke need not (they are asked again when it stops).
+    if (flagged && this.adapter.completion !== 'manual' && this._pollingSteadily()) {
+      // Flags came while this rank polls them: peers asked for Sends need not (they are asked again when it stops).
       for (const c of this._channels) if (c?.wakeAsked) c.wake(false);
     }
     if (this._pollAll() || flagged) {
