@@ -38,7 +38,7 @@ export {
 export { MemoryWindow } from './memory-window.js';
 export { SharedReceiveQueue, type SharedReceiveQueueOptions } from './shared-receive-queue.js';
 export { PostBatch, type BatchOptions } from './batch.js';
-export { PreparedRequest, type PrepareOptions } from './prepared.js';
+export { PreparedRequest, type PostManyOptions, type PrepareOptions } from './prepared.js';
 export { Connector, parseAddress, type ConnectOptions, type AcceptOptions, type ConnectorState, type Endpoint } from './connector.js';
 export { Listener, type ListenOptions, type ConnectionRequestOptions } from './listener.js';
 export {

@@ -195,6 +195,9 @@ export class MemoryRegion implements AsyncDisposable {
   /** @internal */ _unpin(): void {
     this._pins.end();
   }
+  /** @internal */ _pinMany(n: number): void {
+    this._pins.beginMany(n);
+  }
   /** @internal */ _unpinMany(n: number): void {
     this._pins.endMany(n);
   }

@@ -28,6 +28,27 @@ export interface PrepareOptions {
   fence?: boolean;
 }
 
+/** Options of prepared.postMany(): what varies across the run's requests. */
+export interface PostManyOptions {
+  /** Remote byte offset of the first request (Read and Write; default the offset given to prepare()). */
+  offset?: number;
+  /** Bytes between the remote offsets of consecutive requests (Read and Write; default 0: all at `offset`). */
+  stride?: number;
+  /** Bytes each request moves, at most `bytes` (default all). */
+  length?: number;
+  /**
+   * A number: request i of the run (from 0) completes with context `context + i` (an unsigned 32-bit range for
+   * cq.pollInto()). Anything else: every request's context. Default undefined, as post() without one.
+   */
+  context?: unknown;
+  /**
+   * A completion for every Nth request and the run's last (default: the run's length, so only the last completes
+   * on success); the others are posted silent. A failed request completes whatever it was posted as. Not for a
+   * prepared receive (receives always complete) or a prepared silent request (all stay silent).
+   */
+  signalEvery?: number;
+}
+
 /**
  * A request validated once by qp.prepare() and posted by handle: post() takes only the remote offset, the length
  * and a context, and allocates nothing. Completions come from cq.poll() / cq.pollInto() as for qp.post(). A
@@ -119,6 +140,30 @@ export class PreparedRequest {
    */
   post(offset?: number, length?: number, context?: unknown): void {
     this._qp._postPrepared(this, offset, length, context);
+  }
+
+  /**
+   * Posts the request `count` times with one native call, validated once for the whole run: as `count`
+   * batch.add() calls of this request in a batch with `signalEvery` then batch.post(), with request i (from 0)
+   * at remote offset `offset + i * stride`. By default only the run's last request completes on success ("write
+   * these chunks, then tell me once"); a failed one completes with its status and context, as in a batch.
+   *
+   * @example
+   * ```ts
+   * // 64 chunks of 4 KiB to consecutive remote offsets, one completion (context 63) when all landed:
+   * // qp.prepare('write', source.slice(0, 4096), remote).postMany(64, { stride: 4096, context: 0 });
+   * ```
+   *
+   * @param count - requests to post, 1 up to the queue's free slots.
+   * @returns `count`.
+   * @throws {@link NdError} what post() throws (checked once, for the first and the last request's range);
+   *   ERR_ND_INVALID_ARGUMENT for a count, stride or signalEvery that is not an integer, an unknown option, or a
+   *   stride for a send or receive; ERR_ND_OUT_OF_RANGE for a count or signalEvery below 1, or a context range beyond
+   *   32 bits; ND_NO_MORE_ENTRIES when the queue has fewer free slots than `count` (nothing is posted). When the
+   *   provider refuses request k, the k before it were posted and it and the rest were not: the error says which.
+   */
+  postMany(count: number, options?: PostManyOptions): number {
+    return this._qp._postRun(this, count, options);
   }
 
   /**

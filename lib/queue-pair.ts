@@ -46,7 +46,7 @@ import { MemoryWindow } from './memory-window.js';
 import { SharedReceiveQueue } from './shared-receive-queue.js';
 import { SlotQueue, Waiting, abortable, abortedBeforePost, maxQueuedOf, neverPosted, requestSignal, type SlotOwner } from './waiting.js';
 import { DESC_WORDS, PostBatch, checkBatchOptions, type BatchOptions } from './batch.js';
-import { PreparedRequest, checkPrepareOp, type PrepareOptions } from './prepared.js';
+import { PreparedRequest, checkPrepareOp, type PostManyOptions, type PrepareOptions } from './prepared.js';
 
 export { DEFAULT_MAX_QUEUED } from './waiting.js';
 import type { Connector } from './connector.js';
@@ -98,6 +98,7 @@ const READ_KEYS = ['offset', 'fence', 'signal'] as const;
 const RECEIVE_KEYS = ['signal'] as const;
 const POST_KEYS = ['offset', 'context', 'silent', 'inline', 'solicited', 'fence'] as const;
 const PREPARE_KEYS = ['offset', 'silent', 'inline', 'solicited', 'fence'] as const;
+const POST_MANY_KEYS = ['offset', 'stride', 'length', 'context', 'signalEvery'] as const;
 const BIND_ACCESS_KEYS = ['read', 'write'] as const;
 
 /**
@@ -249,6 +250,12 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
   private readonly _inflight = new InFlight();
   // Silent requests: no table entry; retired by the next completion of this QP (requests.ts SilentRequests).
   private readonly _silent: SilentRequests;
+  // prepared.postMany()'s scratch (_postRun): descriptors (grown to the deeper queue's depth on first use), the SGE
+  // triples every request of a run names, and its signalled requests' entries and indices (never truncated).
+  private _runDesc = new Float64Array(0);
+  private readonly _runSges: Float64Array;
+  private readonly _runEntries: Array<PendingRequest | null> = [];
+  private readonly _runAt: number[] = [];
   /** What broke the queue pair (its first failed request that was not a flush), for the flushed ones after it. */
   private _brokenBy: string | null = null;
   private _closing: Promise<void> | null = null;
@@ -286,6 +293,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     this._rq = new SlotQueue('receive', this.receiveDepth, this.maxQueued);
     this._iq = new SlotQueue('initiator', this.initiatorDepth, this.maxQueued);
     this._silent = new SilentRequests(this.initiatorDepth);
+    this._runSges = new Float64Array(3 * Math.max(this.maxInitiatorSge, this.maxReceiveSge, this.maxReadSge));
     this._native = ctx.native.createQueuePair(
       receiveCq._native,
       initiatorCq._native,
@@ -564,6 +572,145 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     if (kind === K_RECEIVE) this._rq.outstanding++;
     else this._iq.outstanding++;
     this._inflight.begin();
+  }
+
+  /**
+   * @internal PreparedRequest.postMany(): `count` posts of `p` with one native call, checked once for the run. The
+   * requests are those `count` batch.add(p, ...) calls would make, numbered, pinned and accounted in the same order
+   * (_postBatch), with the descriptors written into the queue pair's own scratch and every one of them naming the
+   * same SGE triples.
+   */
+  _postRun(p: PreparedRequest, count: number, options: PostManyOptions | undefined): number {
+    const op = p.operation;
+    const kind = p._kind;
+    const queue = kind === K_RECEIVE ? this._rq : this._iq;
+    const sges = this._runSges;
+    let every: number;
+    let context: unknown;
+    let nSge: number;
+    let bytes: number;
+    let stride = 0;
+    try {
+      this._checkPostable(op);
+      if (p._qp !== this) throw misuse(ERR_ND_INVALID_ARGUMENT, op, 'the prepared request belongs to another queue pair');
+      checkPins(p._pins, op);
+      checkIndex(count, 'count', op);
+      if (count < 1) throw misuse(ERR_ND_OUT_OF_RANGE, op, `count must be at least 1, got ${count}`);
+      if (options !== undefined) checkOptions(options, op, POST_MANY_KEYS);
+      every = options?.signalEvery === undefined ? count : checkIndex(options.signalEvery, 'signalEvery', op);
+      if (every < 1) throw misuse(ERR_ND_OUT_OF_RANGE, op, `signalEvery must be at least 1, got ${every}`);
+      if (options?.stride !== undefined) stride = checkIndex(options.stride, 'stride', op);
+      context = options?.context;
+      if (typeof context === 'number' && !(Number.isInteger(context) && context >= 0 && context + count - 1 <= 0xffffffff)) {
+        throw misuse(ERR_ND_OUT_OF_RANGE, op, `a numeric context must be an integer with context + count - 1 in 0..2^32-1, got ${context} for ${count} requests`);
+      }
+      // A run never waits, as a batch: its silent requests could not, and waiting would split it.
+      checkBatchFits(queue, count, op);
+      nSge = p._fill(sges, 0, options?.offset, options?.length, op);
+      bytes = options?.length ?? p.bytes;
+      if (stride !== 0) {
+        if (kind !== K_READ && kind !== K_WRITE) throw misuse(ERR_ND_INVALID_ARGUMENT, op, `a prepared ${op} takes no stride, got ${stride}`);
+        const last = p._postOffset + (count - 1) * stride;
+        if (last > p._remoteLength - bytes) {
+          throw misuse(ERR_ND_OUT_OF_RANGE, op, `request ${count - 1} of the run (${bytes} bytes at offset ${last}) does not fit the remote's ${p._remoteLength} bytes`);
+        }
+      }
+    } catch (err) {
+      throw callerStack(asNdError(err, op));
+    }
+    let d = this._runDesc;
+    if (d.length < count * DESC_WORDS) d = this._runDesc = new Float64Array(Math.max(this.initiatorDepth, this.receiveDepth) * DESC_WORDS);
+    const requests = this._ctx.requests;
+    const silent = this._silent;
+    const entries = this._runEntries;
+    const at_ = this._runAt;
+    const silentAll = kind === K_RECEIVE ? false : (p._flags & ND_OP_FLAG_SILENT_SUCCESS) !== 0;
+    const signalledWord = kind | (p._flags << 8);
+    const silentWord = kind | ((p._flags | ND_OP_FLAG_SILENT_SUCCESS) << 8);
+    const numeric = typeof context === 'number';
+    const low = p._addressLow;
+    const high = p._addressHigh;
+    const token = p._token;
+    // Silent requests get no table entry: their ids are the numbers they will have among the queue pair's silent
+    // requests, recorded once posted; a signalled one's entry notes the last silent number before it (_postBatch).
+    let next = silent.posted;
+    let signalled = 0;
+    let off = p._postOffset;
+    for (let i = 0; i < count; i++, off += stride) {
+      const at = i * DESC_WORDS;
+      d[at + 2] = nSge;
+      d[at + 3] = 0;
+      d[at + 4] = low;
+      d[at + 5] = high;
+      d[at + 6] = off;
+      d[at + 7] = token;
+      if (silentAll || (kind !== K_RECEIVE && (i + 1) % every !== 0 && i + 1 !== count)) {
+        d[at] = silentWord;
+        d[at + 1] = ++next >>> 0;
+        continue;
+      }
+      const e = requests.acquire(kind, op, this);
+      e.raw = true;
+      e.context = numeric ? (context as number) + i : context;
+      e.bytes = bytes;
+      e.remoteAddress = p._address;
+      e.remoteOffset = off;
+      e.remoteToken = token;
+      e.silentUpTo = next;
+      d[at] = signalledWord;
+      d[at + 1] = e.id;
+      entries[signalled] = e;
+      at_[signalled] = i;
+      signalled++;
+    }
+    let posted: number;
+    try {
+      posted = this._native.postMany(d, sges, count);
+    } catch (err) {
+      for (let j = 0; j < signalled; j++) {
+        requests.release(entries[j] as PendingRequest);
+        entries[j] = null;
+      }
+      throw callerStack(asNdError(err, op));
+    }
+    // In posting order: the silent ones between two signalled ones as one run of the ring.
+    const pins = p._pins;
+    let from = 0;
+    for (let j = 0; j < signalled; j++) {
+      const i = at_[j];
+      const e = entries[j] as PendingRequest;
+      entries[j] = null;
+      if (i >= posted) {
+        requests.release(e);
+        continue;
+      }
+      if (i > from) {
+        silent.addRun(numeric ? (context as number) + from : context, i - from, kind, pins);
+        this._iq.outstanding += i - from;
+      }
+      e.pins = pins;
+      pin(pins);
+      queue.outstanding++;
+      this._inflight.begin();
+      from = i + 1;
+    }
+    if (posted > from) {
+      silent.addRun(numeric ? (context as number) + from : context, posted - from, kind, pins);
+      this._iq.outstanding += posted - from;
+    }
+    if (posted < count) {
+      // The refused request's status is in its id word (QueuePair::PostMany).
+      const status = d[posted * DESC_WORDS + 1] >>> 0;
+      throw callerStack(
+        this._postError(
+          statusError(status, op,
+            `request ${posted} of the run of ${count} (${bytes} bytes) was refused: the ${posted} before it were posted ` +
+              `(their completions come from cq.poll()), it and the ${count - posted - 1} after it were not`),
+          bytes,
+        ),
+      );
+    }
+    return count;
   }
 
   /** @internal PostBatch.add(): a prepared request of this queue pair into the batch. */

@@ -20,6 +20,11 @@ export class InFlight {
     this.count++;
   }
 
+  /** `n` of them began at once. */
+  beginMany(n: number): void {
+    this.count += n;
+  }
+
   end(): void {
     this.endMany(1);
   }
@@ -161,6 +166,43 @@ export class SilentRequests {
     this.spanPins[t & mask] = pins;
     this.spanFirst[t & mask] = k;
     this.spanLast[t & mask] = k;
+    this.spanTail = t + 1;
+  }
+
+  /**
+   * add() of `count` silent requests posted one after the other with the same kind and pins: the i-th (from 0) with
+   * context `context + i` when `context` is a number, else `context` itself (PreparedRequest.postMany()).
+   */
+  addRun(context: unknown, count: number, kind: number, pins: Pins): void {
+    if (count <= 0) return;
+    if (this.mask < 0) this.allocate();
+    const mask = this.mask;
+    const first = this.posted + 1;
+    const contexts = this.contexts;
+    const kinds = this.kinds;
+    if (typeof context === 'number') {
+      for (let i = 0; i < count; i++) {
+        contexts[(first + i) & mask] = context + i;
+        kinds[(first + i) & mask] = kind;
+      }
+    } else {
+      for (let i = 0; i < count; i++) {
+        contexts[(first + i) & mask] = context;
+        kinds[(first + i) & mask] = kind;
+      }
+    }
+    const last = first + count - 1;
+    this.posted = last;
+    if (pins === null) return;
+    pinMany(pins, count);
+    const t = this.spanTail;
+    if (t !== this.spanHead && this.spanPins[(t - 1) & mask] === pins && this.spanLast[(t - 1) & mask] === first - 1) {
+      this.spanLast[(t - 1) & mask] = last;
+      return;
+    }
+    this.spanPins[t & mask] = pins;
+    this.spanFirst[t & mask] = first;
+    this.spanLast[t & mask] = last;
     this.spanTail = t + 1;
   }
 
@@ -364,6 +406,13 @@ export function unpin(pins: Pins): void {
   if (pins === null) return;
   if (Array.isArray(pins)) for (const r of pins) r._unpin();
   else pins._unpin();
+}
+
+/** pin() of `n` requests with the same pins. */
+export function pinMany(pins: Pins, n: number): void {
+  if (pins === null) return;
+  if (Array.isArray(pins)) for (const r of pins) r._pinMany(n);
+  else pins._pinMany(n);
 }
 
 /** unpin() of `n` requests with the same pins. */

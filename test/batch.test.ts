@@ -62,7 +62,7 @@ function drive(cq: CompletionQueue, adapter: Adapter): void {
  * Polls `cq` until `count` raw completions arrived (or 10 s passed); promise requests settle on the way. In every
  * mode they come in the CQ's order (a poll() takes what the poller thread took and has not delivered first).
  */
-async function collect(cq: CompletionQueue, count: number): Promise<RawCompletion[]> {
+async function collect(cq: CompletionQueue, count: number, _mode?: Mode): Promise<RawCompletion[]> {
   const out: RawCompletion[] = [];
   const deadline = Date.now() + 10_000;
   while (out.length < count && Date.now() < deadline) {
@@ -481,5 +481,144 @@ describe.each(MODES)('silent requests, %s mode', (mode) => {
     await src.deregister();
     expect(ndThrow(() => batch.add(write)).code).toBe('ERR_ND_CLOSED');
     expect(cqA.poll()).toEqual([]);
+  });
+});
+
+// prepared.postMany(): a run of one prepared request posted with one native call and checked once for the run. Its
+// requests are those the same batch.add() calls would make: numbered and pinned in posting order, silent but for
+// every signalEvery-th and the last (by default the last only), each failure completing with its status.
+describe.each(MODES)('runs of a prepared request (postMany), %s mode', (mode) => {
+  const CANCELED = 0xc0000120;
+  const ACCESS_VIOLATION = 0xc0000005;
+
+  it('32 chunks written at a stride and told once; a run with signalEvery between silent and promise requests, in order', async () => {
+    const { a, b, cqA, qa, qb } = await pair(mode, { initiatorDepth: 64 });
+    const src = await a.allocateMemory(32 * 8);
+    for (let i = 0; i < src.length; i++) src.buffer[i] = (i * 13 + 1) & 0xff;
+    const dst = await b.allocateMemory(32 * 8 + 8, { remoteWrite: true });
+    // The same 8 source bytes to remote offsets 8, 16, ..., 256 (offset 8, stride 8): one completion, the last's.
+    const write = qa.prepare('write', src.slice(0, 8), dst.remote(), { offset: 8 });
+    expect(write.postMany(32, { stride: 8, context: 100 })).toBe(32);
+    expect(qa.outstanding.initiator).toBe(32);
+    expect(src.inFlight).toBe(32);
+    const told = await collect(cqA, 1);
+    expect(told.map((c) => [c.context, c.type, c.status, c.bytes])).toEqual([[131, 'write', 0, 8]]);
+    expect(qa.outstanding.initiator).toBe(0);
+    expect(src.inFlight).toBe(0);
+    expect(Array.from(dst.buffer.subarray(0, 8))).toEqual([0, 0, 0, 0, 0, 0, 0, 0]);
+    for (let i = 0; i < 32; i++) expect(Buffer.compare(dst.buffer.subarray(8 + i * 8, 16 + i * 8), src.buffer.subarray(0, 8)), `chunk ${i}`).toBe(0);
+    expect(cqA.poll()).toEqual([]);
+
+    // Sends, so that the peer sees the order: a silent post(), a run of 8 with signalEvery 3 (a length cut to 1), a
+    // promise send, a run of 2 of a silent prepared request and a signalled one.
+    const n = 13;
+    const rx = await b.allocateMemory(n * 16);
+    const receives = Array.from({ length: n }, (_, i) => qb.receive(rx.slice(i * 16, 16)));
+    for (let i = 0; i < n; i++) src.buffer[i] = 0x40 + i;
+    qa.post('send', src.slice(0, 1), undefined, { silent: true, context: 'first' });
+    const send = qa.prepare('send', src.slice(1, 2));
+    expect(send.postMany(8, { signalEvery: 3, length: 1, context: 10 })).toBe(8);
+    const promised = qa.send(src.slice(9, 1));
+    const quiet = qa.prepare('send', src.slice(10, 1), undefined, { silent: true });
+    expect(quiet.postMany(2, { context: 'quiet' })).toBe(2);
+    qa.post('send', src.slice(12, 1), undefined, { context: 'last' });
+    const raw = await collect(cqA, 4);
+    expect(raw.map((c) => [c.context, c.status, c.bytes])).toEqual([[12, 0, 1], [15, 0, 1], [17, 0, 1], ['last', 0, 1]]);
+    expect((await promised).bytes).toBe(1);
+    const got = await Promise.all(receives);
+    expect(got.map((c) => c.bytes)).toEqual(Array.from({ length: n }, () => 1));
+    // The peer got the bytes in the order they were posted (the run's sends all carry src[1], cut to 1 byte).
+    expect(Array.from({ length: n }, (_, i) => rx.buffer[i * 16])).toEqual([0x40, ...Array.from({ length: 8 }, () => 0x41), 0x49, 0x4a, 0x4a, 0x4c]);
+    expect(qa.outstanding.initiator).toBe(0);
+    expect(src.inFlight).toBe(0);
+  });
+
+  it('a run that fails midway (signalEvery 1 and the default): the failed request and every later one complete once with their ND status, in order', async () => {
+    for (const every of [1, undefined]) {
+      const { a, b, cqA, qa } = await pair(mode, { initiatorDepth: 16 });
+      const sink = await a.allocateMemory(8);
+      const exposed = await b.allocateMemory(64, { remoteRead: true });
+      // The remote claims 128 bytes, the peer exposes 64: the Reads at offset 64 and beyond (request 4 on) are refused
+      // by the peer, the queue pair goes to error and the provider flushes what follows.
+      const read = qa.prepare('read', sink, { ...exposed.remote(), length: 128 });
+      expect(read.postMany(8, { stride: 16, context: 0, signalEvery: every })).toBe(8);
+      expect(sink.inFlight).toBe(8);
+      const got: RawCompletion[] = [];
+      const deadline = Date.now() + 10_000;
+      while (!got.some((c) => c.context === 7) && Date.now() < deadline) {
+        got.push(...cqA.poll());
+        await new Promise((r) => setImmediate(r));
+      }
+      await new Promise((r) => setTimeout(r, 50));
+      got.push(...cqA.poll());
+      const contexts = got.map((c) => c.context as number);
+      expect(new Set(contexts).size, `no completion twice: ${contexts}`).toBe(contexts.length);
+      expect(contexts, 'completions in posting order').toEqual([...contexts].sort((x, y) => x - y));
+      const status = new Map(got.map((c) => [c.context as number, c.status]));
+      expect([ACCESS_VIOLATION, CANCELED], `request 4: ${status.get(4)?.toString(16)}`).toContain(status.get(4));
+      for (let i = 5; i < 8; i++) expect(status.get(i), `request ${i}`).toBe(CANCELED);
+      const firstFailure = got.findIndex((c) => c.status !== 0);
+      expect(got.slice(firstFailure).every((c) => c.status !== 0)).toBe(true);
+      // Default: only the last is signalled, so no success is reported; signalEvery 1: each request once.
+      if (every === undefined) expect(got.every((c) => c.status !== 0)).toBe(true);
+      else expect(contexts).toEqual([0, 1, 2, 3, 4, 5, 6, 7]);
+      expect(qa.outstanding.initiator).toBe(0);
+      expect(sink.inFlight).toBe(0);
+      await Promise.allSettled(open.splice(0).map((x) => x.close()));
+    }
+  });
+
+  it('misuse gives typed errors and posts nothing: bad counts and options, beyond the free slots, a deregistered region, a closed queue pair', async () => {
+    const { a, b, cqA, qa } = await pair(mode, { initiatorDepth: 4 });
+    const src = await a.allocateMemory(16);
+    const dst = await b.allocateMemory(32, { remoteWrite: true });
+    const write = qa.prepare('write', src.slice(0, 8), dst.remote());
+    const code = (fn: () => unknown): string => ndThrow(fn).code;
+    expect(code(() => write.postMany(0))).toBe('ERR_ND_OUT_OF_RANGE');
+    expect(code(() => write.postMany(-2))).toBe('ERR_ND_OUT_OF_RANGE');
+    expect(code(() => write.postMany(1.5))).toBe('ERR_ND_INVALID_ARGUMENT');
+    expect(code(() => write.postMany('2' as never))).toBe('ERR_ND_INVALID_ARGUMENT');
+    expect(code(() => write.postMany(2, { every: 2 } as never))).toBe('ERR_ND_INVALID_ARGUMENT');
+    expect(code(() => write.postMany(2, null as never))).toBe('ERR_ND_INVALID_ARGUMENT');
+    expect(code(() => write.postMany(2, { signalEvery: 0 }))).toBe('ERR_ND_OUT_OF_RANGE');
+    expect(code(() => write.postMany(2, { stride: 0.5 }))).toBe('ERR_ND_INVALID_ARGUMENT');
+    expect(code(() => write.postMany(2, { length: 9 }))).toBe('ERR_ND_OUT_OF_RANGE');
+    expect(code(() => write.postMany(4, { stride: 9 }))).toBe('ERR_ND_OUT_OF_RANGE'); // the 4th, 8 bytes at 27, passes 32 bytes
+    expect(code(() => write.postMany(4, { stride: 8, offset: 1 }))).toBe('ERR_ND_OUT_OF_RANGE');
+    expect(code(() => write.postMany(2, { context: 0xffffffff }))).toBe('ERR_ND_OUT_OF_RANGE');
+    expect(code(() => qa.prepare('send', src).postMany(2, { stride: 4 }))).toBe('ERR_ND_INVALID_ARGUMENT');
+    const full = ndThrow(() => write.postMany(5));
+    expect(full.code).toBe('ND_NO_MORE_ENTRIES');
+    expect(qa.outstanding.initiator).toBe(0);
+    expect(src.inFlight).toBe(0);
+    // Beyond the free slots (not the depth): 3 in flight, a run of 2 is refused whole.
+    write.postMany(3, { stride: 8, context: 1 });
+    expect(code(() => write.postMany(2))).toBe('ND_NO_MORE_ENTRIES');
+    expect(qa.outstanding.initiator).toBe(3);
+    expect((await collect(cqA, 1)).map((c) => [c.context, c.status])).toEqual([[3, 0]]);
+    expect(qa.outstanding.initiator).toBe(0);
+    // A region deregistered after prepare().
+    const temp = await a.allocateMemory(8);
+    const viaTemp = qa.prepare('write', temp, dst.remote());
+    await temp.deregister();
+    expect(code(() => viaTemp.postMany(2))).toBe('ERR_ND_CLOSED');
+    // A closed queue pair refuses.
+    await qa.close();
+    expect(code(() => write.postMany(1))).toBe('ERR_ND_CLOSED');
+    expect(src.inFlight).toBe(0);
+  });
+});
+
+describe('runs of a prepared request on an unconnected queue pair', () => {
+  it('the provider refuses the first request: ND_CONNECTION_INVALID, nothing posted, nothing left pinned', async () => {
+    const { adapter, cq } = await openLocal('thread');
+    open.push(adapter);
+    const qp = adapter.createQueuePair({ receiveCq: cq });
+    const src = await adapter.allocateMemory(8);
+    const err = ndThrow(() => qp.prepare('send', src).postMany(3, { signalEvery: 2 }));
+    expect(err.code).toBe('ND_CONNECTION_INVALID');
+    expect(err.message).toMatch(/request 0 of the run of 3 \(8 bytes\) was refused: the 0 before it were posted/);
+    expect(qp.outstanding.initiator).toBe(0);
+    expect(src.inFlight).toBe(0);
   });
 });

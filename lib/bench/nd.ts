@@ -8,7 +8,7 @@
 // the promise API, completions from the event loop or from the poller thread, and the JS thread yields to the
 // event loop (setImmediate) while it waits, as a Node program would.
 
-import type { Adapter, CompletionQueue, Connector, Listener, MemoryRegion, PreparedRequest, QueuePair, RawCompletion, RemoteMemory } from '../index.js';
+import type { Adapter, CompletionQueue, Connector, Listener, MemoryRegion, QueuePair, RawCompletion, RemoteMemory } from '../index.js';
 import { loadBenchBinding, type NativeBenchBinding, type NativeNdBenchParams } from '../native.js';
 import type { TestName } from './options.js';
 import { HeapMeter, Marks, bandwidthStats, latencyStats, peakFromMarks, type Stats } from './stats.js';
@@ -901,18 +901,20 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
   const done = new Array<number>(n).fill(0);
   const unsignaled = new Array<number>(n).fill(0);
   const windows = side.manual ? [] : side.qps.map(() => new Window());
-  // perftest -l: the free slots of the window are posted in batches, one native call each, every K-th signalled.
+  // perftest -l: the free slots of the window are posted in runs of up to postList, one native call each, every
+  // K-th signalled: prepared.postMany() of one prepared request per QP (validated once per run), completions taken
+  // as numbers. Request i of a run has context q * 65536 + i + 1: a signalled one completes (i % K) + 1 requests.
   const postList = side.manual ? side.cfg.postList ?? 1 : 1;
-  const batches = postList > 1 ? side.qps.map((qp) => qp.batch({ capacity: postList, signalEvery: K })) : null;
-  // The batched loop posts one prepared request per QP (validated once) and takes completions as numbers.
+  const batched = postList > 1;
+  const runs = batched ? side.qps.map((_, q) => ({ signalEvery: K, context: q * 65536 + 1 })) : null;
   // A mark per W / 4 messages or more (peaks are taken over windows of W): the loop's own allocations stay out of
   // the heap column.
   const marks = new Marks(Math.max(1, (W * n) >> 2));
   const stall = new Stall(side.cfg.timeoutMs, test);
   const inline = read ? undefined : inl(side, size);
   const wopts = { offset, inline };
-  const prepared = batches === null ? null : side.qps.map((qp, q) => qp.prepare(op, local, side.remotes[q], read ? { offset } : { offset, inline }));
-  const arrays = batches === null ? null : new (nd().CompletionArrays)(256);
+  const prepared = batched ? side.qps.map((qp, q) => qp.prepare(op, local, side.remotes[q], read ? { offset } : { offset, inline })) : null;
+  const arrays = batched ? new (nd().CompletionArrays)(256) : null;
   const heap = new HeapMeter();
   if (metered) startMeter(L, n);
   const meterOn = metered ? 1 : 0;
@@ -925,15 +927,13 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
   for (;;) {
     let busy = false;
     for (let q = 0; q < n; q++) {
-      if (batches !== null) {
-        const b = batches[q];
+      if (prepared !== null) {
+        const p = prepared[q];
+        const run = (runs as Array<{ signalEvery: number; context: number }>)[q];
         while (posted[q] < limit && posted[q] - done[q] < W) {
           busy = true;
           const count = Math.min(postList, limit - posted[q], W - (posted[q] - done[q]));
-          // A signalled request's context counts the requests it completes: the batch signals every K-th and its last.
-          const p = (prepared as PreparedRequest[])[q];
-          for (let i = 0; i < count; i++) b.add(p, undefined, undefined, q * 64 + (i % K) + 1);
-          b.post();
+          p.postMany(count, run);
           posted[q] += count;
         }
         continue;
@@ -969,8 +969,8 @@ async function bwClient(side: NdSide, test: 'write_bw' | 'read_bw', a: PhaseArgs
       for (let i = 0; i < got; i++) {
         if (arrays.status[i] !== 0) throw new Error(`${op} completed with ${nd().ndStatusName(arrays.status[i])} (0x${arrays.status[i].toString(16)})`);
         const ctx = arrays.context[i];
-        const k = ctx & 63;
-        done[ctx >> 6] += k;
+        const k = (((ctx & 0xffff) - 1) % K) + 1;
+        done[ctx >>> 16] += k;
         doneAll += k;
       }
       if (got > 0) {

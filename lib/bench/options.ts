@@ -619,7 +619,7 @@ export function parseArgs(argv: string[], env: NodeJS.ProcessEnv = process.env):
   if (o.runInfinitely && sizes.length > 1) throw new UsageError('--run_infinitely repeats one size: give -s, not -a or -m');
   if (o.runInfinitely && o.compare.length) throw new UsageError('--run_infinitely runs netdirect only: drop --compare');
   if (o.postList !== undefined && o.postList > 1 && (o.completion !== 'manual' || !/^(write|read)_bw$/.test(test))) {
-    note(`-l ${o.postList}: requests are posted in batches (qp.batch(), one native call each) by write_bw and read_bw with --completion manual; elsewhere -l changes nothing`);
+    note(`-l ${o.postList}: requests are posted in runs (prepared.postMany(), one native call each) by write_bw and read_bw with --completion manual; elsewhere -l changes nothing`);
   }
   if (o.cqModeration !== undefined && o.completion !== 'manual') {
     note(`-Q ${o.cqModeration}: the promise API settles every request, so there is no completion moderation to set; -Q applies with --completion manual`);
