@@ -2,12 +2,21 @@
 // qp.post() requests become RawCompletion objects that cq.poll() returns. With completion 'thread' the poller
 // thread takes completions off the CQ and raw ones wait here until poll(); with 'manual' only poll() dequeues.
 
+import { markAsUntransferable } from 'node:worker_threads';
 import { ERR_ND_CLOSED, ERR_ND_INVALID_ARGUMENT, ERR_ND_OUT_OF_RANGE, misuse } from './errors.js';
 import type { NativeCompletionQueue } from './native.js';
 import type { AdapterContext } from './context.js';
 import type { QueuePair } from './queue-pair.js';
 import { RECORD_WORDS, REQUEST_TYPES, type RequestType } from './records.js';
 import { checkIndex, describe } from './validate.js';
+
+/** Records the addon's poll() writes into at first; poll(max) for more grows the array (_grow) up to KEPT_RECORDS. */
+const POLL_RECORDS = 256;
+/** The largest records array a CQ keeps: a poll(max) for more calls the addon again while the array comes back full. */
+const KEPT_RECORDS = 4096;
+
+/** What poll() returns when nothing completed: one frozen array, never a new one per call. */
+const NOTHING: RawCompletion[] = Object.freeze([]) as unknown as RawCompletion[];
 
 /** A completion of a request posted with qp.post(). */
 export interface RawCompletion {
@@ -124,6 +133,9 @@ export class CompletionQueue implements AsyncDisposable {
   _failure: { status: number; why: string } | null = null;
   private _depth: number;
   private _state: 'open' | 'closing' | 'closed' = 'open';
+  // poll()'s records, written by the addon (registered with records(), its buffer never detached): one array per
+  // CQ instead of one per poll that found something.
+  private _records: Uint32Array;
   private _closing: Promise<void> | null = null;
 
   /** @internal Use adapter.createCompletionQueue(). */
@@ -132,6 +144,9 @@ export class CompletionQueue implements AsyncDisposable {
     this._id = id;
     this._native = native;
     this._depth = depth;
+    this._records = new Uint32Array(POLL_RECORDS * RECORD_WORDS);
+    markAsUntransferable(this._records.buffer);
+    native.records(this._records);
   }
 
   /** Entries the queue holds (1..adapter.info.maxCompletionQueueDepth); changed by resize(). */
@@ -147,7 +162,8 @@ export class CompletionQueue implements AsyncDisposable {
   /**
    * Returns up to `max` completions of qp.post() requests and settles the promise-API requests it dequeues on
    * the way (those are not returned: their promises carry them). Never blocks: an empty array when nothing
-   * completed. In the 'loop' completion mode an empty CQ also drives the provider once.
+   * completed (one shared frozen array, so that a loop polling an idle CQ allocates nothing: copy it before adding
+   * to it). In the 'loop' completion mode an empty CQ also drives the provider once.
    *
    * @param max - the most raw completions to return (an integer ≥ 0, default 64; 0 returns [] at once).
    * @returns the raw completions, oldest first (in the order the CQ produced them, in every completion mode: those
@@ -161,18 +177,28 @@ export class CompletionQueue implements AsyncDisposable {
     const op = 'poll';
     if (this._state === 'closed') throw misuse(ERR_ND_CLOSED, op, 'completion queue is closed');
     checkIndex(max, 'max', op);
-    if (max === 0) return [];
-    let out: RawCompletion[];
-    if (this._ready.length === 0) {
-      out = [];
-    } else if (this._ready.length <= max) {
-      out = this._ready.splice(0, this._ready.length);
-    } else {
-      return this._ready.splice(0, max);
+    if (max === 0) return NOTHING;
+    const ready = this._ready;
+    if (ready.length > max) return ready.splice(0, max);
+    let want = max - ready.length;
+    if (want > this._records.length / RECORD_WORDS && this._records.length < KEPT_RECORDS * RECORD_WORDS) {
+      this._grow(Math.min(want, KEPT_RECORDS));
     }
-    const records = this._native.poll(max - out.length);
-    if (records.length !== 0) this._ctx.completeRecords(records, out);
-    return out;
+    const records = this._records;
+    const capacity = records.length / RECORD_WORDS;
+    let n = this._native.poll(Math.min(want, capacity));
+    if (n === 0) return ready.length === 0 ? NOTHING : ready.splice(0, ready.length);
+    // Those delivered earlier first; an array only when something completed (a spinning loop polls mostly nothing).
+    const out = ready.length === 0 ? [] : ready.splice(0, ready.length);
+    for (;;) {
+      this._ctx.completeRecords(records, out, n);
+      want -= n;
+      // A poll for more than the array holds: the addon again, as long as the array came back full.
+      if (n < capacity || want === 0) break;
+      n = this._native.poll(Math.min(want, capacity));
+      if (n === 0) break;
+    }
+    return out.length === 0 ? NOTHING : out;
   }
 
   /**
@@ -223,10 +249,18 @@ export class CompletionQueue implements AsyncDisposable {
   _drain(): void {
     if (this._state === 'closed') return;
     for (;;) {
-      const records = this._native.poll(256);
-      if (records.length === 0) return;
-      this._ctx.completeRecords(records, this._ready);
+      const n = this._native.poll(this._records.length / RECORD_WORDS);
+      if (n === 0) return;
+      this._ctx.completeRecords(this._records, this._ready, n);
     }
+  }
+
+  /** Replaces poll()'s records array with one of `capacity` records, registered with the addon. */
+  private _grow(capacity: number): void {
+    const records = new Uint32Array(capacity * RECORD_WORDS);
+    markAsUntransferable(records.buffer);
+    this._native.records(records);
+    this._records = records;
   }
 
   /**

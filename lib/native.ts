@@ -141,8 +141,10 @@ export interface NativeAdapter {
 
 export interface NativeCompletionQueue {
   readonly depth: number;
-  /** Dequeues up to max completions (IND2CompletionQueue::GetResults) and returns their records. */
-  poll(max: number): Uint32Array;
+  /** Dequeues up to max completions (IND2CompletionQueue::GetResults) into the records() array; returns their count. */
+  poll(max: number): number;
+  /** The Uint32Array poll() writes its records into (RECORD_WORDS each) from now on; its buffer must never be detached. */
+  records(records: Uint32Array): void;
   /** As poll(), but writes the records into `records` (at most its length / RECORD_WORDS) and returns their count. */
   pollInto(records: Uint32Array, max: number): number;
   resize(depth: number): void;

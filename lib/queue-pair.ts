@@ -92,13 +92,14 @@ export const QUEUE_PAIR_KEYS = [
   'srq',
   'maxQueued',
 ] as const;
-const SEND_KEYS = ['solicited', 'inline', 'fence', 'signal'] as const;
-const WRITE_KEYS = ['offset', 'inline', 'fence', 'signal'] as const;
-const READ_KEYS = ['offset', 'fence', 'signal'] as const;
-const RECEIVE_KEYS = ['signal'] as const;
-const POST_KEYS = ['offset', 'context', 'silent', 'inline', 'solicited', 'fence'] as const;
-const PREPARE_KEYS = ['offset', 'silent', 'inline', 'solicited', 'fence'] as const;
-const POST_MANY_KEYS = ['offset', 'stride', 'length', 'context', 'signalEvery'] as const;
+// Sets, not arrays: every request checks its options' keys against one (a hash look-up per key, not a scan).
+const SEND_KEYS: ReadonlySet<string> = new Set(['solicited', 'inline', 'fence', 'signal']);
+const WRITE_KEYS: ReadonlySet<string> = new Set(['offset', 'inline', 'fence', 'signal']);
+const READ_KEYS: ReadonlySet<string> = new Set(['offset', 'fence', 'signal']);
+const RECEIVE_KEYS: ReadonlySet<string> = new Set(['signal']);
+const POST_KEYS: ReadonlySet<string> = new Set(['offset', 'context', 'silent', 'inline', 'solicited', 'fence']);
+const PREPARE_KEYS: ReadonlySet<string> = new Set(['offset', 'silent', 'inline', 'solicited', 'fence']);
+const POST_MANY_KEYS: ReadonlySet<string> = new Set(['offset', 'stride', 'length', 'context', 'signalEvery']);
 const BIND_ACCESS_KEYS = ['read', 'write'] as const;
 
 /**
@@ -171,7 +172,7 @@ const TOP = 0x10000000000000000n;
 const SG: SgeList = { nSge: 0, bytes: 0, pins: null };
 
 /** The ND_OP_FLAG_* bits of a request's options; unknown keys and non-boolean flags are refused. */
-function flagsOf(options: PostOptions | SendOptions | WriteOptions | ReadOptions | undefined, operation: string, keys: readonly string[]): number {
+function flagsOf(options: PostOptions | SendOptions | WriteOptions | ReadOptions | undefined, operation: string, keys: ReadonlySet<string>): number {
   if (options === undefined) return 0;
   checkOptions(options, operation, keys);
   const o = options as PostOptions;
@@ -1293,7 +1294,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
     local: Local,
     remote: RemoteMemory | undefined,
     options: SendOptions | WriteOptions | ReadOptions | ReceiveOptions | undefined,
-    keys: readonly string[],
+    keys: ReadonlySet<string>,
   ): Promise<Completion> {
     let promise: Promise<Completion>;
     let signal: AbortSignal | undefined;

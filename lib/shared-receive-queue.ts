@@ -31,6 +31,7 @@ export interface SharedReceiveQueueOptions {
 export const SHARED_RECEIVE_QUEUE_KEYS = ['depth', 'maxSge', 'notifyThreshold', 'maxQueued'] as const;
 
 const SG: SgeList = { nSge: 0, bytes: 0, pins: null };
+const SRQ_RECEIVE_KEYS: ReadonlySet<string> = new Set(['signal']);
 
 /**
  * A shared receive queue (IND2SharedReceiveQueue): one pool of receives for many queue pairs (those created
@@ -119,7 +120,7 @@ export class SharedReceiveQueue implements AsyncDisposable, RequestOwner, SlotOw
     let waiting: Waiting | null = null;
     try {
       if (options !== undefined) {
-        checkOptions(options, op, ['signal']);
+        checkOptions(options, op, SRQ_RECEIVE_KEYS);
         signal = requestSignal(options.signal, op);
         if (signal?.aborted) throw abortedBeforePost(op, signal);
       }

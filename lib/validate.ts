@@ -136,13 +136,21 @@ export function checkIndex(value: unknown, name: string, operation: string): num
  * `remotewrite`) is refused with the closest known name, instead of being ignored and silently changing what
  * the call does. `name` is how the message calls the object ('options', 'access', ...).
  */
-export function checkOptions(options: unknown, operation: string, known?: readonly string[], name = 'options'): void {
+export function checkOptions(options: unknown, operation: string, known?: readonly string[] | ReadonlySet<string>, name = 'options'): void {
   if (typeof options !== 'object' || options === null || Array.isArray(options)) {
     throw misuse(ERR_ND_INVALID_ARGUMENT, operation, `${name} must be an object, got ${describe(options)}`);
   }
   if (known === undefined) return;
+  if (known instanceof Set) {
+    // The request paths' sets (lib/queue-pair.ts): a hash look-up per key.
+    for (const key in options) {
+      if (!known.has(key)) throw unknownOption(key, operation, [...known], name);
+    }
+    return;
+  }
+  const list = known as readonly string[];
   for (const key in options) {
-    if (!known.includes(key)) throw unknownOption(key, operation, known, name);
+    if (!list.includes(key)) throw unknownOption(key, operation, list, name);
   }
 }
 

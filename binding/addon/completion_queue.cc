@@ -10,6 +10,7 @@ Napi::Function CompletionQueue::Define(Napi::Env env) {
                          TaggedAccessor<CompletionQueue, &CompletionQueue::GetDepth>("depth"),
                          InstanceMethod<&CompletionQueue::Poll>("poll"),
                          InstanceMethod<&CompletionQueue::PollInto>("pollInto"),
+                         InstanceMethod<&CompletionQueue::Records>("records"),
                          InstanceMethod<&CompletionQueue::Resize>("resize"),
                          InstanceMethod<&CompletionQueue::Close>("close"),
                      });
@@ -59,7 +60,9 @@ void CompletionQueue::ReleaseNd(bool /*teardown*/) {
   state_->Unref();
   state_ = nullptr;
   cq_.reset();
-  empty_.Reset();
+  records_.Reset();
+  recordsData_ = nullptr;
+  recordsCap_ = 0;
 }
 
 Napi::Value CompletionQueue::GetDepth(const Napi::CallbackInfo& info) {
@@ -126,21 +129,47 @@ void CompletionQueue::Gather(uint32_t max, bool keepPolling) {
   adapter_->SubPending(batch.counted);
 }
 
-// poll(max): GetResults on the JS thread; the records have the onBatch layout.
+// The Uint32Array behind `info[index]` (data and length in elements), or ERR_ND_INVALID_ARGUMENT.
+static uint32_t* RecordsArg(const Napi::CallbackInfo& info, size_t index, const char* op, size_t* length) {
+  Napi::Env env = info.Env();
+  bool isTyped = false;
+  napi_is_typedarray(env, info[index], &isTyped);
+  napi_typedarray_type type = napi_int8_array;
+  void* data = nullptr;
+  *length = 0;
+  if (isTyped) napi_get_typedarray_info(env, info[index], &type, length, &data, nullptr, nullptr);
+  if (!isTyped || type != napi_uint32_array || (data == nullptr && *length != 0))
+    ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "records must be a Uint32Array");
+  return static_cast<uint32_t*>(data);
+}
+
+// records(array): the Uint32Array poll() writes its records into from now on. Its data pointer is read here once,
+// not per poll: fetching it moves a small on-heap array's bytes off the V8 heap for good, so it stays valid while
+// records_ holds the array; lib/completion-queue.ts marks its buffer untransferable (never detached).
+Napi::Value CompletionQueue::Records(const Napi::CallbackInfo& info) {
+  const char* op = "poll";
+  CheckThis(info, this, op);
+  size_t length = 0;
+  uint32_t* data = RecordsArg(info, 0, op, &length);
+  records_ = Napi::Persistent(info[0].As<Napi::Uint32Array>());
+  recordsData_ = data;
+  recordsCap_ = static_cast<uint32_t>(std::min<size_t>(length / kRecordWords, UINT32_MAX));
+  return info.Env().Undefined();
+}
+
+// poll(max) -> records written into the records() array (lib/native.ts), at most max and what it holds:
+// GetResults on the JS thread, the onBatch record layout, nothing allocated per call.
 Napi::Value CompletionQueue::Poll(const Napi::CallbackInfo& info) {
   CheckThis(info, this, "poll");
   Napi::Env env = info.Env();
-  Gather(ArgU32(info, 0));
-  Batch& batch = pollBatch_;
-  if (batch.words.empty()) {
-    // Length 0: nothing to mutate, so one shared array serves every empty poll.
-    if (empty_.IsEmpty()) empty_ = Napi::Persistent(Napi::Object(Napi::Uint32Array::New(env, 0)));
-    return empty_.Value();
-  }
-  Napi::Uint32Array records = Napi::Uint32Array::New(env, batch.words.size());
-  std::copy(batch.words.begin(), batch.words.end(), records.Data());
-  if (batch.words.capacity() > 4096 * kRecordWords) batch.words = std::vector<uint32_t>();  // a huge poll(max)
-  return records;
+  if (recordsData_ == nullptr) ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", "poll", "no records array: call records() first");
+  Gather(std::min(ArgU32(info, 0), recordsCap_));
+  std::vector<uint32_t>& words = pollBatch_.words;
+  // Gather takes at most max results, one record each; never write past the array whatever a provider returns.
+  const uint32_t n = static_cast<uint32_t>(std::min<size_t>(words.size() / kRecordWords, recordsCap_));
+  std::copy(words.begin(), words.begin() + static_cast<std::ptrdiff_t>(n) * kRecordWords, recordsData_);
+  if (words.capacity() > 4096 * kRecordWords) words = std::vector<uint32_t>();  // a huge poll(max)
+  return Napi::Number::New(env, n);
 }
 
 // pollInto(records, max) -> records written (lib/native.ts): at most max and what the array holds.
@@ -148,19 +177,13 @@ Napi::Value CompletionQueue::PollInto(const Napi::CallbackInfo& info) {
   const char* op = "poll";
   CheckThis(info, this, op);
   Napi::Env env = info.Env();
-  bool isTyped = false;
-  napi_is_typedarray(env, info[0], &isTyped);
-  napi_typedarray_type type = napi_int8_array;
   size_t length = 0;
-  void* data = nullptr;
-  if (isTyped) napi_get_typedarray_info(env, info[0], &type, &length, &data, nullptr, nullptr);
-  if (!isTyped || type != napi_uint32_array || (data == nullptr && length != 0))
-    ThrowMisuse(env, "ERR_ND_INVALID_ARGUMENT", op, "records must be a Uint32Array");
+  uint32_t* data = RecordsArg(info, 0, op, &length);
   const uint32_t max = std::min<uint32_t>(ArgU32(info, 1), static_cast<uint32_t>(std::min<size_t>(length / kRecordWords, UINT32_MAX)));
   if (max == 0) return Napi::Number::New(env, 0);
   Gather(max, true);
   const std::vector<uint32_t>& words = pollBatch_.words;
-  std::copy(words.begin(), words.end(), static_cast<uint32_t*>(data));
+  std::copy(words.begin(), words.end(), data);
   return Napi::Number::New(env, static_cast<double>(words.size() / kRecordWords));
 }
 

@@ -27,7 +27,10 @@ class CompletionQueue : public Child, public Napi::ObjectWrap<CompletionQueue> {
 
  private:
   Napi::Value GetDepth(const Napi::CallbackInfo& info);
+  // poll(max): up to max records into the records() array; returns the count.
   Napi::Value Poll(const Napi::CallbackInfo& info);
+  // records(array): the Uint32Array poll() fills (registered once, again only to grow it).
+  Napi::Value Records(const Napi::CallbackInfo& info);
   // pollInto(records, max): the same records written into the caller's Uint32Array (no allocation); returns the count.
   Napi::Value PollInto(const Napi::CallbackInfo& info);
   // Dequeues up to max results into pollBatch_ (those handed back to state_ first, then GetResults; inline progress
@@ -45,9 +48,10 @@ class CompletionQueue : public Child, public Napi::ObjectWrap<CompletionQueue> {
   CqState* state_ = nullptr;  // one reference
   uint32_t depth_ = 0;
   Batch pollBatch_;                   // poll()'s records, reused (no allocation per call once grown)
-  // What an empty poll() returns (a spin loop makes many). Held as a plain object: re-wrapping it as a typed
-  // array on each return would ask V8 for its type and data every time.
-  Napi::ObjectReference empty_;
+  // poll()'s output: lib/'s Uint32Array (records()), its data read once; nothing is allocated per poll.
+  Napi::Reference<Napi::Uint32Array> records_;
+  uint32_t* recordsData_ = nullptr;
+  uint32_t recordsCap_ = 0;  // records (kRecordWords words each)
 };
 
 }  // namespace netdirect
