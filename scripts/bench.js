@@ -63,7 +63,7 @@ const ROWS = [
     targets: [['>=', 2.0, 'abs', '≥ 2 Mpps']], heap: true },
   // The same through qp.batch(): 32 requests per native call (perftest's -l), every 16th signalled (issue #26); the
   // native baseline is a C++ loop posting the same Writes on the same queue pair (ndbench --compare native).
-  { id: 'msg-rate-batch', label: 'message rate, 8 B writes, prepare()+batch(32)+pollInto()', figure: 'MsgRate', args: ['write_bw', '-s', '8', '-n', q(1000000, 200), '--completion', 'manual', '-l', '32', '--compare', 'tcp,native', '--heap'],
+  { id: 'msg-rate-batch', label: 'message rate, 8 B writes, prepare()+postMany(32)+pollInto()', figure: 'MsgRate', args: ['write_bw', '-s', '8', '-n', q(1000000, 200), '--completion', 'manual', '-l', '32', '--compare', 'tcp,native', '--heap'],
     targets: [['>=', 3.0, 'abs', '≥ 3 Mpps'], ['>=', 0.8, 'native', '≥ 0.8× the native loop']], heap: true, heapTarget: ['<=', 0, '0 B heap per message (steady)'] },
   // Same host through shared memory (issue #25, docs/shm.md): the rows above are TCP (runOnce adds --shm off).
   { id: 'shm-lat-manual', label: 'shm: write_lat 8 B, --completion manual', args: ['write_lat', '-s', '8', '-n', q(20000, 50), '--completion', 'manual', '--shm', 'on', '--compare', 'tcp'],
