@@ -105,7 +105,7 @@ describe('perftest flags that select what ND v2 / iWARP has not: accepted with a
     [['-m', '4096'], /no IB path MTU/],
     [['-m1024'], /no IB path MTU/],
     [['-u', '14'], /no QP retry timeout.*NETDIRECT_SOFT_TCP_TIMEOUT_MS/],
-    [['-l', '8'], /posted in batches \(qp\.batch\(\), one native call each\) by write_bw and read_bw with --completion manual/],
+    [['-l', '8'], /posted in runs \(prepared\.postMany\(\), one native call each\) by write_bw and read_bw with --completion manual/],
     [['-S', '3'], /service levels/],
     [['-c', 'RC'], null],
     [['-i', '1'], null],
