@@ -77,6 +77,26 @@ async function collect(cq: CompletionQueue, count: number, _mode?: Mode): Promis
  * request 3 and every later one fail (the peer refuses 3, the queue pair goes to error and the provider flushes what
  * follows), each once, in posting order, and every silent request before 3 is retired.
  */
+/**
+ * The completions of a batch that failed midway, up to the one with context `last` (numeric contexts in posting
+ * order) and whatever follows within 50 ms: each at most once, in posting order in every mode (a poll() takes what
+ * the poller thread took and has not delivered first).
+ */
+async function collectFailed(cq: CompletionQueue, last: number): Promise<RawCompletion[]> {
+  const got: RawCompletion[] = [];
+  const deadline = Date.now() + 10_000;
+  while (!got.some((c) => c.context === last) && Date.now() < deadline) {
+    got.push(...cq.poll());
+    await new Promise((r) => setImmediate(r));
+  }
+  await new Promise((r) => setTimeout(r, 50));
+  got.push(...cq.poll());
+  const contexts = got.map((c) => c.context as number);
+  expect(new Set(contexts).size, `no completion twice: ${contexts}`).toBe(contexts.length);
+  expect(contexts, 'completions in posting order').toEqual([...contexts].sort((x, y) => x - y));
+  return got;
+}
+
 async function failMidway(mode: Mode, every: number): Promise<void> {
   const { a, b, cqA, qa } = await pair(mode, { initiatorDepth: 16 });
   const sink = await a.allocateMemory(8 * 8);
@@ -88,18 +108,8 @@ async function failMidway(mode: Mode, every: number): Promise<void> {
   batch.post();
   // Request 3 and every later one fail (the peer refuses 3, the queue pair goes to error and the provider flushes
   // what follows); the Reads before it may have completed or been flushed with it, as ND leaves to the provider.
-  const got: RawCompletion[] = [];
-  const deadline = Date.now() + 10_000;
-  while (!got.some((c) => c.context === 7) && Date.now() < deadline) {
-    got.push(...cqA.poll());
-    await new Promise((r) => setImmediate(r));
-  }
-  await new Promise((r) => setTimeout(r, 50));
-  got.push(...cqA.poll());
+  const got = await collectFailed(cqA, 7);
   const contexts = got.map((c) => c.context as number);
-  expect(new Set(contexts).size, `no completion twice: ${contexts}`).toBe(contexts.length);
-  // In posting order in every mode: a poll() takes what the poller thread took and has not delivered first.
-  expect(contexts, 'completions in posting order').toEqual([...contexts].sort((x, y) => x - y));
   got.sort((x, y) => (x.context as number) - (y.context as number));
   const status = new Map(got.map((c) => [c.context as number, c.status]));
   for (let i = 3; i < 8; i++) expect(status.get(i), `request ${i}`).toBeDefined();
@@ -543,17 +553,8 @@ describe.each(MODES)('runs of a prepared request (postMany), %s mode', (mode) =>
       const read = qa.prepare('read', sink, { ...exposed.remote(), length: 128 });
       expect(read.postMany(8, { stride: 16, context: 0, signalEvery: every })).toBe(8);
       expect(sink.inFlight).toBe(8);
-      const got: RawCompletion[] = [];
-      const deadline = Date.now() + 10_000;
-      while (!got.some((c) => c.context === 7) && Date.now() < deadline) {
-        got.push(...cqA.poll());
-        await new Promise((r) => setImmediate(r));
-      }
-      await new Promise((r) => setTimeout(r, 50));
-      got.push(...cqA.poll());
+      const got = await collectFailed(cqA, 7);
       const contexts = got.map((c) => c.context as number);
-      expect(new Set(contexts).size, `no completion twice: ${contexts}`).toBe(contexts.length);
-      expect(contexts, 'completions in posting order').toEqual([...contexts].sort((x, y) => x - y));
       const status = new Map(got.map((c) => [c.context as number, c.status]));
       expect([ACCESS_VIOLATION, CANCELED], `request 4: ${status.get(4)?.toString(16)}`).toContain(status.get(4));
       for (let i = 5; i < 8; i++) expect(status.get(i), `request ${i}`).toBe(CANCELED);
