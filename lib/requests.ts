@@ -158,15 +158,7 @@ export class SilentRequests {
     this.kinds[k & mask] = kind;
     if (pins === null) return;
     pin(pins);
-    const t = this.spanTail;
-    if (t !== this.spanHead && this.spanPins[(t - 1) & mask] === pins && this.spanLast[(t - 1) & mask] === k - 1) {
-      this.spanLast[(t - 1) & mask] = k;
-      return;
-    }
-    this.spanPins[t & mask] = pins;
-    this.spanFirst[t & mask] = k;
-    this.spanLast[t & mask] = k;
-    this.spanTail = t + 1;
+    this.addSpan(pins, k, k);
   }
 
   /**
@@ -195,6 +187,12 @@ export class SilentRequests {
     this.posted = last;
     if (pins === null) return;
     pinMany(pins, count);
+    this.addSpan(pins, first, last);
+  }
+
+  /** Requests first..last (just posted, pinned) hold `pins`: extends the last span when it ends at first - 1 with them. */
+  private addSpan(pins: Pins, first: number, last: number): void {
+    const mask = this.mask;
     const t = this.spanTail;
     if (t !== this.spanHead && this.spanPins[(t - 1) & mask] === pins && this.spanLast[(t - 1) & mask] === first - 1) {
       this.spanLast[(t - 1) & mask] = last;
