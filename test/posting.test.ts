@@ -163,6 +163,23 @@ describe('bind and invalidate', () => {
   });
 });
 
+describe('an empty poll', () => {
+  it('returns one shared array, not frozen; a caller that adds to it keeps it, and the next empty poll returns another', async () => {
+    const { adapter, cq } = await openLocal();
+    open.push(adapter);
+    const first = cq.poll();
+    expect(first).toEqual([]);
+    expect(Object.isFrozen(first)).toBe(false);
+    expect(cq.poll(), 'the same array while nobody changed it').toBe(first);
+    const mine = { mine: true } as unknown as (typeof first)[number];
+    first.push(mine);
+    const next = cq.poll(0);
+    expect(next).not.toBe(first);
+    expect(next).toEqual([]);
+    expect(first, 'what the caller added stays').toEqual([mine]);
+  });
+});
+
 describe('waiting requests never hang', () => {
   it('closing a shared receive queue cancels its waiting receives', async () => {
     const { adapter, cq } = await openLocal();
