@@ -142,7 +142,7 @@ export class CompletionQueue implements AsyncDisposable {
   private _state: 'open' | 'closing' | 'closed' = 'open';
   // poll()'s records, written by the addon (registered with records(), its buffer never detached): one array per
   // CQ instead of one per poll that found something.
-  private _records: Uint32Array;
+  private _records!: Uint32Array;
   private _closing: Promise<void> | null = null;
 
   /** @internal Use adapter.createCompletionQueue(). */
@@ -151,9 +151,7 @@ export class CompletionQueue implements AsyncDisposable {
     this._id = id;
     this._native = native;
     this._depth = depth;
-    this._records = new Uint32Array(POLL_RECORDS * RECORD_WORDS);
-    markAsUntransferable(this._records.buffer);
-    native.records(this._records);
+    this._grow(POLL_RECORDS);
   }
 
   /** Entries the queue holds (1..adapter.info.maxCompletionQueueDepth); changed by resize(). */

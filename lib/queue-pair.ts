@@ -689,10 +689,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
         silent.addRun(numeric ? (context as number) + from : context, i - from, kind, pins);
         this._iq.outstanding += i - from;
       }
-      e.pins = pins;
-      pin(pins);
-      queue.outstanding++;
-      this._inflight.begin();
+      this._began(e, pins, queue);
       from = i + 1;
     }
     if (posted > from) {
@@ -853,11 +850,7 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
         this._iq.outstanding++;
         continue;
       }
-      e.pins = b._pins[i];
-      pin(e.pins);
-      if (e.kind === K_RECEIVE) this._rq.outstanding++;
-      else this._iq.outstanding++;
-      this._inflight.begin();
+      this._began(e, b._pins[i], e.kind === K_RECEIVE ? this._rq : this._iq);
     }
     let error: NdError | null = null;
     if (posted < n) {
@@ -1337,11 +1330,16 @@ export class QueuePair implements AsyncDisposable, RequestOwner, SlotOwner {
       a.requests.release(e);
       throw this._postError(asNdError(err, operation), sg.bytes);
     }
+    this._began(e, pins, queue);
+    return e;
+  }
+
+  /** Request `e` was posted natively: it holds `pins` and a slot of `queue`, and counts in flight until it completes. */
+  private _began(e: PendingRequest, pins: Pins, queue: { outstanding: number }): void {
     e.pins = pins;
     pin(pins);
     queue.outstanding++;
     this._inflight.begin();
-    return e;
   }
 
   /** A silent request (qp.post() with `silent`): validated and posted like _post(), with no table entry. */
